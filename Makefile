@@ -1,0 +1,45 @@
+# The two commands a new user types are `make demo` and `make test`.
+GO      ?= go
+KOALA   := bin/koala
+PKGS    := ./...
+
+.PHONY: all build demo test test-short up down status install bench clean vet
+
+all: build
+
+build:
+	$(GO) build -o $(KOALA) ./cmd/koala
+
+# Sets up and starts the whole local stack, runs the hello-world scale-out,
+# prints its summary and writes results/<workflow>/throughput.png.
+demo: build
+	./$(KOALA) stack up
+	./$(KOALA) run experiments/hello.json
+	@echo "The stack keeps running so you can browse http://127.0.0.1:8233 — stop it with: make down"
+
+install: build
+	./$(KOALA) stack install
+
+# Unit tests plus the end-to-end tests, which start their own Temporal, NATS,
+# Kafka and ClickHouse processes on free ports (installed on first use).
+test: install
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 40m $(PKGS)
+
+test-short: build
+	$(GO) test -count=1 -short $(PKGS)
+
+up: build
+	./$(KOALA) stack up
+
+down: build
+	./$(KOALA) stack down
+
+status: build
+	./$(KOALA) stack status
+
+vet:
+	$(GO) vet $(PKGS)
+
+clean: down
+	rm -rf bin results

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"koala/deploy/local"
+)
+
+func init() {
+	rootCmd.AddCommand(newStackCmd())
+}
+
+// newStackCmd is `koala stack up|down|status|install`: the local stack of
+// Temporal, NATS, Kafka and ClickHouse (plus controller and workers) as
+// plain processes on 127.0.0.1.
+func newStackCmd() *cobra.Command {
+	cfg := local.DefaultConfig()
+	cfg.Controller = true
+	cfg.Workers = 3
+	cfg.Progress = os.Stderr
+
+	cmd := &cobra.Command{
+		Use:   "stack",
+		Short: "Install, start, check and stop the local stack (Temporal, NATS, Kafka, ClickHouse, controller, workers)",
+		Long: `The local stack runs every service as a plain process bound to 127.0.0.1,
+with a PID file and a log file under the run directory (default <home>/run).
+Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`,
+	}
+	f := cmd.PersistentFlags()
+	f.StringVar(&cfg.Home, "home", cfg.Home, "install cache (temporal CLI, Kafka libs) [$"+envHome+"]")
+	f.StringVar(&cfg.RunDir, "run-dir", "", "PID, log and data files (default <home>/run)")
+	f.StringVar(&cfg.Kafka, "kafka", cfg.Kafka, "Kafka broker: real (Apache Kafka from Maven Central) or embedded (franz-go kfake, no install)")
+	f.IntVar(&cfg.TemporalPort, "temporal-port", cfg.TemporalPort, "Temporal frontend gRPC port")
+	f.IntVar(&cfg.TemporalUIPort, "temporal-ui-port", cfg.TemporalUIPort, "Temporal web UI port")
+	f.IntVar(&cfg.NATSPort, "nats-port", cfg.NATSPort, "NATS client port")
+	f.IntVar(&cfg.KafkaPort, "kafka-port", cfg.KafkaPort, "Kafka broker port")
+	f.IntVar(&cfg.KafkaControllerPort, "kafka-controller-port", cfg.KafkaControllerPort, "Kafka KRaft controller port (real mode)")
+	f.IntVar(&cfg.ClickHouseHTTPPort, "clickhouse-http-port", cfg.ClickHouseHTTPPort, "ClickHouse HTTP port")
+	f.IntVar(&cfg.ClickHouseTCPPort, "clickhouse-tcp-port", cfg.ClickHouseTCPPort, "ClickHouse native TCP port")
+	f.StringVar(&cfg.KoalaBinary, "koala-binary", cfg.KoalaBinary, "koala binary that runs nats-server, kafka-fake, controller and workers")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of `koala worker` processes (ids w1..wN)")
+	f.BoolVar(&cfg.Controller, "controller", cfg.Controller, "run `koala controller`")
+
+	prep := func() (local.Config, error) {
+		c := cfg
+		if c.RunDir == "" {
+			c.RunDir = c.Home + "/run"
+		}
+		if err := c.Validate(); err != nil {
+			return c, err
+		}
+		return c, nil
+	}
+	signalCtx := func(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+		return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	}
+
+	cmd.AddCommand(&cobra.Command{
+		Use:   "install",
+		Short: "Install what the stack needs and is missing (temporal CLI, Kafka libs, clickhouse-server)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := prep()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalCtx(cmd)
+			defer stop()
+			return local.Install(ctx, c)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "up",
+		Short: "Install what is missing, start every service not running, wait until ready",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := prep()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalCtx(cmd)
+			defer stop()
+			if err := local.Up(ctx, c); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "stack up (run dir %s)\n", c.RunDir)
+			fmt.Fprintf(out, "  %s=%s\n  %s=%s\n  %s=%s\n  %s=%s\n",
+				envTemporal, c.TemporalAddr(), envNATS, c.NATSURL(),
+				envKafka, c.KafkaBrokers()[0], envClickHouse, c.ClickHouseURL())
+			fmt.Fprintf(out, "Temporal UI: %s\n", c.TemporalUIURL())
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "down",
+		Short: "Stop every process started under the run dir (SIGTERM, then SIGKILL) and remove PID files",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := prep()
+			if err != nil {
+				return err
+			}
+			return local.Down(c)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "status",
+		Short: "Print every service with its pid, whether it runs, its address and log",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := prep()
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tPID\tRUNNING\tADDR\tLOG")
+			for _, s := range local.Status(c) {
+				pid := "-"
+				if s.PID != 0 {
+					pid = strconv.Itoa(s.PID)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\n", s.Name, pid, s.Running, s.Addr, s.Log)
+			}
+			return tw.Flush()
+		},
+	})
+	return cmd
+}

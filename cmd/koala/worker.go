@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"koala/dataplane"
+	_ "koala/queries" // registers the query operators this worker can run
+)
+
+func init() {
+	var opts dataplane.Options
+	var chURL string
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a data-plane worker hosting task slots",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			opts.Logger = log
+			if opts.ID == "" {
+				host, _ := os.Hostname()
+				opts.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+			}
+			ch, err := openClickHouse(ctx, chURL, log)
+			if err != nil {
+				return err
+			}
+			if ch != nil {
+				ch.Start(ctx)
+				defer closeClickHouse(ch)
+				opts.Recorder = ch
+			}
+			w, err := dataplane.NewWorker(opts)
+			if err != nil {
+				return err
+			}
+			return w.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.ID, "id", envOr(envWorkerID, ""), "worker id, unique in the cluster (env "+envWorkerID+"; default host-pid)")
+	f.StringVar(&opts.NATSURL, "nats", envOr(envNATS, defNATS), "NATS URL (env "+envNATS+")")
+	f.StringVar(&opts.Listen, "listen", envOr(envListen, defListen), "data-plane gRPC listen address (env "+envListen+")")
+	f.StringVar(&opts.DataDir, "data-dir", envOr(envDataDir, ""), "directory for task state (env "+envDataDir+")")
+	f.IntVar(&opts.Slots, "slots", 0, "task slots (0 = unlimited)")
+	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for metrics, or \"none\" (env "+envClickHouse+")")
+	rootCmd.AddCommand(cmd)
+}

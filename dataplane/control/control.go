@@ -1,0 +1,317 @@
+// Package control owns the wire contract between the control plane and the
+// data-plane workers: NATS subjects, the versioned request/reply envelope and
+// the job, placement and routing types both sides agree on.
+//
+// Every request names its job and reconfiguration so that a retried
+// activity can be recognised and applied at most once by the worker.
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Version is the control-message format version; workers reject others.
+const Version = 1
+
+// DefaultNumBuckets is the number of key buckets when a config does not say.
+const DefaultNumBuckets = 128
+
+// Subjects. Per-worker request/reply subjects are "koala.worker.<id>.<verb>".
+const (
+	SubjectPing          = "koala.workers.ping" // every worker replies with a WorkerInfo
+	SubjectHeartbeatBase = "koala.heartbeat"    // + "." + worker id, published once a second
+	SubjectBarrierBase   = "koala.barrier"      // + "." + job id, published by sinks when a barrier is aligned
+	SubjectProgressBase  = "koala.progress"     // + "." + job id, published by tasks while migrating state
+	subjectWorkerPrefix  = "koala.worker."      //
+	subjectWorkerWildcrd = "koala.worker.%s.>"  //
+	subjectWorkerVerb    = "koala.worker.%s.%s" //
+	subjectJobBarrier    = SubjectBarrierBase + ".%s"
+	subjectJobProgress   = SubjectProgressBase + ".%s"
+)
+
+// Verbs a worker answers on its request subject.
+const (
+	VerbDeploy       = "deploy"        // DeployRequest: create tasks (not yet running)
+	VerbStart        = "start"         // TasksRequest: start created tasks
+	VerbPause        = "pause"         // BarrierRequest: sources stop reading and emit a barrier
+	VerbResume       = "resume"        // TasksRequest: sources read again
+	VerbRouting      = "routing"       // RoutingRequest: install a new routing table / upstream set
+	VerbStop         = "stop"          // TasksRequest: stop and remove tasks
+	VerbFinish       = "finish"        // FinishRequest: sources stop at end offsets and emit end-of-stream
+	VerbStatus       = "status"        // TasksRequest: TaskStatus of each task
+	VerbProduceStart = "produce.start" // ProduceRequest
+	VerbProduceStop  = "produce.stop"  // ProduceStopRequest → ProduceReport
+	VerbExportState  = "state.export"  // StateRequest → state moved by bucket ranges (stop-and-restart)
+	VerbHandoff      = "state.handoff" // HandoffRequest: lazy protocol key lookup table handoff
+)
+
+// WorkerSubject is the request subject of verb on worker id.
+func WorkerSubject(workerID, verb string) string {
+	return fmt.Sprintf(subjectWorkerVerb, workerID, verb)
+}
+
+// WorkerWildcard matches every request subject of one worker.
+func WorkerWildcard(workerID string) string { return fmt.Sprintf(subjectWorkerWildcrd, workerID) }
+
+// VerbOf returns the verb of a worker request subject, or "" if it is not one.
+func VerbOf(workerID, subject string) string {
+	prefix := subjectWorkerPrefix + workerID + "."
+	if len(subject) <= len(prefix) || subject[:len(prefix)] != prefix {
+		return ""
+	}
+	return subject[len(prefix):]
+}
+
+// HeartbeatSubject is where worker id publishes its heartbeat.
+func HeartbeatSubject(workerID string) string { return SubjectHeartbeatBase + "." + workerID }
+
+// BarrierSubject is where sinks of job publish BarrierAligned notices.
+func BarrierSubject(jobID string) string { return fmt.Sprintf(subjectJobBarrier, jobID) }
+
+// ProgressSubject is where tasks of job publish MigrationProgress notices.
+func ProgressSubject(jobID string) string { return fmt.Sprintf(subjectJobProgress, jobID) }
+
+// Envelope wraps every request.
+type Envelope struct {
+	Version    int             `json:"v"`
+	JobID      string          `json:"job"`
+	ReconfigID string          `json:"reconfig,omitempty"`
+	Body       json.RawMessage `json:"body,omitempty"`
+}
+
+// Reply wraps every answer. Error is empty on success.
+type Reply struct {
+	Version int             `json:"v"`
+	Error   string          `json:"error,omitempty"`
+	Body    json.RawMessage `json:"body,omitempty"`
+}
+
+// NewEnvelope encodes body into an envelope.
+func NewEnvelope(jobID, reconfigID string, body any) ([]byte, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", body, err)
+	}
+	return json.Marshal(Envelope{Version: Version, JobID: jobID, ReconfigID: reconfigID, Body: raw})
+}
+
+// DecodeEnvelope parses and checks a request.
+func DecodeEnvelope(data []byte) (Envelope, error) {
+	var env Envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return env, fmt.Errorf("control message: %w", err)
+	}
+	if env.Version != Version {
+		return env, fmt.Errorf("control message version %d: only version %d is understood", env.Version, Version)
+	}
+	return env, nil
+}
+
+// WorkerInfo describes a live worker.
+type WorkerInfo struct {
+	ID       string   `json:"id"`
+	DataAddr string   `json:"data_addr"` // gRPC address for records and state
+	Slots    int      `json:"slots"`
+	Tasks    []string `json:"tasks,omitempty"`
+}
+
+// OperatorSpec is one node of a job's dataflow.
+type OperatorSpec struct {
+	Name        string   `json:"name"`
+	Kind        string   `json:"kind"` // registered operator function, e.g. "kafka-source", "map-upper", "count-sink"
+	Parallelism int      `json:"parallelism"`
+	Inputs      []string `json:"inputs,omitempty"` // upstream operator names
+	Keyed       bool     `json:"keyed"`            // input partitioned by key through the routing table
+	Stateful    bool     `json:"stateful,omitempty"`
+}
+
+// JobSpec is what a worker needs to know about a job to run its tasks.
+type JobSpec struct {
+	JobID        string            `json:"job_id"`
+	Experiment   string            `json:"experiment"`
+	Query        string            `json:"query"`
+	Operators    []OperatorSpec    `json:"operators"`
+	NumBuckets   int               `json:"num_buckets"`
+	BatchSize    int               `json:"batch_size"`
+	Topic        string            `json:"topic"`
+	Partitions   int               `json:"partitions"`
+	KafkaBrokers []string          `json:"kafka_brokers"`
+	StateBackend string            `json:"state_backend,omitempty"`
+	Params       map[string]string `json:"params,omitempty"`
+}
+
+// Operator returns the named operator.
+func (j JobSpec) Operator(name string) (OperatorSpec, bool) {
+	for _, op := range j.Operators {
+		if op.Name == name {
+			return op, true
+		}
+	}
+	return OperatorSpec{}, false
+}
+
+// Downstreams lists the operators that read from name, in job order.
+func (j JobSpec) Downstreams(name string) []string {
+	var out []string
+	for _, op := range j.Operators {
+		for _, in := range op.Inputs {
+			if in == name {
+				out = append(out, op.Name)
+			}
+		}
+	}
+	return out
+}
+
+// TaskID names task index of operator op.
+func TaskID(op string, index int) string { return fmt.Sprintf("%s-%d", op, index) }
+
+// TaskRef places one task.
+type TaskRef struct {
+	ID       string `json:"id"`
+	Operator string `json:"operator"`
+	Index    int    `json:"index"`
+	WorkerID string `json:"worker"`
+	DataAddr string `json:"data_addr"`
+}
+
+// RoutingTable maps each bucket of an operator's key space to a task index.
+// Epoch grows with every change so that stale updates are ignored.
+type RoutingTable struct {
+	Operator string `json:"operator"`
+	Epoch    int64  `json:"epoch"`
+	Buckets  []int  `json:"buckets"`
+}
+
+// Deployment is the whole placement of a job at one routing epoch.
+type Deployment struct {
+	Job     JobSpec        `json:"job"`
+	Tasks   []TaskRef      `json:"tasks"`
+	Routing []RoutingTable `json:"routing"`
+	Epoch   int64          `json:"epoch"`
+}
+
+// TasksOf lists the tasks of operator op ordered by index.
+func (d Deployment) TasksOf(op string) []TaskRef {
+	var out []TaskRef
+	for _, t := range d.Tasks {
+		if t.Operator == op {
+			out = append(out, t)
+		}
+	}
+	// Tasks are kept ordered by (operator, index) by the planner; keep that contract visible.
+	for i := 1; i < len(out); i++ {
+		for k := i; k > 0 && out[k].Index < out[k-1].Index; k-- {
+			out[k], out[k-1] = out[k-1], out[k]
+		}
+	}
+	return out
+}
+
+// Table returns the routing table of op.
+func (d Deployment) Table(op string) (RoutingTable, bool) {
+	for _, rt := range d.Routing {
+		if rt.Operator == op {
+			return rt, true
+		}
+	}
+	return RoutingTable{}, false
+}
+
+// Workers lists the distinct workers used, in task order.
+func (d Deployment) Workers() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range d.Tasks {
+		if !seen[t.WorkerID] {
+			seen[t.WorkerID] = true
+			out = append(out, t.WorkerID)
+		}
+	}
+	return out
+}
+
+// DeployRequest creates tasks on one worker. The deployment tells each task
+// its downstream tasks, their addresses and routing tables, and its upstreams.
+type DeployRequest struct {
+	Deployment Deployment `json:"deployment"`
+	TaskIDs    []string   `json:"task_ids"`
+	// StartOffsets optionally positions source partitions (default: start of topic).
+	StartOffsets map[int32]int64 `json:"start_offsets,omitempty"`
+}
+
+// TasksRequest names tasks on one worker; empty means all tasks of the job there.
+type TasksRequest struct {
+	TaskIDs []string `json:"task_ids,omitempty"`
+}
+
+// BarrierRequest pauses sources and makes them emit barrier BarrierID.
+type BarrierRequest struct {
+	TaskIDs   []string `json:"task_ids,omitempty"`
+	BarrierID string   `json:"barrier_id"`
+}
+
+// RoutingRequest installs a new deployment (routing tables, task addresses and
+// upstream sets) on every listed task; tasks ignore epochs not newer than theirs.
+type RoutingRequest struct {
+	Deployment Deployment `json:"deployment"`
+}
+
+// FinishRequest tells sources the end offsets of the input; after reading up to
+// them they emit the end-of-stream barrier BarrierID.
+type FinishRequest struct {
+	BarrierID  string          `json:"barrier_id"`
+	EndOffsets map[int32]int64 `json:"end_offsets"`
+}
+
+// TaskStatus reports one task.
+type TaskStatus struct {
+	TaskID     string `json:"task_id"`
+	Operator   string `json:"operator"`
+	Running    bool   `json:"running"`
+	Paused     bool   `json:"paused"`
+	Epoch      int64  `json:"epoch"`
+	RecordsIn  uint64 `json:"records_in"`
+	RecordsOut uint64 `json:"records_out"`
+	// Sink exactness accounting (zero for other tasks).
+	SinkReceived   uint64 `json:"sink_received,omitempty"`
+	SinkDistinct   uint64 `json:"sink_distinct,omitempty"`
+	SinkDuplicates uint64 `json:"sink_duplicates,omitempty"`
+	// Source positions: next offset to read per partition.
+	Offsets map[int32]int64 `json:"offsets,omitempty"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// StatusReply answers VerbStatus.
+type StatusReply struct {
+	WorkerID string       `json:"worker"`
+	Tasks    []TaskStatus `json:"tasks"`
+}
+
+// BarrierAligned is published when a sink task saw barrier BarrierID on every input.
+type BarrierAligned struct {
+	JobID     string `json:"job"`
+	TaskID    string `json:"task"`
+	BarrierID string `json:"barrier_id"`
+}
+
+// ProduceRequest starts the input generator on a worker.
+type ProduceRequest struct {
+	Topic        string   `json:"topic"`
+	KafkaBrokers []string `json:"kafka_brokers"`
+	Generator    string   `json:"generator"` // registered generator name
+	RatePerSec   int      `json:"rate_per_sec"`
+	NumKeys      int      `json:"num_keys"`
+	Seed         int64    `json:"seed"`
+	MaxEvents    int64    `json:"max_events,omitempty"` // 0 = until stopped
+	ValueSize    int      `json:"value_size,omitempty"`
+}
+
+// ProduceReport answers VerbProduceStop: what Kafka acknowledged.
+type ProduceReport struct {
+	Acked       int64           `json:"acked"`
+	Failed      int64           `json:"failed"`
+	PerPart     map[int32]int64 `json:"per_partition"`
+	ElapsedSecs float64         `json:"elapsed_secs"`
+}

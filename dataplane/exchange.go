@@ -1,0 +1,197 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+)
+
+// frameCodec carries Frames over gRPC in koala's own binary layout, so the
+// exchange needs no generated protobuf code.
+type frameCodec struct{}
+
+func (frameCodec) Name() string { return "koala-frame" }
+
+func (frameCodec) Marshal(v any) ([]byte, error) {
+	switch m := v.(type) {
+	case *Frame:
+		return AppendFrame(nil, m), nil
+	case *exchangeAck:
+		return []byte{byte(m.status)}, nil
+	}
+	return nil, fmt.Errorf("koala-frame codec: cannot marshal %T", v)
+}
+
+func (frameCodec) Unmarshal(data []byte, v any) error {
+	switch m := v.(type) {
+	case *Frame:
+		// gRPC may reuse data after Unmarshal returns; records alias it, so copy.
+		f, err := DecodeFrame(append([]byte(nil), data...))
+		if err != nil {
+			return err
+		}
+		*m = *f
+		return nil
+	case *exchangeAck:
+		if len(data) != 1 {
+			return fmt.Errorf("koala-frame codec: ack of %d bytes", len(data))
+		}
+		m.status = data[0]
+		return nil
+	}
+	return fmt.Errorf("koala-frame codec: cannot unmarshal into %T", v)
+}
+
+var _ encoding.Codec = frameCodec{}
+
+type exchangeAck struct{ status byte }
+
+// frameHandler receives frames that arrive at this worker.
+type frameHandler interface {
+	deliverLocal(ctx context.Context, f *Frame) error
+}
+
+const exchangeMethod = "/koala.Exchange/Send"
+
+var exchangeDesc = grpc.ServiceDesc{
+	ServiceName: "koala.Exchange",
+	HandlerType: (*frameHandler)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Send",
+		ClientStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			h := srv.(frameHandler)
+			for {
+				f := new(Frame)
+				if err := stream.RecvMsg(f); err != nil {
+					if errors.Is(err, io.EOF) {
+						return stream.SendMsg(&exchangeAck{})
+					}
+					return err
+				}
+				if err := h.deliverLocal(stream.Context(), f); err != nil {
+					return err
+				}
+			}
+		},
+	}},
+}
+
+// newExchangeServer builds the gRPC server that accepts frames for h.
+func newExchangeServer(h frameHandler) *grpc.Server {
+	s := grpc.NewServer(grpc.ForceServerCodec(frameCodec{}))
+	s.RegisterService(&exchangeDesc, h)
+	return s
+}
+
+// peer is the ordered outbound stream to one remote worker. One goroutine
+// sends, so frames to any task on that worker keep the order they were queued in.
+type peer struct {
+	addr   string
+	queue  chan *Frame
+	log    *slog.Logger
+	sent   atomic.Uint64
+	failed atomic.Uint64
+	done   chan struct{}
+}
+
+// peers holds one peer per remote address.
+type peers struct {
+	mu    sync.Mutex
+	byAdr map[string]*peer
+	ctx   context.Context
+	log   *slog.Logger
+}
+
+func newPeers(ctx context.Context, log *slog.Logger) *peers {
+	return &peers{byAdr: map[string]*peer{}, ctx: ctx, log: log}
+}
+
+func (ps *peers) get(addr string) *peer {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	p, ok := ps.byAdr[addr]
+	if !ok {
+		p = &peer{addr: addr, queue: make(chan *Frame, 256), log: ps.log, done: make(chan struct{})}
+		ps.byAdr[addr] = p
+		go p.run(ps.ctx)
+	}
+	return p
+}
+
+// send queues f; it blocks when the peer is behind, which is how
+// backpressure reaches the sending task.
+func (p *peer) send(ctx context.Context, f *Frame) error {
+	select {
+	case p.queue <- f:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *peer) run(ctx context.Context) {
+	defer close(p.done)
+	var pendingFrame *Frame
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := p.stream(ctx, &pendingFrame)
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Warn("exchange stream failed; reconnecting", "peer", p.addr, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < 2*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// stream opens one stream and sends until it fails. A frame whose send
+// failed is kept in *pending and sent first on the next stream.
+func (p *peer) stream(ctx context.Context, pending **Frame) error {
+	conn, err := grpc.NewClient(p.addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(frameCodec{})))
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", p.addr, err)
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := conn.NewStream(sctx, &exchangeDesc.Streams[0], exchangeMethod)
+	if err != nil {
+		return fmt.Errorf("open stream to %s: %w", p.addr, err)
+	}
+	for {
+		f := *pending
+		if f == nil {
+			select {
+			case <-ctx.Done():
+				_ = st.CloseSend()
+				return ctx.Err()
+			case f = <-p.queue:
+			}
+		}
+		if err := st.SendMsg(f); err != nil {
+			*pending = f
+			p.failed.Add(1)
+			return fmt.Errorf("send to %s: %w", p.addr, err)
+		}
+		*pending = nil
+		p.sent.Add(1)
+	}
+}

@@ -1,0 +1,232 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"koala/dataplane/control"
+)
+
+// requestTimeout bounds the work of one control request on the worker.
+const requestTimeout = 30 * time.Second
+
+func (w *Worker) handleRequest(msg *nats.Msg) {
+	if msg.Subject == control.SubjectPing {
+		data, _ := json.Marshal(w.info())
+		_ = msg.Respond(data)
+		return
+	}
+	// Requests run concurrently so a slow pause does not hold up a status call.
+	go w.serve(msg)
+}
+
+func (w *Worker) serve(msg *nats.Msg) {
+	verb := control.VerbOf(w.opts.ID, msg.Subject)
+	body, err := w.dispatch(verb, msg.Data)
+	reply := control.Reply{Version: control.Version}
+	if err != nil {
+		reply.Error = err.Error()
+		w.log.Warn("control request failed", "verb", verb, "err", err)
+	} else if body != nil {
+		raw, mErr := json.Marshal(body)
+		if mErr != nil {
+			reply.Error = fmt.Sprintf("encode reply: %v", mErr)
+		}
+		reply.Body = raw
+	}
+	data, _ := json.Marshal(reply)
+	if msg.Reply != "" {
+		if err := msg.Respond(data); err != nil {
+			w.log.Warn("reply", "verb", verb, "err", err)
+		}
+	}
+}
+
+func decodeBody[T any](env control.Envelope) (T, error) {
+	var v T
+	if len(env.Body) == 0 {
+		return v, nil
+	}
+	if err := json.Unmarshal(env.Body, &v); err != nil {
+		return v, fmt.Errorf("decode %T: %w", v, err)
+	}
+	return v, nil
+}
+
+func (w *Worker) dispatch(verb string, data []byte) (any, error) {
+	env, err := control.DecodeEnvelope(data)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, requestTimeout)
+	defer cancel()
+	switch verb {
+	case control.VerbDeploy:
+		req, err := decodeBody[control.DeployRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		return nil, w.deploy(req)
+	case control.VerbStart:
+		req, err := decodeBody[control.TasksRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range w.jobTasks(env.JobID, req.TaskIDs) {
+			t.start(w.ctx)
+		}
+		return nil, nil
+	case control.VerbPause:
+		req, err := decodeBody[control.BarrierRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		return nil, w.sourceCommand(ctx, env.JobID, req.TaskIDs, sourceCmd{kind: "pause", barrierID: req.BarrierID})
+	case control.VerbResume:
+		req, err := decodeBody[control.TasksRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		return nil, w.sourceCommand(ctx, env.JobID, req.TaskIDs, sourceCmd{kind: "resume"})
+	case control.VerbFinish:
+		req, err := decodeBody[control.FinishRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		return nil, w.sourceCommand(ctx, env.JobID, nil, sourceCmd{kind: "finish", barrierID: req.BarrierID, endOffsets: req.EndOffsets})
+	case control.VerbRouting:
+		req, err := decodeBody[control.RoutingRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		return nil, w.updateRouting(env.JobID, req.Deployment)
+	case control.VerbStop:
+		req, err := decodeBody[control.TasksRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		return nil, w.stopTasks(ctx, env.JobID, req.TaskIDs)
+	case control.VerbStatus:
+		req, err := decodeBody[control.TasksRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		reply := control.StatusReply{WorkerID: w.opts.ID}
+		for _, t := range w.jobTasks(env.JobID, req.TaskIDs) {
+			reply.Tasks = append(reply.Tasks, t.status())
+		}
+		return reply, nil
+	case control.VerbProduceStart:
+		req, err := decodeBody[control.ProduceRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		return nil, w.startProducer(env.JobID, req)
+	case control.VerbProduceStop:
+		return w.stopProducer(ctx, env.JobID)
+	}
+	return nil, fmt.Errorf("worker %s: unknown verb %q", w.opts.ID, verb)
+}
+
+// jobTasks returns the named tasks of job (all of them when ids is empty),
+// sorted by id.
+func (w *Worker) jobTasks(jobID string, ids []string) []*task {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*task
+	if len(ids) == 0 {
+		for _, t := range w.tasks {
+			if t.jobID == jobID {
+				out = append(out, t)
+			}
+		}
+	} else {
+		for _, id := range ids {
+			if t := w.tasks[jobID+"/"+id]; t != nil {
+				out = append(out, t)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// deploy creates the requested tasks; tasks that already exist are kept, so
+// a retried deploy is harmless.
+func (w *Worker) deploy(req control.DeployRequest) error {
+	refs := map[string]control.TaskRef{}
+	for _, t := range req.Deployment.Tasks {
+		refs[t.ID] = t
+	}
+	for _, id := range req.TaskIDs {
+		ref, ok := refs[id]
+		if !ok {
+			return fmt.Errorf("deploy: task %q is not in the deployment", id)
+		}
+		if ref.WorkerID != w.opts.ID {
+			return fmt.Errorf("deploy: task %q is placed on worker %q, not %q", id, ref.WorkerID, w.opts.ID)
+		}
+		key := req.Deployment.Job.JobID + "/" + id
+		w.mu.Lock()
+		_, exists := w.tasks[key]
+		w.mu.Unlock()
+		if exists {
+			continue
+		}
+		t, err := w.createTask(req.Deployment, ref, req.StartOffsets)
+		if err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.tasks[key] = t
+		w.mu.Unlock()
+	}
+	// Existing tasks of the job learn the new deployment too.
+	return w.updateRouting(req.Deployment.Job.JobID, req.Deployment)
+}
+
+// updateRouting installs dep on every task of the job here whose epoch is
+// older; stale or repeated updates are ignored.
+func (w *Worker) updateRouting(jobID string, dep control.Deployment) error {
+	if dep.Job.JobID != jobID {
+		return fmt.Errorf("routing: deployment is for job %q, request for job %q", dep.Job.JobID, jobID)
+	}
+	for _, t := range w.jobTasks(jobID, nil) {
+		if cur := t.view.Load(); cur.epoch < dep.Epoch {
+			t.view.Store(newTaskView(dep, t.opName))
+		}
+	}
+	return nil
+}
+
+func (w *Worker) sourceCommand(ctx context.Context, jobID string, ids []string, cmd sourceCmd) error {
+	for _, t := range w.jobTasks(jobID, ids) {
+		if t.source == nil {
+			continue
+		}
+		if !t.started.Load() {
+			return fmt.Errorf("%s source %s: task is not running", cmd.kind, t.id)
+		}
+		if err := t.command(ctx, cmd); err != nil {
+			return fmt.Errorf("%s source %s: %w", cmd.kind, t.id, err)
+		}
+	}
+	return nil
+}
+
+func (w *Worker) stopTasks(ctx context.Context, jobID string, ids []string) error {
+	for _, t := range w.jobTasks(jobID, ids) {
+		if err := t.stop(ctx); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		delete(w.tasks, t.key())
+		w.mu.Unlock()
+	}
+	return nil
+}

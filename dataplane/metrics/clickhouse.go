@@ -1,0 +1,352 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultMaxBuffered is the default bound on buffered rows per table.
+const DefaultMaxBuffered = 200_000
+
+// ClickHouse is a Recorder that buffers rows in memory and inserts them over
+// ClickHouse's HTTP interface (INSERT ... FORMAT TabSeparated), at most once
+// per flush interval (default one second) per table. It also runs read
+// queries. Credentials may be given in the base URL (http://user:pw@host:8123).
+//
+// Failed inserts are counted (InsertErrors, Err), logged, and retried on the
+// next flush; when a table's buffer exceeds its bound the oldest rows are
+// dropped and counted (Dropped).
+type ClickHouse struct {
+	base     *url.URL
+	baseErr  error
+	db       string
+	client   *http.Client
+	log      *slog.Logger
+	interval time.Duration
+	now      func() time.Time
+	ticks    <-chan time.Time
+	maxBuf   int
+
+	mu      sync.Mutex
+	tables  [2]*tableBuf
+	dropped uint64
+	errs    uint64
+	lastErr error
+
+	flushMu sync.Mutex // serialises flushes so retried rows keep their order
+
+	loopMu sync.Mutex
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// tableBuf is the pending rows of one table (guarded by ClickHouse.mu).
+type tableBuf struct {
+	name, columns string
+	lines         []string
+	lastInsert    time.Time
+	droppedLogged uint64
+	dropped       uint64
+}
+
+// Option configures a ClickHouse.
+type Option func(*ClickHouse)
+
+// WithHTTPClient sets the HTTP client (default: 30 s timeout).
+func WithHTTPClient(c *http.Client) Option { return func(ch *ClickHouse) { ch.client = c } }
+
+// WithLogger sets the logger for insert errors and drops (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(ch *ClickHouse) { ch.log = l } }
+
+// WithFlushInterval sets the minimum time between two inserts into one table
+// by the background flusher (default 1 s).
+func WithFlushInterval(d time.Duration) Option { return func(ch *ClickHouse) { ch.interval = d } }
+
+// WithMaxBuffered bounds the rows buffered per table (default DefaultMaxBuffered).
+func WithMaxBuffered(n int) Option { return func(ch *ClickHouse) { ch.maxBuf = n } }
+
+// WithClock replaces time.Now (used to stamp rows without a time and to
+// enforce the flush interval).
+func WithClock(now func() time.Time) Option { return func(ch *ClickHouse) { ch.now = now } }
+
+// WithTicker makes the background flusher wake up on c instead of a
+// time.Ticker of the flush interval (for tests).
+func WithTicker(c <-chan time.Time) Option { return func(ch *ClickHouse) { ch.ticks = c } }
+
+// NewClickHouse returns a client for the HTTP interface at baseURL (e.g.
+// "http://127.0.0.1:8123") storing into database. Call EnsureSchema once and
+// Start to run the background flusher; Close flushes what is left.
+func NewClickHouse(baseURL, database string, opts ...Option) *ClickHouse {
+	ch := &ClickHouse{
+		db:       database,
+		client:   &http.Client{Timeout: 30 * time.Second},
+		log:      slog.New(slog.DiscardHandler),
+		interval: time.Second,
+		now:      time.Now,
+		maxBuf:   DefaultMaxBuffered,
+	}
+	ch.base, ch.baseErr = url.Parse(strings.TrimSuffix(baseURL, "/") + "/")
+	if ch.baseErr == nil && (ch.base.Scheme == "" || ch.base.Host == "") {
+		ch.baseErr = fmt.Errorf("metrics: clickhouse URL %q needs scheme and host", baseURL)
+	}
+	for _, o := range opts {
+		o(ch)
+	}
+	if ch.maxBuf <= 0 {
+		ch.maxBuf = DefaultMaxBuffered
+	}
+	ch.tables[0] = &tableBuf{name: TaskTable, columns: columnNames(taskColumnDefs)}
+	ch.tables[1] = &tableBuf{name: ReconfigTable, columns: columnNames(reconfigColumnDefs)}
+	return ch
+}
+
+var plainIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func ident(s string) string {
+	if plainIdent.MatchString(s) {
+		return s
+	}
+	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
+}
+
+// table returns the qualified name of a table in the database.
+func (ch *ClickHouse) table(name string) string { return ident(ch.db) + "." + name }
+
+// EnsureSchema creates the database and both tables if they do not exist.
+func (ch *ClickHouse) EnsureSchema(ctx context.Context) error {
+	stmts := []string{
+		"CREATE DATABASE IF NOT EXISTS " + ident(ch.db),
+		"CREATE TABLE IF NOT EXISTS " + ch.table(TaskTable) + " (" + taskColumnDefs + ") " +
+			"ENGINE = MergeTree() PARTITION BY toYYYYMMDD(ts) ORDER BY (job, ts)",
+		"CREATE TABLE IF NOT EXISTS " + ch.table(ReconfigTable) + " (" + reconfigColumnDefs + ") " +
+			"ENGINE = MergeTree() PARTITION BY toYYYYMMDD(ts) ORDER BY (job, ts)",
+	}
+	for _, s := range stmts {
+		if err := ch.Exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RecordTask implements Recorder. A zero Time is replaced by the clock.
+func (ch *ClickHouse) RecordTask(r TaskRow) {
+	if r.Time.IsZero() {
+		r.Time = ch.now()
+	}
+	ch.add(ch.tables[0], encodeTask(r))
+}
+
+// RecordReconfig implements Recorder. A zero Time is replaced by the clock.
+func (ch *ClickHouse) RecordReconfig(e ReconfigEvent) {
+	if e.Time.IsZero() {
+		e.Time = ch.now()
+	}
+	ch.add(ch.tables[1], encodeReconfig(e))
+}
+
+func (ch *ClickHouse) add(t *tableBuf, line string) {
+	ch.mu.Lock()
+	t.lines = append(t.lines, line)
+	ch.trimLocked(t)
+	ch.mu.Unlock()
+}
+
+// trimLocked drops the oldest rows of t beyond the bound.
+func (ch *ClickHouse) trimLocked(t *tableBuf) {
+	if over := len(t.lines) - ch.maxBuf; over > 0 {
+		clear(t.lines[:over])
+		t.lines = t.lines[over:]
+		t.dropped += uint64(over)
+		ch.dropped += uint64(over)
+	}
+}
+
+// Dropped returns how many rows were discarded because a buffer was full.
+func (ch *ClickHouse) Dropped() uint64 {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.dropped
+}
+
+// InsertErrors returns how many inserts failed.
+func (ch *ClickHouse) InsertErrors() uint64 {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.errs
+}
+
+// Err returns the last insert error, or nil if there was none.
+func (ch *ClickHouse) Err() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.lastErr
+}
+
+// Pending returns the number of buffered rows not yet inserted.
+func (ch *ClickHouse) Pending() int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return len(ch.tables[0].lines) + len(ch.tables[1].lines)
+}
+
+// Flush inserts everything buffered now, regardless of the flush interval.
+// Rows of a failed insert stay buffered for the next flush.
+func (ch *ClickHouse) Flush(ctx context.Context) error { return ch.flush(ctx, true) }
+
+func (ch *ClickHouse) flush(ctx context.Context, force bool) error {
+	ch.flushMu.Lock()
+	defer ch.flushMu.Unlock()
+	var errs []error
+	for _, t := range ch.tables {
+		if err := ch.flushTable(ctx, t, force); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (ch *ClickHouse) flushTable(ctx context.Context, t *tableBuf, force bool) error {
+	ch.mu.Lock()
+	now := ch.now()
+	if len(t.lines) == 0 || (!force && now.Sub(t.lastInsert) < ch.interval) {
+		ch.mu.Unlock()
+		return nil
+	}
+	lines := t.lines
+	t.lines = nil
+	t.lastInsert = now
+	if d := t.dropped - t.droppedLogged; d > 0 {
+		t.droppedLogged = t.dropped
+		ch.log.Warn("clickhouse metrics buffer full, dropped oldest rows",
+			"table", t.name, "dropped", d, "dropped_total", t.dropped)
+	}
+	ch.mu.Unlock()
+
+	query := "INSERT INTO " + ch.table(t.name) + " (" + t.columns + ") FORMAT TabSeparated"
+	_, err := ch.do(ctx, query, false, strings.NewReader(strings.Join(lines, "")))
+	if err == nil {
+		return nil
+	}
+	ch.mu.Lock()
+	ch.errs++
+	ch.lastErr = err
+	t.lines = append(lines, t.lines...)
+	ch.trimLocked(t)
+	pending := len(t.lines)
+	ch.mu.Unlock()
+	ch.log.Error("clickhouse metrics insert failed, will retry",
+		"table", t.name, "rows", len(lines), "pending", pending, "err", err)
+	return err
+}
+
+// Start runs the background flusher until ctx is done or Close is called.
+// Calling Start while the flusher runs has no effect.
+func (ch *ClickHouse) Start(ctx context.Context) {
+	ch.loopMu.Lock()
+	defer ch.loopMu.Unlock()
+	if ch.stop != nil {
+		return
+	}
+	stopCh, done := make(chan struct{}), make(chan struct{})
+	ch.stop, ch.done = stopCh, done
+	ticks := ch.ticks
+	var stopTicker func()
+	if ticks == nil {
+		tk := time.NewTicker(ch.interval)
+		ticks, stopTicker = tk.C, tk.Stop
+	}
+	go func() {
+		defer close(done)
+		if stopTicker != nil {
+			defer stopTicker()
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-stopCh:
+				return
+			case <-ticks:
+				_ = ch.flush(ctx, false) // counted, kept and logged by flushTable
+			}
+		}
+	}()
+}
+
+// Close stops the background flusher and flushes the remaining rows.
+func (ch *ClickHouse) Close(ctx context.Context) error {
+	ch.loopMu.Lock()
+	if ch.stop != nil {
+		close(ch.stop)
+		<-ch.done
+		ch.stop = nil
+	}
+	ch.loopMu.Unlock()
+	return ch.Flush(ctx)
+}
+
+// Exec runs a statement that returns no rows (DDL, ALTER, ...).
+func (ch *ClickHouse) Exec(ctx context.Context, sql string) error {
+	_, err := ch.do(ctx, "", false, strings.NewReader(sql))
+	return err
+}
+
+// do POSTs body to the HTTP interface, with query as the "query" parameter
+// when set (for INSERT the body then carries the data). wait asks the server
+// to buffer the whole result so that late errors yield an error status. It
+// returns the response body, or an error carrying ClickHouse's message.
+func (ch *ClickHouse) do(ctx context.Context, query string, wait bool, body io.Reader) (string, error) {
+	if ch.baseErr != nil {
+		return "", ch.baseErr
+	}
+	u := *ch.base
+	q := u.Query()
+	if query != "" {
+		q.Set("query", query)
+	}
+	if wait {
+		q.Set("wait_end_of_query", "1")
+	}
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), body)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	resp, err := ch.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("metrics: clickhouse: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("metrics: clickhouse: reading response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		what := query
+		if what == "" {
+			what = "statement"
+		}
+		return "", fmt.Errorf("metrics: clickhouse %s: HTTP %d: %s",
+			firstLine(what), resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	return string(data), nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	return s
+}

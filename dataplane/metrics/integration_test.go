@@ -1,0 +1,206 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clickHouseURL returns KOALA_CLICKHOUSE_URL or starts a throw-away
+// clickhouse-server for the test, skipping if none is installed.
+func clickHouseURL(t *testing.T) string {
+	t.Helper()
+	if u := os.Getenv("KOALA_CLICKHOUSE_URL"); u != "" {
+		return u
+	}
+	bin, err := exec.LookPath("clickhouse-server")
+	if err != nil {
+		for _, p := range []string{"/usr/bin/clickhouse-server", "/usr/sbin/clickhouse-server"} {
+			if _, err := os.Stat(p); err == nil {
+				bin = p
+				break
+			}
+		}
+	}
+	if bin == "" {
+		t.Skip("clickhouse-server not installed and KOALA_CLICKHOUSE_URL not set")
+	}
+	dir := t.TempDir()
+	httpPort, tcpPort := freePort(t), freePort(t)
+	config := fmt.Sprintf(`<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><console>1</console></logger>
+  <listen_host>127.0.0.1</listen_host>
+  <http_port>%d</http_port>
+  <tcp_port>%d</tcp_port>
+  <path>%[3]s/data/</path>
+  <tmp_path>%[3]s/tmp/</tmp_path>
+  <user_files_path>%[3]s/user_files/</user_files_path>
+  <format_schema_path>%[3]s/format_schemas/</format_schema_path>
+  <users_config>users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <mark_cache_size>268435456</mark_cache_size>
+</yandex>
+`, httpPort, tcpPort, dir)
+	users := `<?xml version="1.0"?>
+<yandex>
+  <profiles><default></default></profiles>
+  <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+    <profile>default</profile><quota>default</quota></default></users>
+  <quotas><default></default></quotas>
+</yandex>
+`
+	for name, body := range map[string]string{"config.xml": config, "users.xml": users} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "--config-file="+filepath.Join(dir, "config.xml"))
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // by PID
+		<-exited
+	})
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if pingOK(base) {
+			return base
+		}
+		select {
+		case <-exited:
+			t.Fatalf("clickhouse-server exited early:\n%s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("clickhouse-server not ready in 30s:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+}
+
+func pingOK(base string) bool {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get(base + "/ping")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode == http.StatusOK && strings.TrimSpace(string(b)) == "Ok."
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestClickHouseIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	base := clickHouseURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db := fmt.Sprintf("koala_test_%d", time.Now().UnixNano())
+	ch := NewClickHouse(base, db, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err := ch.EnsureSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.EnsureSchema(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ch.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	ch.Start(ctx)
+
+	start := time.Unix(1_700_000_000, 0)
+	for sec := range 5 {
+		for task := range 2 {
+			ch.RecordTask(TaskRow{
+				Time: start.Add(time.Duration(sec)*time.Second + 300*time.Millisecond), Experiment: "it",
+				Job: "job\t1", Operator: "sink", Task: fmt.Sprintf("sink-%d", task), Worker: "w\\1",
+				RecordsIn: uint64(100*(sec+1) + task), BatchTimeAvgUs: 1.5,
+			})
+		}
+		ch.RecordTask(TaskRow{Time: start.Add(time.Duration(sec) * time.Second), Job: "job\t1",
+			Operator: "source", Task: "source-0", KafkaLag: uint64(50 - sec)})
+	}
+	ch.RecordTask(TaskRow{Time: start, Job: "other", Operator: "sink", RecordsIn: 9999})
+	ch.RecordReconfig(ReconfigEvent{Time: start.Add(2100 * time.Millisecond), Job: "job\t1", ReconfigID: "r1",
+		Protocol: "koala", Phase: PhaseStart, Detail: "line1\nline2 'quoted'"})
+	ch.RecordReconfig(ReconfigEvent{Time: start.Add(3250 * time.Millisecond), Job: "job\t1", ReconfigID: "r1",
+		Protocol: "koala", Phase: PhaseEnd, Millis: 1150})
+	if err := ch.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ch.Err() != nil || ch.Dropped() != 0 {
+		t.Fatalf("err=%v dropped=%d", ch.Err(), ch.Dropped())
+	}
+
+	pts, err := ch.Throughput(ctx, "job\t1", "sink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 5 {
+		t.Fatalf("throughput %v", pts)
+	}
+	for i, p := range pts {
+		if want := (Point{Sec: float64(i), Value: float64(200*(i+1) + 1)}); p != want {
+			t.Errorf("point %d = %v, want %v", i, p, want)
+		}
+	}
+	byTask, err := ch.ThroughputByTask(ctx, "job\t1", "sink")
+	if err != nil || len(byTask) != 2 || byTask["sink-1"][4] != (Point{4, 501}) {
+		t.Fatalf("by task %v %v", byTask, err)
+	}
+	lag, err := ch.Lag(ctx, "job\t1")
+	if err != nil || len(lag) != 5 || lag[0] != (Point{0, 50}) || lag[4] != (Point{4, 46}) {
+		t.Fatalf("lag %v %v", lag, err)
+	}
+	evs, err := ch.ReconfigEvents(ctx, "job\t1")
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	if evs[0].Detail != "line1\nline2 'quoted'" || !evs[0].Time.Equal(start.Add(2100*time.Millisecond)) ||
+		evs[1].Phase != PhaseEnd || evs[1].Millis != 1150 {
+		t.Fatalf("events %+v", evs)
+	}
+	if js, err := ch.JobStart(ctx, "job\t1"); err != nil || !js.Equal(start) {
+		t.Fatalf("job start %v %v", js, err)
+	}
+	if pts, err := ch.Throughput(ctx, "missing", "sink"); err != nil || pts != nil {
+		t.Fatalf("missing job: %v %v", pts, err)
+	}
+	rows, err := ch.Query(ctx, "SELECT worker, count() FROM "+db+".task_metrics WHERE operator = 'sink' AND job != 'other' GROUP BY worker")
+	if err != nil || len(rows) != 1 || rows[0][0] != "w\\1" || rows[0][1] != "10" {
+		t.Fatalf("query %q %v", rows, err)
+	}
+	if _, err := ch.Query(ctx, "SELECT no_such_column FROM "+db+".task_metrics"); err == nil ||
+		!strings.Contains(err.Error(), "no_such_column") {
+		t.Fatalf("want error with server message, got %v", err)
+	}
+}

@@ -1,0 +1,200 @@
+package metrics
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Table names inside the configured database.
+const (
+	TaskTable     = "task_metrics"
+	ReconfigTable = "reconfig_events"
+)
+
+// Columns of the two tables, in insert order. Only DateTime, String, Float64
+// and UInt64 are used so the schema runs on ClickHouse 18.16 and on current
+// servers alike. ts_ms orders events within a second.
+const (
+	taskColumnDefs = `ts DateTime, ts_ms UInt64, experiment String, job String, operator String, task String, worker String, ` +
+		`records_in UInt64, records_out UInt64, batches UInt64, batch_time_avg_us Float64, batch_time_max_us Float64, ` +
+		`queue_time_avg_us Float64, kafka_lag UInt64, idle_ratio Float64, backpressure_ratio Float64, ` +
+		`multi_get_us Float64, multi_put_us Float64, key_lookup_us Float64, keys_per_batch Float64, ` +
+		`bytes_transferred UInt64, keys_fetched UInt64, klt_size UInt64, klt_bytes UInt64`
+	reconfigColumnDefs = `ts DateTime, ts_ms UInt64, experiment String, job String, reconfig_id String, protocol String, ` +
+		`step String, phase String, millis Float64, detail String`
+)
+
+// columnNames strips the types from a column definition list.
+func columnNames(defs string) string {
+	parts := strings.Split(defs, ", ")
+	for i, p := range parts {
+		parts[i], _, _ = strings.Cut(p, " ")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// tsvEscaper escapes a String value for ClickHouse's TabSeparated format.
+var tsvEscaper = strings.NewReplacer(
+	`\`, `\\`,
+	"\t", `\t`,
+	"\n", `\n`,
+	"\r", `\r`,
+	"\x00", `\0`,
+	"\b", `\b`,
+	"\f", `\f`,
+)
+
+// escapeTSV escapes s for use as a TabSeparated String field.
+func escapeTSV(s string) string { return tsvEscaper.Replace(s) }
+
+// unescapeTSV reverses ClickHouse's TabSeparated escaping of a field.
+func unescapeTSV(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 == len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch s[i] {
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		case '0':
+			b.WriteByte(0)
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'a':
+			b.WriteByte('\a')
+		case 'v':
+			b.WriteByte('\v')
+		case 'N':
+			// \N is NULL; our columns are not nullable, treat as empty.
+		default: // \\, \', and anything else stand for the character itself
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// parseTSV splits a TabSeparated response body into unescaped fields.
+func parseTSV(body string) [][]string {
+	if body == "" {
+		return nil
+	}
+	body = strings.TrimSuffix(body, "\n")
+	lines := strings.Split(body, "\n")
+	rows := make([][]string, len(lines))
+	for i, line := range lines {
+		fields := strings.Split(line, "\t")
+		for j, f := range fields {
+			fields[j] = unescapeTSV(f)
+		}
+		rows[i] = fields
+	}
+	return rows
+}
+
+// quoteString returns s as a ClickHouse SQL string literal.
+func quoteString(s string) string {
+	return `'` + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + `'`
+}
+
+// tsvLine accumulates one TabSeparated row.
+type tsvLine struct{ b []byte }
+
+func (l *tsvLine) sep() {
+	if len(l.b) > 0 {
+		l.b = append(l.b, '\t')
+	}
+}
+
+func (l *tsvLine) str(s string) { l.sep(); l.b = append(l.b, escapeTSV(s)...) }
+func (l *tsvLine) u64(v uint64) { l.sep(); l.b = strconv.AppendUint(l.b, v, 10) }
+
+// f64 writes a Float64 in a form every ClickHouse version parses (18.16 does
+// not accept "+Inf" or "NaN" spelled Go's way in all positions).
+func (l *tsvLine) f64(v float64) {
+	l.sep()
+	switch {
+	case math.IsNaN(v):
+		l.b = append(l.b, "nan"...)
+	case math.IsInf(v, 1):
+		l.b = append(l.b, "inf"...)
+	case math.IsInf(v, -1):
+		l.b = append(l.b, "-inf"...)
+	default:
+		l.b = strconv.AppendFloat(l.b, v, 'g', -1, 64)
+	}
+}
+
+// ts writes the DateTime (as a Unix timestamp, independent of the server's
+// time zone) and the ts_ms columns.
+func (l *tsvLine) ts(t time.Time) {
+	ms := t.UnixMilli()
+	if ms < 0 {
+		ms = 0
+	}
+	l.u64(uint64(ms / 1000))
+	l.u64(uint64(ms))
+}
+
+func (l *tsvLine) String() string { return string(append(l.b, '\n')) }
+
+// encodeTask renders r as one TabSeparated line (with trailing newline) in
+// task_metrics column order. The time is truncated to the second.
+func encodeTask(r TaskRow) string {
+	var l tsvLine
+	l.ts(r.Time.Truncate(time.Second))
+	l.str(r.Experiment)
+	l.str(r.Job)
+	l.str(r.Operator)
+	l.str(r.Task)
+	l.str(r.Worker)
+	l.u64(r.RecordsIn)
+	l.u64(r.RecordsOut)
+	l.u64(r.Batches)
+	l.f64(r.BatchTimeAvgUs)
+	l.f64(r.BatchTimeMaxUs)
+	l.f64(r.QueueTimeAvgUs)
+	l.u64(r.KafkaLag)
+	l.f64(r.IdleRatio)
+	l.f64(r.BackpressureRatio)
+	l.f64(r.MultiGetUs)
+	l.f64(r.MultiPutUs)
+	l.f64(r.KeyLookupUs)
+	l.f64(r.KeysPerBatch)
+	l.u64(r.BytesTransferred)
+	l.u64(r.KeysFetched)
+	l.u64(r.KLTSize)
+	l.u64(r.KLTBytes)
+	return l.String()
+}
+
+// encodeReconfig renders e as one TabSeparated line in reconfig_events column
+// order, keeping millisecond precision.
+func encodeReconfig(e ReconfigEvent) string {
+	var l tsvLine
+	l.ts(e.Time)
+	l.str(e.Experiment)
+	l.str(e.Job)
+	l.str(e.ReconfigID)
+	l.str(e.Protocol)
+	l.str(e.Step)
+	l.str(e.Phase)
+	l.f64(e.Millis)
+	l.str(e.Detail)
+	return l.String()
+}

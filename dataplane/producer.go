@@ -1,0 +1,292 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"koala/dataplane/control"
+)
+
+// Generator makes input records; it is deterministic for a seed.
+type Generator interface {
+	// Next fills r with the n-th record (n counts from 0).
+	Next(n int64, r *Record)
+}
+
+// GeneratorFactory builds a generator from a produce request.
+type GeneratorFactory func(req control.ProduceRequest) (Generator, error)
+
+// DefaultGenerator spreads records uniformly over NumKeys keys.
+const DefaultGenerator = "keys"
+
+var (
+	genMu      sync.RWMutex
+	generators = map[string]GeneratorFactory{}
+)
+
+// RegisterGenerator makes a generator available to `koala produce` and to
+// experiment producers.
+func RegisterGenerator(name string, f GeneratorFactory) error {
+	genMu.Lock()
+	defer genMu.Unlock()
+	if _, dup := generators[name]; dup {
+		return fmt.Errorf("register generator: %q already registered", name)
+	}
+	generators[name] = f
+	return nil
+}
+
+// NewGenerator builds the named generator.
+func NewGenerator(req control.ProduceRequest) (Generator, error) {
+	name := req.Generator
+	if name == "" {
+		name = DefaultGenerator
+	}
+	genMu.RLock()
+	f, ok := generators[name]
+	var names []string
+	for n := range generators {
+		names = append(names, n)
+	}
+	genMu.RUnlock()
+	if !ok {
+		sort.Strings(names)
+		return nil, fmt.Errorf("generator %q is unknown (known: %s)", name, strings.Join(names, ", "))
+	}
+	return f(req)
+}
+
+// keysGenerator draws keys uniformly from a fixed key space.
+type keysGenerator struct {
+	numKeys   int
+	seed      uint64
+	valueSize int
+}
+
+// KeyName is the key of index i in generated key spaces; oracles use it.
+func KeyName(i int) string { return fmt.Sprintf("k%07d", i) }
+
+// KeyIndex returns the key index the keys generator picks for record n.
+func (g keysGenerator) KeyIndex(n int64) int {
+	r := rand.New(rand.NewPCG(g.seed, uint64(n)))
+	return r.IntN(g.numKeys)
+}
+
+func (g keysGenerator) Next(n int64, r *Record) {
+	r.Key = []byte(KeyName(g.KeyIndex(n)))
+	v := make([]byte, max(g.valueSize, 8))
+	binary.LittleEndian.PutUint64(v, uint64(n))
+	r.Value = v
+	r.EventTime = time.Now().UnixNano()
+}
+
+func init() {
+	_ = RegisterGenerator(DefaultGenerator, func(req control.ProduceRequest) (Generator, error) {
+		if req.NumKeys < 1 {
+			return nil, fmt.Errorf("generator %q: NumKeys %d must be ≥ 1", DefaultGenerator, req.NumKeys)
+		}
+		return keysGenerator{numKeys: req.NumKeys, seed: uint64(req.Seed), valueSize: req.ValueSize}, nil
+	})
+}
+
+// ProducerStats is what a producer has written so far.
+type ProducerStats = control.ProduceReport
+
+// Produce writes generated records to Kafka at req.RatePerSec until ctx
+// ends or req.MaxEvents records were acknowledged. It returns what Kafka
+// acknowledged; onTick, when set, is called about once a second.
+func Produce(ctx context.Context, req control.ProduceRequest, extra []kgo.Opt, onTick func(control.ProduceReport)) (control.ProduceReport, error) {
+	p, err := newProducer(req, extra)
+	if err != nil {
+		return control.ProduceReport{}, err
+	}
+	p.onTick = onTick
+	p.run(ctx)
+	return p.report(), p.firstErr()
+}
+
+type producer struct {
+	req    control.ProduceRequest
+	gen    Generator
+	client *kgo.Client
+	onTick func(control.ProduceReport)
+
+	acked, failed atomic.Int64
+	mu            sync.Mutex
+	perPart       map[int32]int64
+	err           error
+	started       time.Time
+	elapsed       time.Duration
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error) {
+	if req.Topic == "" {
+		return nil, fmt.Errorf("produce: Topic must not be empty")
+	}
+	if len(req.KafkaBrokers) == 0 {
+		return nil, fmt.Errorf("produce: KafkaBrokers must list at least one broker")
+	}
+	if req.RatePerSec < 0 {
+		return nil, fmt.Errorf("produce: RatePerSec %d must be ≥ 0 (0 = unlimited)", req.RatePerSec)
+	}
+	gen, err := NewGenerator(req)
+	if err != nil {
+		return nil, fmt.Errorf("produce: %w", err)
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(req.KafkaBrokers...),
+		kgo.DefaultProduceTopic(req.Topic),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+	}, extra...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("produce: kafka client for %v: %w", req.KafkaBrokers, err)
+	}
+	return &producer{req: req, gen: gen, client: cl, perPart: map[int32]int64{}}, nil
+}
+
+// run paces records in 10 ms slots so the rate is smooth, and waits for
+// every outstanding acknowledgement before returning.
+func (p *producer) run(ctx context.Context) {
+	defer p.client.Close()
+	p.started = time.Now()
+	const slot = 10 * time.Millisecond
+	tick := time.NewTicker(slot)
+	defer tick.Stop()
+	report := time.NewTicker(time.Second)
+	defer report.Stop()
+	var n int64
+	var due float64
+	perSlot := float64(p.req.RatePerSec) * slot.Seconds()
+	for ctx.Err() == nil {
+		if p.req.MaxEvents > 0 && n >= p.req.MaxEvents {
+			break
+		}
+		batch := 1000
+		if p.req.RatePerSec > 0 {
+			select {
+			case <-ctx.Done():
+				continue
+			case <-report.C:
+				if p.onTick != nil {
+					p.onTick(p.report())
+				}
+				continue
+			case <-tick.C:
+			}
+			due += perSlot
+			batch = int(due)
+			due -= float64(batch)
+		}
+		for i := 0; i < batch && (p.req.MaxEvents == 0 || n < p.req.MaxEvents); i++ {
+			rec := &kgo.Record{}
+			var r Record
+			p.gen.Next(n, &r)
+			rec.Key, rec.Value = r.Key, r.Value
+			rec.Timestamp = time.Unix(0, r.EventTime)
+			n++
+			p.client.Produce(context.Background(), rec, p.ack)
+		}
+	}
+	if err := p.client.Flush(context.Background()); err != nil {
+		p.setErr(fmt.Errorf("produce: flush: %w", err))
+	}
+	p.elapsed = time.Since(p.started)
+}
+
+func (p *producer) ack(r *kgo.Record, err error) {
+	if err != nil {
+		p.failed.Add(1)
+		p.setErr(fmt.Errorf("produce to %s: %w", r.Topic, err))
+		return
+	}
+	p.acked.Add(1)
+	p.mu.Lock()
+	p.perPart[r.Partition]++
+	p.mu.Unlock()
+}
+
+func (p *producer) setErr(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+func (p *producer) firstErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *producer) report() control.ProduceReport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	per := make(map[int32]int64, len(p.perPart))
+	for k, v := range p.perPart {
+		per[k] = v
+	}
+	el := p.elapsed
+	if el == 0 && !p.started.IsZero() {
+		el = time.Since(p.started)
+	}
+	return control.ProduceReport{Acked: p.acked.Load(), Failed: p.failed.Load(), PerPart: per, ElapsedSecs: el.Seconds()}
+}
+
+// stop ends a background producer and waits for its acknowledgements.
+func (p *producer) stop(ctx context.Context) {
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+	}
+}
+
+func (w *Worker) startProducer(jobID string, req control.ProduceRequest) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, running := w.producers[jobID]; running {
+		return nil // a retried start
+	}
+	p, err := newProducer(req, w.opts.KafkaOpts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	p.cancel, p.done = cancel, make(chan struct{})
+	w.producers[jobID] = p
+	go func() {
+		defer close(p.done)
+		p.run(ctx)
+	}()
+	return nil
+}
+
+func (w *Worker) stopProducer(ctx context.Context, jobID string) (control.ProduceReport, error) {
+	w.mu.Lock()
+	p := w.producers[jobID]
+	w.mu.Unlock()
+	if p == nil {
+		return control.ProduceReport{}, fmt.Errorf("produce.stop: no producer for job %q on worker %s", jobID, w.opts.ID)
+	}
+	p.stop(ctx)
+	// The producer stays registered so a retried stop returns the same report.
+	return p.report(), p.firstErr()
+}

@@ -1,0 +1,204 @@
+// Package dataplane owns the worker runtime: tasks and their lifecycle, the
+// operator API, batching, keyed routing, the record exchange between workers
+// over gRPC, the Kafka source, sinks, the input producer, control-signal
+// handling over NATS and per-task metric emission.
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Record is one event flowing through a job. Partition and Offset identify
+// the Kafka record it came from, so sinks can count losses and duplicates.
+type Record struct {
+	Key       []byte
+	Value     []byte
+	EventTime int64 // unix nanoseconds
+	Partition int32
+	Offset    int64
+}
+
+// FrameKind says what a frame carries.
+type FrameKind uint8
+
+const (
+	FrameData    FrameKind = 1 // records
+	FrameBarrier FrameKind = 2 // an in-band barrier (drain, reconfiguration)
+	FrameEOS     FrameKind = 3 // end of stream: the sender will send nothing more
+)
+
+func (k FrameKind) String() string {
+	switch k {
+	case FrameData:
+		return "data"
+	case FrameBarrier:
+		return "barrier"
+	case FrameEOS:
+		return "eos"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Frame is the unit of exchange between tasks: a batch of records or a
+// barrier, from one task to another.
+type Frame struct {
+	Kind      FrameKind
+	JobID     string
+	FromTask  string
+	ToTask    string
+	BarrierID string
+	Records   []Record
+}
+
+// Limits that protect a worker from malformed or hostile frames.
+const (
+	MaxFrameRecords = 1 << 20
+	MaxFieldBytes   = 16 << 20
+)
+
+var errShortFrame = errors.New("frame truncated")
+
+// AppendFrame encodes f after buf. The layout is little-endian and
+// length-prefixed; it is the wire format of the gRPC exchange.
+func AppendFrame(buf []byte, f *Frame) []byte {
+	buf = append(buf, byte(f.Kind))
+	buf = appendString(buf, f.JobID)
+	buf = appendString(buf, f.FromTask)
+	buf = appendString(buf, f.ToTask)
+	buf = appendString(buf, f.BarrierID)
+	buf = binary.AppendUvarint(buf, uint64(len(f.Records)))
+	for i := range f.Records {
+		r := &f.Records[i]
+		buf = appendBytes(buf, r.Key)
+		buf = appendBytes(buf, r.Value)
+		buf = binary.AppendVarint(buf, r.EventTime)
+		buf = binary.AppendVarint(buf, int64(r.Partition))
+		buf = binary.AppendVarint(buf, r.Offset)
+	}
+	return buf
+}
+
+// DecodeFrame parses a frame encoded by AppendFrame. Record keys and values
+// alias data, so data must not be reused while the frame is alive.
+func DecodeFrame(data []byte) (*Frame, error) {
+	d := decoder{buf: data}
+	f := &Frame{}
+	kind := d.byte()
+	f.JobID = d.string()
+	f.FromTask = d.string()
+	f.ToTask = d.string()
+	f.BarrierID = d.string()
+	n := d.uvarint()
+	if d.err != nil {
+		return nil, fmt.Errorf("decode frame header: %w", d.err)
+	}
+	f.Kind = FrameKind(kind)
+	if f.Kind < FrameData || f.Kind > FrameEOS {
+		return nil, fmt.Errorf("decode frame: unknown kind %d (allowed 1..3)", kind)
+	}
+	if n > MaxFrameRecords {
+		return nil, fmt.Errorf("decode frame: %d records exceeds the limit of %d", n, MaxFrameRecords)
+	}
+	// Each record takes at least 5 bytes; refuse counts the data cannot hold.
+	if n > uint64(len(data)) {
+		return nil, fmt.Errorf("decode frame: record count %d larger than the frame", n)
+	}
+	if n > 0 {
+		f.Records = make([]Record, n)
+	}
+	for i := range f.Records {
+		r := &f.Records[i]
+		r.Key = d.bytes()
+		r.Value = d.bytes()
+		r.EventTime = d.varint()
+		part := d.varint()
+		r.Offset = d.varint()
+		if d.err != nil {
+			return nil, fmt.Errorf("decode frame record %d: %w", i, d.err)
+		}
+		if part < -1<<31 || part > 1<<31-1 {
+			return nil, fmt.Errorf("decode frame record %d: partition %d out of range", i, part)
+		}
+		r.Partition = int32(part)
+	}
+	if len(d.buf) != 0 {
+		return nil, fmt.Errorf("decode frame: %d trailing bytes", len(d.buf))
+	}
+	return f, nil
+}
+
+func appendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+func appendBytes(buf []byte, b []byte) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(b)))
+	return append(buf, b...)
+}
+
+type decoder struct {
+	buf []byte
+	err error
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.buf) < 1 {
+		d.err = errShortFrame
+		return 0
+	}
+	b := d.buf[0]
+	d.buf = d.buf[1:]
+	return b
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.err = errShortFrame
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.buf)
+	if n <= 0 {
+		d.err = errShortFrame
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > MaxFieldBytes {
+		d.err = fmt.Errorf("field of %d bytes exceeds the limit of %d", n, MaxFieldBytes)
+		return nil
+	}
+	if uint64(len(d.buf)) < n {
+		d.err = errShortFrame
+		return nil
+	}
+	b := d.buf[:n:n]
+	d.buf = d.buf[n:]
+	return b
+}
+
+func (d *decoder) string() string { return string(d.bytes()) }

@@ -1,0 +1,221 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// sourceCmd is a control request executed by the source goroutine itself,
+// so barriers are ordered exactly after the records emitted before them.
+type sourceCmd struct {
+	kind       string // "pause", "resume", "finish"
+	barrierID  string
+	endOffsets map[int32]int64
+	reply      chan error
+}
+
+// sourceState is the Kafka side of a source task. It reads an explicit set
+// of partitions (no consumer group), so positions are owned by the job.
+type sourceState struct {
+	client     *kgo.Client
+	partitions []int32
+	cmds       chan sourceCmd
+	paused     atomic.Bool
+
+	mu   sync.Mutex
+	pos  map[int32]int64 // next offset to emit
+	hwm  map[int32]int64 // last high watermark seen
+	once sync.Once
+}
+
+// sourcePartitions assigns partitions round-robin: partition p belongs to
+// source task p mod parallelism.
+func sourcePartitions(numPartitions, parallelism, index int) []int32 {
+	var out []int32
+	for p := index; p < numPartitions; p += parallelism {
+		out = append(out, int32(p))
+	}
+	return out
+}
+
+func newSourceState(brokers []string, topic string, parts []int32, start map[int32]int64, extra []kgo.Opt) (*sourceState, error) {
+	assign := map[int32]kgo.Offset{}
+	pos := map[int32]int64{}
+	for _, p := range parts {
+		off := start[p]
+		assign[p] = kgo.NewOffset().At(off)
+		pos[p] = off
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
+		kgo.FetchMaxWait(50 * time.Millisecond),
+	}
+	opts = append(opts, extra...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka source client for %v: %w", brokers, err)
+	}
+	return &sourceState{client: cl, partitions: parts, cmds: make(chan sourceCmd, 8), pos: pos, hwm: map[int32]int64{}}, nil
+}
+
+func (s *sourceState) close() { s.once.Do(s.client.Close) }
+
+func (s *sourceState) positions() map[int32]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int32]int64, len(s.pos))
+	for p, o := range s.pos {
+		out[p] = o
+	}
+	return out
+}
+
+func (s *sourceState) lag() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lag int64
+	for p, h := range s.hwm {
+		if d := h - s.pos[p]; d > 0 {
+			lag += d
+		}
+	}
+	return uint64(lag)
+}
+
+// reached reports whether every partition is at or past its end offset.
+func (s *sourceState) reached(end map[int32]int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.partitions {
+		if s.pos[p] < end[p] {
+			return false
+		}
+	}
+	return true
+}
+
+// command runs a control request on the source goroutine.
+func (t *task) command(ctx context.Context, cmd sourceCmd) error {
+	cmd.reply = make(chan error, 1)
+	select {
+	case t.source.cmds <- cmd:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-cmd.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runSource polls Kafka and emits batches until cancelled or finished.
+func (t *task) runSource(ctx context.Context) error {
+	s := t.source
+	var finishAt map[int32]int64
+	var finishID string
+	finished := false
+	for {
+		// Control requests first; block on them while paused or finished.
+		for {
+			var cmd sourceCmd
+			if s.paused.Load() || finished {
+				select {
+				case <-ctx.Done():
+					return nil
+				case cmd = <-s.cmds:
+				}
+			} else {
+				select {
+				case cmd = <-s.cmds:
+				default:
+				}
+			}
+			if cmd.kind == "" {
+				break
+			}
+			view := t.view.Load()
+			switch cmd.kind {
+			case "pause":
+				s.paused.Store(true)
+				cmd.reply <- broadcast(ctx, t.w, view, t.jobID, t.id, FrameBarrier, cmd.barrierID)
+			case "resume":
+				s.paused.Store(false)
+				cmd.reply <- nil
+			case "finish":
+				finishAt, finishID = cmd.endOffsets, cmd.barrierID
+				cmd.reply <- nil
+			default:
+				cmd.reply <- fmt.Errorf("source %s: unknown command %q", t.id, cmd.kind)
+			}
+		}
+		if finishAt != nil && !finished && s.reached(finishAt) {
+			if err := broadcast(ctx, t.w, t.view.Load(), t.jobID, t.id, FrameEOS, finishID); err != nil {
+				return err
+			}
+			finished = true
+			continue
+		}
+		if err := t.pollOnce(ctx, finishAt); err != nil {
+			return err
+		}
+	}
+}
+
+// pollOnce reads up to one batch and emits it. Records past a finish
+// offset are never emitted (they belong to no run).
+func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
+	s := t.source
+	pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	fetches := s.client.PollRecords(pctx, max(1, t.view.Load().job.BatchSize))
+	cancel()
+	if ctx.Err() != nil {
+		return nil
+	}
+	var firstErr error
+	fetches.EachError(func(topic string, p int32, err error) {
+		if pctx.Err() == nil && firstErr == nil && err != context.DeadlineExceeded && err != context.Canceled {
+			firstErr = fmt.Errorf("kafka fetch %s[%d]: %w", topic, p, err)
+		}
+	})
+	if firstErr != nil {
+		t.w.log.Warn("source fetch error; retrying", "task", t.id, "err", firstErr)
+	}
+	start := time.Now()
+	view := t.view.Load()
+	t.out.begin(view, t.index, t.jobID, t.id)
+	n := 0
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		s.mu.Lock()
+		s.hwm[fp.Partition] = fp.HighWatermark
+		s.mu.Unlock()
+		for _, r := range fp.Records {
+			if finishAt != nil {
+				if end, ok := finishAt[r.Partition]; ok && r.Offset >= end {
+					continue
+				}
+			}
+			t.out.emit(Record{Key: r.Key, Value: r.Value, EventTime: r.Timestamp.UnixNano(), Partition: r.Partition, Offset: r.Offset})
+			n++
+			s.mu.Lock()
+			s.pos[r.Partition] = r.Offset + 1
+			s.mu.Unlock()
+		}
+	})
+	t.stats.kafkaLag.Store(s.lag())
+	if n == 0 {
+		return nil
+	}
+	t.stats.recordsIn.Add(uint64(n))
+	sent, err := t.out.flush(ctx, t.w)
+	t.stats.recordsOut.Add(uint64(sent))
+	t.stats.observeBatch(time.Since(start))
+	return err
+}

@@ -1,0 +1,299 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"koala/dataplane/control"
+)
+
+// taskView is a task's immutable view of the deployment; a routing update
+// swaps it atomically and the task picks it up at its next batch.
+type taskView struct {
+	epoch     int64
+	routes    []*route
+	upstreams []string
+	job       control.JobSpec
+}
+
+func newTaskView(dep control.Deployment, op string) *taskView {
+	return &taskView{epoch: dep.Epoch, routes: compileRoutes(dep, op), upstreams: upstreamsOf(dep, op), job: dep.Job}
+}
+
+// taskStats are counters read by the metrics loop and status requests.
+type taskStats struct {
+	recordsIn    atomic.Uint64
+	recordsOut   atomic.Uint64
+	batches      atomic.Uint64
+	batchNanos   atomic.Uint64
+	batchMaxNano atomic.Uint64
+	kafkaLag     atomic.Uint64
+}
+
+func (s *taskStats) observeBatch(d time.Duration) {
+	n := uint64(d.Nanoseconds())
+	s.batches.Add(1)
+	s.batchNanos.Add(n)
+	for {
+		old := s.batchMaxNano.Load()
+		if n <= old || s.batchMaxNano.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// task is one parallel instance of an operator on this worker.
+type task struct {
+	w      *Worker
+	jobID  string
+	id     string
+	opName string
+	index  int
+	spec   control.OperatorSpec
+
+	view  atomic.Pointer[taskView]
+	stats taskStats
+
+	inbox  chan *Frame  // processing tasks
+	source *sourceState // source tasks
+	ledger *sinkLedger  // terminal tasks
+	op     Operator     // processing tasks
+
+	started atomic.Bool
+	startMu sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	failMu  sync.Mutex
+	failErr error
+
+	// Owned by the task goroutine.
+	barriers map[string]map[string]bool
+	out      outputs
+
+	// Owned by the worker's metrics loop.
+	lastIn, lastOut uint64
+}
+
+func (t *task) key() string { return t.jobID + "/" + t.id }
+
+func (t *task) terminal() bool { return len(t.view.Load().routes) == 0 }
+
+func (t *task) fail(err error) {
+	t.failMu.Lock()
+	defer t.failMu.Unlock()
+	if t.failErr == nil {
+		t.failErr = err
+		t.w.log.Error("task failed", "task", t.id, "job", t.jobID, "err", err)
+	}
+}
+
+func (t *task) err() error {
+	t.failMu.Lock()
+	defer t.failMu.Unlock()
+	return t.failErr
+}
+
+// start runs the task goroutine once.
+func (t *task) start(parent context.Context) {
+	t.startMu.Lock()
+	defer t.startMu.Unlock()
+	if t.started.Load() {
+		return
+	}
+	ctx, cancel := context.WithCancel(parent)
+	t.cancel = cancel
+	t.done = make(chan struct{})
+	t.started.Store(true)
+	go func() {
+		defer close(t.done)
+		var err error
+		if t.source != nil {
+			err = t.runSource(ctx)
+		} else {
+			err = t.runProcessor(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			t.fail(err)
+		}
+	}()
+}
+
+// stop ends the task goroutine and waits for it, bounded by ctx.
+func (t *task) stop(ctx context.Context) error {
+	t.startMu.Lock()
+	cancel, done := t.cancel, t.done
+	t.startMu.Unlock()
+	if cancel == nil {
+		return t.closeResources()
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("task %s did not stop: %w", t.id, ctx.Err())
+	}
+	return t.closeResources()
+}
+
+func (t *task) closeResources() error {
+	if t.source != nil {
+		t.source.close()
+	}
+	if c, ok := t.op.(Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// runProcessor is the loop of every non-source task.
+func (t *task) runProcessor(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case f := <-t.inbox:
+			if err := t.handleFrame(ctx, f); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (t *task) handleFrame(ctx context.Context, f *Frame) error {
+	view := t.view.Load()
+	switch f.Kind {
+	case FrameData:
+		start := time.Now()
+		t.stats.recordsIn.Add(uint64(len(f.Records)))
+		if t.ledger != nil && len(view.routes) == 0 {
+			t.ledger.observe(f.Records)
+		}
+		t.out.begin(view, t.index, t.jobID, t.id)
+		if err := t.op.ProcessBatch(f.Records, t.out.emit); err != nil {
+			return fmt.Errorf("operator %s: %w", t.opName, err)
+		}
+		n, err := t.out.flush(ctx, t.w)
+		t.stats.recordsOut.Add(uint64(n))
+		t.stats.observeBatch(time.Since(start))
+		return err
+	case FrameBarrier, FrameEOS:
+		return t.onBarrier(ctx, view, f)
+	}
+	return fmt.Errorf("task %s: unexpected frame kind %v", t.id, f.Kind)
+}
+
+// onBarrier aligns barrier f over all upstream tasks, then forwards it
+// downstream or, at a sink, announces it on NATS.
+func (t *task) onBarrier(ctx context.Context, view *taskView, f *Frame) error {
+	if t.barriers == nil {
+		t.barriers = map[string]map[string]bool{}
+	}
+	seen := t.barriers[f.BarrierID]
+	if seen == nil {
+		seen = map[string]bool{}
+		t.barriers[f.BarrierID] = seen
+	}
+	seen[f.FromTask] = true
+	for _, up := range view.upstreams {
+		if !seen[up] {
+			return nil
+		}
+	}
+	delete(t.barriers, f.BarrierID)
+	if len(view.routes) == 0 {
+		t.w.announceBarrier(t.jobID, t.id, f.BarrierID)
+		return nil
+	}
+	return broadcast(ctx, t.w, view, t.jobID, t.id, f.Kind, f.BarrierID)
+}
+
+// broadcast sends a barrier to every task of every downstream operator.
+func broadcast(ctx context.Context, w *Worker, view *taskView, jobID, from string, kind FrameKind, barrierID string) error {
+	for _, rt := range view.routes {
+		for _, target := range rt.tasks {
+			f := &Frame{Kind: kind, JobID: jobID, FromTask: from, ToTask: target.ID, BarrierID: barrierID}
+			if err := w.deliver(ctx, target, f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t *task) status() control.TaskStatus {
+	st := control.TaskStatus{
+		TaskID:     t.id,
+		Operator:   t.opName,
+		Running:    t.started.Load(),
+		Epoch:      t.view.Load().epoch,
+		RecordsIn:  t.stats.recordsIn.Load(),
+		RecordsOut: t.stats.recordsOut.Load(),
+	}
+	if t.ledger != nil {
+		st.SinkReceived, st.SinkDistinct, st.SinkDuplicates = t.ledger.counts()
+	}
+	if t.source != nil {
+		st.Paused = t.source.paused.Load()
+		st.Offsets = t.source.positions()
+	}
+	if err := t.err(); err != nil {
+		st.Error = err.Error()
+	}
+	return st
+}
+
+// outputs batches emitted records per target task during one input batch.
+type outputs struct {
+	view    *taskView
+	from    int
+	jobID   string
+	taskID  string
+	pending map[string]*Frame
+	targets map[string]control.TaskRef
+	order   []string
+	count   int
+}
+
+func (o *outputs) begin(view *taskView, fromIndex int, jobID, taskID string) {
+	o.view, o.from, o.jobID, o.taskID = view, fromIndex, jobID, taskID
+	if o.pending == nil {
+		o.pending = map[string]*Frame{}
+		o.targets = map[string]control.TaskRef{}
+	}
+	o.count = 0
+}
+
+func (o *outputs) emit(r Record) {
+	for _, rt := range o.view.routes {
+		target := rt.target(&r, o.from)
+		f := o.pending[target.ID]
+		if f == nil {
+			f = &Frame{Kind: FrameData, JobID: o.jobID, FromTask: o.taskID, ToTask: target.ID}
+			o.pending[target.ID] = f
+			o.targets[target.ID] = target
+			o.order = append(o.order, target.ID)
+		}
+		f.Records = append(f.Records, r)
+		o.count++
+	}
+}
+
+// flush sends every pending frame, in first-emitted order, and returns how
+// many records went out.
+func (o *outputs) flush(ctx context.Context, w *Worker) (int, error) {
+	n := o.count
+	for _, id := range o.order {
+		f := o.pending[id]
+		delete(o.pending, id)
+		if err := w.deliver(ctx, o.targets[id], f); err != nil {
+			o.order = o.order[:0]
+			return n, err
+		}
+	}
+	o.order = o.order[:0]
+	o.count = 0
+	return n, nil
+}

@@ -1,0 +1,296 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"koala/dataplane/control"
+	"koala/dataplane/metrics"
+)
+
+// Options configure a worker.
+type Options struct {
+	ID       string // unique worker id, e.g. "w1"
+	NATSURL  string
+	Listen   string // data-plane gRPC listen address; port 0 picks a free one
+	DataDir  string
+	Slots    int
+	Recorder metrics.Recorder
+	Logger   *slog.Logger
+	// KafkaOpts are added to every Kafka client (tests, TLS, SASL).
+	KafkaOpts []kgo.Opt
+	// HeartbeatInterval defaults to one second.
+	HeartbeatInterval time.Duration
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.ID == "" {
+		errs = append(errs, errors.New("worker option ID: must not be empty"))
+	}
+	if o.NATSURL == "" {
+		errs = append(errs, errors.New("worker option NATSURL: must not be empty"))
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("worker option Listen %q: want host:port: %w", o.Listen, err))
+	}
+	if o.Slots < 0 {
+		errs = append(errs, fmt.Errorf("worker option Slots %d: must be ≥ 0 (0 = unlimited)", o.Slots))
+	}
+	if o.Recorder == nil {
+		o.Recorder = metrics.Nop{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = time.Second
+	}
+	return errors.Join(errs...)
+}
+
+// Worker hosts task slots of any number of jobs.
+type Worker struct {
+	opts Options
+	log  *slog.Logger
+	nc   *nats.Conn
+	lis  net.Listener
+	addr string
+
+	mu        sync.Mutex
+	tasks     map[string]*task // by job/task
+	producers map[string]*producer
+
+	ctx   context.Context
+	peers *peers
+}
+
+// NewWorker connects to NATS and opens the data-plane listener.
+func NewWorker(opts Options) (*Worker, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(opts.NATSURL, nats.Name("koala-worker-"+opts.ID), nats.MaxReconnects(-1), nats.Timeout(3*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: connect to NATS at %s: %w", opts.ID, opts.NATSURL, err)
+	}
+	lis, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("worker %s: listen on %s: %w", opts.ID, opts.Listen, err)
+	}
+	return &Worker{
+		opts: opts, log: opts.Logger.With("worker", opts.ID), nc: nc, lis: lis, addr: lis.Addr().String(),
+		tasks: map[string]*task{}, producers: map[string]*producer{},
+	}, nil
+}
+
+// Addr is the data-plane address other workers send records to.
+func (w *Worker) Addr() string { return w.addr }
+
+// ID is the worker id.
+func (w *Worker) ID() string { return w.opts.ID }
+
+// Run serves until ctx ends, then stops every task and producer.
+func (w *Worker) Run(ctx context.Context) error {
+	w.ctx = ctx
+	w.peers = newPeers(ctx, w.log)
+	srv := newExchangeServer(w)
+	go func() { _ = srv.Serve(w.lis) }()
+	defer srv.Stop()
+	defer w.nc.Close()
+
+	subs := []*nats.Subscription{}
+	for _, subj := range []string{control.WorkerWildcard(w.opts.ID), control.SubjectPing} {
+		sub, err := w.nc.Subscribe(subj, w.handleRequest)
+		if err != nil {
+			return fmt.Errorf("worker %s: subscribe %s: %w", w.opts.ID, subj, err)
+		}
+		subs = append(subs, sub)
+	}
+	if err := w.nc.Flush(); err != nil {
+		return fmt.Errorf("worker %s: NATS flush: %w", w.opts.ID, err)
+	}
+	w.log.Info("worker ready", "data_addr", w.addr, "nats", w.opts.NATSURL)
+
+	hb := time.NewTicker(w.opts.HeartbeatInterval)
+	defer hb.Stop()
+	metricsTick := time.NewTicker(time.Second)
+	defer metricsTick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+			w.shutdown()
+			return nil
+		case <-hb.C:
+			w.heartbeat()
+		case now := <-metricsTick.C:
+			w.emitMetrics(now)
+		}
+	}
+}
+
+func (w *Worker) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.mu.Lock()
+	tasks := make([]*task, 0, len(w.tasks))
+	for _, t := range w.tasks {
+		tasks = append(tasks, t)
+	}
+	prods := make([]*producer, 0, len(w.producers))
+	for _, p := range w.producers {
+		prods = append(prods, p)
+	}
+	w.mu.Unlock()
+	for _, p := range prods {
+		p.stop(ctx)
+	}
+	for _, t := range tasks {
+		if err := t.stop(ctx); err != nil {
+			w.log.Warn("stop task", "task", t.id, "err", err)
+		}
+	}
+}
+
+func (w *Worker) info() control.WorkerInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	info := control.WorkerInfo{ID: w.opts.ID, DataAddr: w.addr, Slots: w.opts.Slots}
+	for k := range w.tasks {
+		info.Tasks = append(info.Tasks, k)
+	}
+	sort.Strings(info.Tasks)
+	return info
+}
+
+func (w *Worker) heartbeat() {
+	data, err := json.Marshal(w.info())
+	if err == nil {
+		_ = w.nc.Publish(control.HeartbeatSubject(w.opts.ID), data)
+	}
+}
+
+// deliverLocal hands a frame to a task on this worker, blocking while the
+// task's inbox is full (backpressure).
+func (w *Worker) deliverLocal(ctx context.Context, f *Frame) error {
+	w.mu.Lock()
+	t := w.tasks[f.JobID+"/"+f.ToTask]
+	w.mu.Unlock()
+	if t == nil || t.inbox == nil {
+		// Never drop silently: the sender learns through the stream error and
+		// the log names the frame.
+		err := fmt.Errorf("worker %s: no task %q of job %q for a %v frame from %s", w.opts.ID, f.ToTask, f.JobID, f.Kind, f.FromTask)
+		w.log.Error("undeliverable frame", "err", err, "records", len(f.Records))
+		return err
+	}
+	select {
+	case t.inbox <- f:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// deliver sends f to target, in memory when it lives here, else over gRPC.
+func (w *Worker) deliver(ctx context.Context, target control.TaskRef, f *Frame) error {
+	if target.WorkerID == w.opts.ID {
+		return w.deliverLocal(ctx, f)
+	}
+	return w.peers.get(target.DataAddr).send(ctx, f)
+}
+
+func (w *Worker) announceBarrier(jobID, taskID, barrierID string) {
+	data, _ := json.Marshal(control.BarrierAligned{JobID: jobID, TaskID: taskID, BarrierID: barrierID})
+	if err := w.nc.Publish(control.BarrierSubject(jobID), data); err != nil {
+		w.log.Error("announce barrier", "job", jobID, "barrier", barrierID, "err", err)
+	}
+}
+
+func (w *Worker) emitMetrics(now time.Time) {
+	w.mu.Lock()
+	tasks := make([]*task, 0, len(w.tasks))
+	for _, t := range w.tasks {
+		tasks = append(tasks, t)
+	}
+	w.mu.Unlock()
+	sec := now.Truncate(time.Second)
+	for _, t := range tasks {
+		if !t.started.Load() {
+			continue
+		}
+		batches := t.stats.batches.Swap(0)
+		nanos := t.stats.batchNanos.Swap(0)
+		row := metrics.TaskRow{
+			Time: sec, Experiment: t.view.Load().job.Experiment, Job: t.jobID, Operator: t.opName, Task: t.id, Worker: w.opts.ID,
+			RecordsIn: t.stats.recordsIn.Load(), RecordsOut: t.stats.recordsOut.Load(), Batches: batches,
+			BatchTimeMaxUs: float64(t.stats.batchMaxNano.Swap(0)) / 1e3,
+			KafkaLag:       t.stats.kafkaLag.Load(),
+		}
+		if batches > 0 {
+			row.BatchTimeAvgUs = float64(nanos) / float64(batches) / 1e3
+		}
+		// Rows carry per-second deltas; the absolute counters stay for status.
+		in, out := row.RecordsIn, row.RecordsOut
+		row.RecordsIn = in - t.lastIn
+		row.RecordsOut = out - t.lastOut
+		t.lastIn, t.lastOut = in, out
+		w.opts.Recorder.RecordTask(row)
+	}
+}
+
+// createTask builds (but does not start) one task of dep.
+func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start map[int32]int64) (*task, error) {
+	spec, ok := dep.Job.Operator(ref.Operator)
+	if !ok {
+		return nil, fmt.Errorf("task %s: operator %q is not in job %s", ref.ID, ref.Operator, dep.Job.JobID)
+	}
+	t := &task{w: w, jobID: dep.Job.JobID, id: ref.ID, opName: ref.Operator, index: ref.Index, spec: spec}
+	t.view.Store(newTaskView(dep, ref.Operator))
+	if spec.Kind == KindKafkaSource {
+		parallelism := len(dep.TasksOf(ref.Operator))
+		parts := sourcePartitions(dep.Job.Partitions, parallelism, ref.Index)
+		src, err := newSourceState(dep.Job.KafkaBrokers, dep.Job.Topic, parts, start, w.opts.KafkaOpts)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
+		}
+		t.source = src
+		return t, nil
+	}
+	dataDir := ""
+	if w.opts.DataDir != "" {
+		dataDir = filepath.Join(w.opts.DataDir, dep.Job.JobID, ref.ID)
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("task %s: data dir: %w", ref.ID, err)
+		}
+	}
+	op, err := newOperator(OperatorContext{Job: dep.Job, Spec: spec, TaskID: ref.ID, Index: ref.Index, DataDir: dataDir, Logger: w.log.With("task", ref.ID)})
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
+	}
+	t.op = op
+	t.inbox = make(chan *Frame, 64)
+	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
+		t.ledger = newSinkLedger()
+	}
+	return t, nil
+}

@@ -1,0 +1,2 @@
+// Package experiments owns experiment configs in the Koala artifact's format, summaries and figures.
+package experiments

@@ -1,0 +1,3 @@
+package experiments
+import ("testing";"fmt")
+func TestDemo(t *testing.T){ _, err := LoadConfig("/tmp/cfgdemo/bad.json"); fmt.Println(err) }

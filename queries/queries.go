@@ -1,0 +1,110 @@
+// Package queries owns the query definitions users run (the hello world,
+// examples, later Nexmark and the trace queries) and registers their
+// operator kinds with the data plane.
+package queries
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+
+	"koala/dataplane"
+	"koala/dataplane/control"
+)
+
+// Query describes a dataflow: its operators in topological order with
+// their default parallelism.
+type Query struct {
+	Name        string
+	Description string
+	Operators   []control.OperatorSpec
+}
+
+var registry = map[string]Query{}
+
+// Register adds q; names are unique.
+func Register(q Query) error {
+	if _, dup := registry[q.Name]; dup {
+		return fmt.Errorf("query %q already registered", q.Name)
+	}
+	registry[q.Name] = q
+	return nil
+}
+
+// Names lists the registered queries, sorted.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Operators returns the operators of query name with parallelism taken
+// from parallelism (operator name → tasks) where given. Unknown queries and
+// unknown operator names are errors naming what is allowed.
+func Operators(name string, parallelism map[string]int) ([]control.OperatorSpec, error) {
+	q, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("QueryName %q is unknown (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	ops := make([]control.OperatorSpec, len(q.Operators))
+	copy(ops, q.Operators)
+	known := map[string]bool{}
+	for i := range ops {
+		known[ops[i].Name] = true
+		if p, ok := parallelism[ops[i].Name]; ok {
+			if p < 1 {
+				return nil, fmt.Errorf("parallelism of operator %q is %d: must be ≥ 1", ops[i].Name, p)
+			}
+			ops[i].Parallelism = p
+		}
+	}
+	var unknown []string
+	for op := range parallelism {
+		if !known[op] {
+			unknown = append(unknown, op)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		var names []string
+		for _, op := range ops {
+			names = append(names, op.Name)
+		}
+		return nil, fmt.Errorf("query %q has no operator %s (operators: %s)", name, strings.Join(unknown, ", "), strings.Join(names, ", "))
+	}
+	return ops, nil
+}
+
+// KindHelloMapper is the hello world's keyed stateless map.
+const KindHelloMapper = "hello-mapper"
+
+func init() {
+	dataplane.MustRegisterOperator(KindHelloMapper, func(dataplane.OperatorContext) (dataplane.Operator, error) {
+		return dataplane.OperatorFunc(helloMap), nil
+	})
+	if err := Register(Query{
+		Name:        "hello",
+		Description: "src -> mapper -> sink: a keyed stateless map that upper-cases keys",
+		Operators: []control.OperatorSpec{
+			{Name: "source", Kind: dataplane.KindKafkaSource, Parallelism: 1},
+			{Name: "mapper", Kind: KindHelloMapper, Parallelism: 1, Inputs: []string{"source"}, Keyed: true},
+			{Name: "sink", Kind: dataplane.KindCountSink, Parallelism: 1, Inputs: []string{"mapper"}},
+		},
+	}); err != nil {
+		panic(err)
+	}
+}
+
+// helloMap upper-cases the key and keeps the record's identity, so the sink
+// can check that every input record arrived exactly once.
+func helloMap(in []dataplane.Record, emit dataplane.Emit) error {
+	for _, r := range in {
+		r.Key = bytes.ToUpper(r.Key)
+		emit(r)
+	}
+	return nil
+}

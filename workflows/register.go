@@ -1,0 +1,9 @@
+package workflows
+
+import "go.temporal.io/sdk/worker"
+
+// Register adds every workflow of this package to a Temporal worker.
+func Register(w worker.WorkflowRegistry) {
+	w.RegisterWorkflow(RunExperiment)
+	w.RegisterWorkflow(ReconfigureStopAndRestart)
+}

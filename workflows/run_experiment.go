@@ -1,0 +1,250 @@
+package workflows
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"koala/activities"
+	"koala/dataplane/control"
+	"koala/dataplane/metrics"
+	"koala/workflows/plan"
+)
+
+// ExperimentResult is what RunExperiment returns: exactness counts from the
+// sink ledgers, the reconfigurations with their step timings, and the
+// throughput series read back from ClickHouse.
+type ExperimentResult struct {
+	JobID            string                  `json:"job_id"`
+	Topic            string                  `json:"topic"`
+	StartedAt        time.Time               `json:"started_at"`
+	Produced         int64                   `json:"produced"`
+	ProduceFailed    int64                   `json:"produce_failed"`
+	Sink             activities.SinkCounts   `json:"sink"`
+	Lost             int64                   `json:"lost"`
+	Duplicated       int64                   `json:"duplicated"`
+	Reconfigs        []ReconfigOutcome       `json:"reconfigs"`
+	SinkThroughput   []metrics.Point         `json:"sink_throughput"`
+	SourceThroughput []metrics.Point         `json:"source_throughput"`
+	Events           []metrics.ReconfigEvent `json:"events,omitempty"`
+	Final            control.Deployment      `json:"final"`
+}
+
+// ReconfigOutcome is one fired reconfiguration.
+type ReconfigOutcome struct {
+	ID         string       `json:"id"`
+	WorkflowID string       `json:"workflow_id"`
+	Spec       ReconfigSpec `json:"spec"`
+	Protocol   string       `json:"protocol"`
+	StartSec   float64      `json:"start_sec"` // since the job started
+	EndSec     float64      `json:"end_sec"`
+	Steps      []StepTiming `json:"steps"`
+}
+
+// RunExperiment deploys a job, feeds it from the producer, fires each
+// reconfiguration on a durable timer as a child workflow, ends the input at
+// TotalRuntimeSeconds, drains and reports exactness and throughput.
+func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, error) {
+	var res ExperimentResult
+	if err := validateInput(in); err != nil {
+		return res, err
+	}
+	jobID := JobIDFor(workflow.GetInfo(ctx).WorkflowExecution.ID)
+	res.JobID = jobID
+	actx := workflow.WithActivityOptions(ctx, stepOptions())
+
+	var workers []control.WorkerInfo
+	if err := workflow.ExecuteActivity(actx, a.DiscoverWorkers, activities.DiscoverInput{Want: in.Workers, Min: in.MinWorkers, Timeout: 20}).Get(ctx, &workers); err != nil {
+		return res, err
+	}
+	var job control.JobSpec
+	if err := workflow.ExecuteActivity(actx, a.BuildJob, activities.JobInput{
+		JobID: jobID, Experiment: in.Name, Query: in.QueryName, Parallelism: in.Parallelism,
+		NumBuckets: in.NumBuckets, BatchSize: in.BatchSize, Partitions: in.Partitions,
+		KafkaBrokers: in.KafkaBrokers, StateBackend: in.StateBackend, Params: in.Params,
+	}).Get(ctx, &job); err != nil {
+		return res, err
+	}
+	res.Topic = job.Topic
+	dep, err := plan.Initial(job, workers)
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidDeployment", err)
+	}
+	if err := workflow.ExecuteActivity(actx, a.CreateTopic, job).Get(ctx, nil); err != nil {
+		return res, err
+	}
+	if err := workflow.ExecuteActivity(actx, a.DeployTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
+		return res, err
+	}
+	if err := workflow.ExecuteActivity(actx, a.StartTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
+		return res, cleanup(ctx, dep, err)
+	}
+	producers := producerInputs(in, job, workers)
+	for _, p := range producers {
+		if err := workflow.ExecuteActivity(actx, a.StartProducer, p).Get(ctx, nil); err != nil {
+			return res, cleanup(ctx, dep, err)
+		}
+	}
+	start := workflow.Now(ctx)
+	res.StartedAt = start
+
+	reconfigs := append([]ReconfigSpec(nil), in.Reconfigurations...)
+	sort.SliceStable(reconfigs, func(i, j int) bool { return reconfigs[i].TriggerTimeSeconds < reconfigs[j].TriggerTimeSeconds })
+	for i, spec := range reconfigs {
+		if err := sleepUntil(ctx, start, spec.TriggerTimeSeconds); err != nil {
+			return res, err
+		}
+		id := fmt.Sprintf("%s-reconfig-%d", jobID, i+1)
+		child, err := childFor(in.ReconfigProtocol)
+		if err != nil {
+			return res, cleanup(ctx, dep, err)
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
+		began := workflow.Now(ctx)
+		var out ReconfigureResult
+		err = workflow.ExecuteChildWorkflow(cctx, child, ReconfigureInput{ReconfigID: id, Current: dep, Spec: spec, Workers: workers}).Get(ctx, &out)
+		res.Reconfigs = append(res.Reconfigs, ReconfigOutcome{
+			ID: id, WorkflowID: id, Spec: spec, Protocol: in.ReconfigProtocol,
+			StartSec: began.Sub(start).Seconds(), EndSec: workflow.Now(ctx).Sub(start).Seconds(), Steps: out.Steps,
+		})
+		if err != nil {
+			return res, cleanup(ctx, dep, err)
+		}
+		dep = out.Deployment
+	}
+	if err := sleepUntil(ctx, start, in.TotalRuntimeSeconds); err != nil {
+		return res, err
+	}
+	for _, p := range producers {
+		var rep control.ProduceReport
+		if err := workflow.ExecuteActivity(actx, a.StopProducer, p).Get(ctx, &rep); err != nil {
+			return res, cleanup(ctx, dep, err)
+		}
+		res.Produced += rep.Acked
+		res.ProduceFailed += rep.Failed
+	}
+	var ends map[int32]int64
+	if err := workflow.ExecuteActivity(actx, a.EndOffsets, job).Get(ctx, &ends); err != nil {
+		return res, cleanup(ctx, dep, err)
+	}
+	drainTimeout := float64(in.DrainTimeoutSeconds)
+	if drainTimeout <= 0 {
+		drainTimeout = 120
+	}
+	if err := workflow.ExecuteActivity(actx, a.FinishAndDrain, activities.DrainInput{
+		Deployment: dep, BarrierID: jobID + "-eos", EndOffsets: ends, TimeoutSecs: drainTimeout,
+	}).Get(ctx, nil); err != nil {
+		return res, cleanup(ctx, dep, err)
+	}
+	if err := workflow.ExecuteActivity(actx, a.CollectSinkCounts, dep).Get(ctx, &res.Sink); err != nil {
+		return res, cleanup(ctx, dep, err)
+	}
+	res.Lost = res.Produced - int64(res.Sink.Distinct)
+	res.Duplicated = int64(res.Sink.Duplicates)
+	res.Final = dep
+	if err := workflow.ExecuteActivity(actx, a.StopTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
+		return res, err
+	}
+	// Metrics are best effort: a missing ClickHouse must not fail a run whose
+	// exactness was already established.
+	sink, source := lastOperator(job), job.Operators[0].Name
+	_ = workflow.ExecuteActivity(actx, a.Throughput, activities.SeriesInput{JobID: jobID, Operator: sink}).Get(ctx, &res.SinkThroughput)
+	_ = workflow.ExecuteActivity(actx, a.Throughput, activities.SeriesInput{JobID: jobID, Operator: source}).Get(ctx, &res.SourceThroughput)
+	_ = workflow.ExecuteActivity(actx, a.ReconfigEvents, jobID).Get(ctx, &res.Events)
+	return res, nil
+}
+
+func childFor(protocol string) (any, error) {
+	switch protocol {
+	case ProtocolStopAndRestart, "":
+		return ReconfigureStopAndRestart, nil
+	}
+	err := fmt.Errorf("ReconfigProtocol %q is not implemented yet (implemented: %s)", protocol, ProtocolStopAndRestart)
+	return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadConfig", err)
+}
+
+func sleepUntil(ctx workflow.Context, start time.Time, sec int) error {
+	d := start.Add(time.Duration(sec) * time.Second).Sub(workflow.Now(ctx))
+	if d <= 0 {
+		return nil
+	}
+	return workflow.Sleep(ctx, d)
+}
+
+// cleanup stops the producer-fed job after a failure so no task keeps
+// running for a run that has ended; the original error is returned.
+func cleanup(ctx workflow.Context, dep control.Deployment, cause error) error {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
+	_ = workflow.ExecuteActivity(dctx, a.StopTasks, activities.TasksInput{Deployment: dep}).Get(dctx, nil)
+	return cause
+}
+
+func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.WorkerInfo) []activities.ProducerInput {
+	n := max(in.Producer.Producers, 1)
+	var out []activities.ProducerInput
+	for i := 0; i < n; i++ {
+		rate := in.Producer.RatePerSec / n
+		if i < in.Producer.RatePerSec%n {
+			rate++
+		}
+		out = append(out, activities.ProducerInput{
+			JobID:    job.JobID,
+			WorkerID: workers[i%len(workers)].ID,
+			Request: control.ProduceRequest{
+				Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, Generator: in.Producer.Generator,
+				RatePerSec: rate, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed + int64(i), ValueSize: in.Producer.ValueSize,
+			},
+		})
+	}
+	return out
+}
+
+func lastOperator(job control.JobSpec) string {
+	return job.Operators[len(job.Operators)-1].Name
+}
+
+// JobIDFor turns a workflow id into a job id that is safe in Kafka topic
+// names and NATS subjects.
+func JobIDFor(workflowID string) string {
+	var b strings.Builder
+	for _, r := range workflowID {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+func validateInput(in ExperimentInput) error {
+	var problems []string
+	if in.QueryName == "" {
+		problems = append(problems, "QueryName is required")
+	}
+	if in.TotalRuntimeSeconds <= 0 {
+		problems = append(problems, fmt.Sprintf("TotalRuntimeSeconds %d must be > 0", in.TotalRuntimeSeconds))
+	}
+	if len(in.KafkaBrokers) == 0 {
+		problems = append(problems, "KafkaBrokers must name at least one broker")
+	}
+	for i, r := range in.Reconfigurations {
+		if r.TargetParallelism <= 0 {
+			problems = append(problems, fmt.Sprintf("Reconfigurations[%d].TargetParrallelism %d must be ≥ 1", i, r.TargetParallelism))
+		}
+		if r.TriggerTimeSeconds < 0 || r.TriggerTimeSeconds >= in.TotalRuntimeSeconds {
+			problems = append(problems, fmt.Sprintf("Reconfigurations[%d].TriggerTimeSeconds %d must be in [0, TotalRuntimeSeconds=%d)", i, r.TriggerTimeSeconds, in.TotalRuntimeSeconds))
+		}
+	}
+	if len(problems) > 0 {
+		msg := "invalid experiment: " + strings.Join(problems, "; ")
+		return temporal.NewNonRetryableApplicationError(msg, "BadConfig", nil)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+// Package workflows owns the Temporal workflows of koala: running an
+// experiment and reconfiguring a running job, one workflow per file. Workflow
+// code is deterministic; side effects live in package activities and pure
+// planning in package workflows/plan.
+package workflows
+
+import "koala/dataplane/control"
+
+// TaskQueue is the Temporal task queue served by `koala controller`.
+const TaskQueue = "koala-control"
+
+// Protocol names follow the Koala artifact's "ReconfigProtocol" values.
+const (
+	ProtocolLazy           = "lazy"
+	ProtocolStopAndRestart = "stop-and-restart"
+	ProtocolDRRS           = "drrs"
+)
+
+// Reconfiguration kinds ("Type" in the artifact's configs).
+const (
+	KindScaleUp   = "scaleup"
+	KindScaleDown = "scaledown"
+)
+
+// ReconfigSpec is one entry of "Reconfigurations".
+type ReconfigSpec struct {
+	TriggerTimeSeconds int    `json:"trigger_time_seconds"`
+	Type               string `json:"type"`
+	TargetOperator     string `json:"target_operator"`
+	TargetParallelism  int    `json:"target_parallelism"`
+}
+
+// ProducerSpec describes the input generator of an experiment.
+type ProducerSpec struct {
+	Generator  string `json:"generator"`
+	RatePerSec int    `json:"rate_per_sec"`
+	NumKeys    int    `json:"num_keys"`
+	Seed       int64  `json:"seed"`
+	ValueSize  int    `json:"value_size"`
+	Producers  int    `json:"producers"` // parallel generator instances
+}
+
+// ExperimentInput is everything RunExperiment needs; experiments/ builds it
+// from an artifact-format JSON config.
+type ExperimentInput struct {
+	Name                string            `json:"name"`
+	QueryName           string            `json:"query_name"`
+	TotalRuntimeSeconds int               `json:"total_runtime_seconds"`
+	Reconfigurations    []ReconfigSpec    `json:"reconfigurations"`
+	ReconfigProtocol    string            `json:"reconfig_protocol"`
+	StateBackend        string            `json:"state_backend"`
+	NumBuckets          int               `json:"num_buckets"`
+	BatchSize           int               `json:"batch_size"`
+	Partitions          int               `json:"partitions"`
+	Parallelism         map[string]int    `json:"parallelism"` // operator name → initial parallelism
+	Producer            ProducerSpec      `json:"producer"`
+	Workers             []string          `json:"workers,omitempty"` // worker ids to use; empty = all that answer
+	MinWorkers          int               `json:"min_workers"`
+	KafkaBrokers        []string          `json:"kafka_brokers"`
+	Params              map[string]string `json:"params,omitempty"`
+	// DrainTimeoutSeconds bounds the wait for the end of stream after the producer stops.
+	DrainTimeoutSeconds int `json:"drain_timeout_seconds"`
+}
+
+// ReconfigureInput starts one reconfiguration of a running job.
+type ReconfigureInput struct {
+	ReconfigID string               `json:"reconfig_id"`
+	Current    control.Deployment   `json:"current"`
+	Spec       ReconfigSpec         `json:"spec"`
+	Workers    []control.WorkerInfo `json:"workers"`
+}
+
+// ReconfigureResult is the deployment after the reconfiguration.
+type ReconfigureResult struct {
+	Deployment control.Deployment `json:"deployment"`
+	Steps      []StepTiming       `json:"steps"`
+}
+
+// StepTiming records how long one protocol step took (measured by activities).
+type StepTiming struct {
+	Step   string  `json:"step"`
+	Millis float64 `json:"millis"`
+}
