@@ -240,10 +240,15 @@ func (a *Activities) StopTasks(ctx context.Context, in TasksInput) error {
 	})
 }
 
-// UpdateRouting installs the deployment's routing on every worker that
-// hosts a task of it (and on ExtraWorkers, e.g. of removed tasks).
+// UpdateRouting installs the deployment's routing on the named tasks, or on
+// every task of it when TaskIDs is empty.
 func (a *Activities) UpdateRouting(ctx context.Context, in TasksInput) error {
 	return a.step(ctx, in.Step, func() error {
+		if len(in.TaskIDs) > 0 {
+			return a.onWorkersOf(ctx, in.Deployment, in.TaskIDs, control.VerbRouting, in.Step.ReconfigID, func(ids []string) any {
+				return control.RoutingRequest{Deployment: in.Deployment, TaskIDs: ids}
+			})
+		}
 		for _, wid := range in.Deployment.Workers() {
 			req := control.RoutingRequest{Deployment: in.Deployment}
 			if err := a.request(ctx, wid, control.VerbRouting, in.Deployment.Job.JobID, in.Step.ReconfigID, req, nil); err != nil {

@@ -27,6 +27,10 @@ func (frameCodec) Marshal(v any) ([]byte, error) {
 		return AppendFrame(nil, m), nil
 	case *exchangeAck:
 		return []byte{byte(m.status)}, nil
+	case *fetchRequest:
+		return appendFetchRequest(nil, m), nil
+	case *fetchReply:
+		return appendFetchReply(nil, m), nil
 	}
 	return nil, fmt.Errorf("koala-frame codec: cannot marshal %T", v)
 }
@@ -47,6 +51,20 @@ func (frameCodec) Unmarshal(data []byte, v any) error {
 		}
 		m.status = data[0]
 		return nil
+	case *fetchRequest:
+		r, err := decodeFetchRequest(data)
+		if err != nil {
+			return err
+		}
+		*m = *r
+		return nil
+	case *fetchReply:
+		r, err := decodeFetchReply(data)
+		if err != nil {
+			return err
+		}
+		*m = *r
+		return nil
 	}
 	return fmt.Errorf("koala-frame codec: cannot unmarshal into %T", v)
 }
@@ -62,9 +80,13 @@ type frameHandler interface {
 
 const exchangeMethod = "/koala.Exchange/Send"
 
+// maxMessageBytes bounds one gRPC message (frames, fetch replies).
+const maxMessageBytes = 64 << 20
+
 var exchangeDesc = grpc.ServiceDesc{
 	ServiceName: "koala.Exchange",
 	HandlerType: (*frameHandler)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "Fetch", Handler: fetchHandler}},
 	Streams: []grpc.StreamDesc{{
 		StreamName:    "Send",
 		ClientStreams: true,
@@ -88,7 +110,7 @@ var exchangeDesc = grpc.ServiceDesc{
 
 // newExchangeServer builds the gRPC server that accepts frames for h.
 func newExchangeServer(h frameHandler) *grpc.Server {
-	s := grpc.NewServer(grpc.ForceServerCodec(frameCodec{}))
+	s := grpc.NewServer(grpc.ForceServerCodec(frameCodec{}), grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes))
 	s.RegisterService(&exchangeDesc, h)
 	return s
 }
@@ -165,7 +187,7 @@ func (p *peer) run(ctx context.Context) {
 func (p *peer) stream(ctx context.Context, pending **Frame) error {
 	conn, err := grpc.NewClient(p.addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(frameCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(frameCodec{}), grpc.MaxCallSendMsgSize(maxMessageBytes)))
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", p.addr, err)
 	}

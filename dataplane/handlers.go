@@ -104,7 +104,26 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return nil, w.updateRouting(env.JobID, req.Deployment)
+		if req.InBand {
+			return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(ctx context.Context, t *task) error {
+				return t.applyRouting(ctx, req.Deployment, req.BarrierID, req.BarrierOperator)
+			})
+		}
+		return nil, w.updateRouting(env.JobID, req.TaskIDs, req.Deployment)
+	case control.VerbHandoff:
+		req, err := decodeBody[control.HandoffRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		if len(req.TaskIDs) == 0 {
+			return nil, fmt.Errorf("handoff: task_ids must name the old owners")
+		}
+		return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(ctx context.Context, t *task) error {
+			if t.keyed == nil {
+				return fmt.Errorf("handoff: task %s keeps no keyed state", t.id)
+			}
+			return t.handoff(ctx, req.Deployment, env.ReconfigID)
+		})
 	case control.VerbStop:
 		req, err := decodeBody[control.TasksRequest](env)
 		if err != nil {
@@ -186,19 +205,53 @@ func (w *Worker) deploy(req control.DeployRequest) error {
 		w.tasks[key] = t
 		w.mu.Unlock()
 	}
-	// Existing tasks of the job learn the new deployment too.
-	return w.updateRouting(req.Deployment.Job.JobID, req.Deployment)
+	return nil
 }
 
 // updateRouting installs dep on every task of the job here whose epoch is
 // older; stale or repeated updates are ignored.
-func (w *Worker) updateRouting(jobID string, dep control.Deployment) error {
+func (w *Worker) updateRouting(jobID string, ids []string, dep control.Deployment) error {
 	if dep.Job.JobID != jobID {
 		return fmt.Errorf("routing: deployment is for job %q, request for job %q", dep.Job.JobID, jobID)
 	}
-	for _, t := range w.jobTasks(jobID, nil) {
+	for _, t := range w.jobTasks(jobID, ids) {
 		if cur := t.view.Load(); cur.epoch < dep.Epoch {
 			t.view.Store(newTaskView(dep, t.opName))
+		}
+	}
+	return nil
+}
+
+// onTaskGoroutines runs fn on the goroutine of each named task, ordered
+// with the records it processes, and waits for all of them.
+func (w *Worker) onTaskGoroutines(ctx context.Context, jobID string, ids []string, fn func(context.Context, *task) error) error {
+	tasks := w.jobTasks(jobID, ids)
+	if len(ids) > 0 && len(tasks) != len(ids) {
+		return fmt.Errorf("worker %s: job %q has %d of the tasks %v here", w.opts.ID, jobID, len(tasks), ids)
+	}
+	for _, t := range tasks {
+		if !t.started.Load() {
+			return fmt.Errorf("task %s is not running", t.id)
+		}
+		if t.source != nil {
+			if err := t.command(ctx, sourceCmd{kind: "run", fn: fn}); err != nil {
+				return fmt.Errorf("task %s: %w", t.id, err)
+			}
+			continue
+		}
+		item := &controlItem{fn: fn, reply: make(chan error, 1)}
+		select {
+		case t.inbox <- &Frame{Kind: frameControl, ctl: item}:
+		case <-ctx.Done():
+			return fmt.Errorf("task %s: %w", t.id, ctx.Err())
+		}
+		select {
+		case err := <-item.reply:
+			if err != nil {
+				return fmt.Errorf("task %s: %w", t.id, err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("task %s: %w", t.id, ctx.Err())
 		}
 	}
 	return nil

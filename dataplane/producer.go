@@ -75,14 +75,15 @@ type keysGenerator struct {
 // KeyName is the key of index i in generated key spaces; oracles use it.
 func KeyName(i int) string { return fmt.Sprintf("k%07d", i) }
 
-// KeyIndex returns the key index the keys generator picks for record n.
-func (g keysGenerator) KeyIndex(n int64) int {
-	r := rand.New(rand.NewPCG(g.seed, uint64(n)))
-	return r.IntN(g.numKeys)
+// UniformKeyIndex is the key index the "keys" generator picks for record n;
+// oracles recompute the input with it.
+func UniformKeyIndex(seed int64, numKeys int, n int64) int {
+	r := rand.New(rand.NewPCG(uint64(seed), uint64(n)))
+	return r.IntN(numKeys)
 }
 
 func (g keysGenerator) Next(n int64, r *Record) {
-	r.Key = []byte(KeyName(g.KeyIndex(n)))
+	r.Key = []byte(KeyName(UniformKeyIndex(int64(g.seed), g.numKeys, n)))
 	v := make([]byte, max(g.valueSize, 8))
 	binary.LittleEndian.PutUint64(v, uint64(n))
 	r.Value = v

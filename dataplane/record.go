@@ -5,6 +5,7 @@
 package dataplane
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,6 +28,18 @@ const (
 	FrameData    FrameKind = 1 // records
 	FrameBarrier FrameKind = 2 // an in-band barrier (drain, reconfiguration)
 	FrameEOS     FrameKind = 3 // end of stream: the sender will send nothing more
+	// FrameKLT carries key lookup table entries from an old owner to a new
+	// owner: record keys are user keys, values the owning task id.
+	FrameKLT FrameKind = 4
+	// FrameKLTEnd closes one old owner's handoff to a new owner.
+	FrameKLTEnd FrameKind = 5
+	// FrameRouteBarrier follows the last record an upstream task routed
+	// with the previous routing table; it is aligned but not forwarded.
+	FrameRouteBarrier FrameKind = 6
+
+	lastWireKind = FrameRouteBarrier
+	// frameControl runs a function on the task goroutine; never on the wire.
+	frameControl FrameKind = 100
 )
 
 func (k FrameKind) String() string {
@@ -37,6 +50,14 @@ func (k FrameKind) String() string {
 		return "barrier"
 	case FrameEOS:
 		return "eos"
+	case FrameKLT:
+		return "klt"
+	case FrameKLTEnd:
+		return "klt-end"
+	case FrameRouteBarrier:
+		return "route-barrier"
+	case frameControl:
+		return "control"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -50,6 +71,16 @@ type Frame struct {
 	ToTask    string
 	BarrierID string
 	Records   []Record
+
+	// ctl is set on frameControl frames only.
+	ctl *controlItem
+}
+
+// controlItem is work a control request needs done on a task goroutine, so
+// it is ordered with the records the task processes and emits.
+type controlItem struct {
+	fn    func(ctx context.Context, t *task) error
+	reply chan error
 }
 
 // Limits that protect a worker from malformed or hostile frames.
@@ -95,8 +126,8 @@ func DecodeFrame(data []byte) (*Frame, error) {
 		return nil, fmt.Errorf("decode frame header: %w", d.err)
 	}
 	f.Kind = FrameKind(kind)
-	if f.Kind < FrameData || f.Kind > FrameEOS {
-		return nil, fmt.Errorf("decode frame: unknown kind %d (allowed 1..3)", kind)
+	if f.Kind < FrameData || f.Kind > lastWireKind {
+		return nil, fmt.Errorf("decode frame: unknown kind %d (allowed 1..%d)", kind, lastWireKind)
 	}
 	if n > MaxFrameRecords {
 		return nil, fmt.Errorf("decode frame: %d records exceeds the limit of %d", n, MaxFrameRecords)
@@ -128,6 +159,8 @@ func DecodeFrame(data []byte) (*Frame, error) {
 	}
 	return f, nil
 }
+
+func appendUvarint(buf []byte, v uint64) []byte { return binary.AppendUvarint(buf, v) }
 
 func appendString(buf []byte, s string) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(s)))

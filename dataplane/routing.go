@@ -21,7 +21,18 @@ type route struct {
 	op      control.OperatorSpec
 	table   control.RoutingTable
 	tasks   []control.TaskRef // by index
+	byID    map[string]control.TaskRef
 	buckets int
+}
+
+// owner is the task that owns bucket b.
+func (rt *route) owner(b int) control.TaskRef {
+	if b < len(rt.table.Buckets) {
+		if idx := rt.table.Buckets[b]; idx < len(rt.tasks) {
+			return rt.tasks[idx]
+		}
+	}
+	return rt.tasks[0]
 }
 
 // target picks the downstream task for r. Keyed operators route by bucket;
@@ -40,23 +51,33 @@ func (rt *route) target(r *Record, fromIndex int) control.TaskRef {
 func compileRoutes(dep control.Deployment, op string) []*route {
 	var out []*route
 	for _, down := range dep.Job.Downstreams(op) {
-		spec, _ := dep.Job.Operator(down)
-		table, _ := dep.Table(down)
-		tasks := dep.TasksOf(down)
-		if len(tasks) == 0 {
-			continue
+		if rt := compileRoute(dep, down); rt != nil {
+			out = append(out, rt)
 		}
-		byIndex := make([]control.TaskRef, 0, len(tasks))
-		for i, t := range tasks {
-			if t.Index != i {
-				// Indices must be dense; the planner guarantees it.
-				break
-			}
-			byIndex = append(byIndex, t)
-		}
-		out = append(out, &route{op: spec, table: table, tasks: byIndex, buckets: dep.Job.NumBuckets})
 	}
 	return out
+}
+
+// compileRoute builds the route into operator op, or nil if it has no tasks.
+func compileRoute(dep control.Deployment, op string) *route {
+	spec, ok := dep.Job.Operator(op)
+	if !ok {
+		return nil
+	}
+	table, _ := dep.Table(op)
+	tasks := dep.TasksOf(op)
+	if len(tasks) == 0 {
+		return nil
+	}
+	rt := &route{op: spec, table: table, byID: map[string]control.TaskRef{}, buckets: dep.Job.NumBuckets}
+	for i, t := range tasks {
+		if t.Index != i {
+			break // indices are dense; the planner guarantees it
+		}
+		rt.tasks = append(rt.tasks, t)
+		rt.byID[t.ID] = t
+	}
+	return rt
 }
 
 // upstreamsOf lists the task ids that feed op.

@@ -16,6 +16,7 @@ type sourceCmd struct {
 	kind       string // "pause", "resume", "finish"
 	barrierID  string
 	endOffsets map[int32]int64
+	fn         func(ctx context.Context, t *task) error // kind "run"
 	reply      chan error
 }
 
@@ -150,8 +151,11 @@ func (t *task) runSource(ctx context.Context) error {
 				s.paused.Store(false)
 				cmd.reply <- nil
 			case "finish":
-				finishAt, finishID = cmd.endOffsets, cmd.barrierID
+				// A repeated finish (retried activity) re-emits end-of-stream.
+				finishAt, finishID, finished = cmd.endOffsets, cmd.barrierID, false
 				cmd.reply <- nil
+			case "run":
+				cmd.reply <- cmd.fn(ctx, t)
 			default:
 				cmd.reply <- fmt.Errorf("source %s: unknown command %q", t.id, cmd.kind)
 			}

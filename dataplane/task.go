@@ -15,12 +15,13 @@ import (
 type taskView struct {
 	epoch     int64
 	routes    []*route
+	self      *route // the task's own operator: which task owns each bucket
 	upstreams []string
 	job       control.JobSpec
 }
 
 func newTaskView(dep control.Deployment, op string) *taskView {
-	return &taskView{epoch: dep.Epoch, routes: compileRoutes(dep, op), upstreams: upstreamsOf(dep, op), job: dep.Job}
+	return &taskView{epoch: dep.Epoch, routes: compileRoutes(dep, op), self: compileRoute(dep, op), upstreams: upstreamsOf(dep, op), job: dep.Job}
 }
 
 // taskStats are counters read by the metrics loop and status requests.
@@ -31,6 +32,7 @@ type taskStats struct {
 	batchNanos   atomic.Uint64
 	batchMaxNano atomic.Uint64
 	kafkaLag     atomic.Uint64
+	forwarded    atomic.Uint64
 }
 
 func (s *taskStats) observeBatch(d time.Duration) {
@@ -61,6 +63,8 @@ type task struct {
 	source *sourceState // source tasks
 	ledger *sinkLedger  // terminal tasks
 	op     Operator     // processing tasks
+	keyed  *keyedState  // stateful operators
+	values *keyValues   // collecting sinks
 
 	started atomic.Bool
 	startMu sync.Mutex
@@ -74,7 +78,7 @@ type task struct {
 	out      outputs
 
 	// Owned by the worker's metrics loop.
-	lastIn, lastOut uint64
+	lastIn, lastOut, lastFetched, lastMoved uint64
 }
 
 func (t *task) key() string { return t.jobID + "/" + t.id }
@@ -142,6 +146,11 @@ func (t *task) closeResources() error {
 	if t.source != nil {
 		t.source.close()
 	}
+	if t.keyed != nil {
+		if err := t.keyed.store.Close(); err != nil {
+			return fmt.Errorf("task %s: close state: %w", t.id, err)
+		}
+	}
 	if c, ok := t.op.(Closer); ok {
 		return c.Close()
 	}
@@ -150,6 +159,8 @@ func (t *task) closeResources() error {
 
 // runProcessor is the loop of every non-source task.
 func (t *task) runProcessor(ctx context.Context) error {
+	idle := time.NewTicker(20 * time.Millisecond)
+	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -157,6 +168,13 @@ func (t *task) runProcessor(ctx context.Context) error {
 		case f := <-t.inbox:
 			if err := t.handleFrame(ctx, f); err != nil {
 				return err
+			}
+		case <-idle.C:
+			// Progressive migration goes on when no input arrives.
+			if t.keyed != nil {
+				if err := t.afterBatch(ctx); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -167,20 +185,54 @@ func (t *task) handleFrame(ctx context.Context, f *Frame) error {
 	switch f.Kind {
 	case FrameData:
 		start := time.Now()
-		t.stats.recordsIn.Add(uint64(len(f.Records)))
-		if t.ledger != nil && len(view.routes) == 0 {
-			t.ledger.observe(f.Records)
-		}
 		t.out.begin(view, t.index, t.jobID, t.id)
-		if err := t.op.ProcessBatch(f.Records, t.out.emit); err != nil {
-			return fmt.Errorf("operator %s: %w", t.opName, err)
+		recs := f.Records
+		if t.keyed != nil {
+			recs = t.forwardForeign(view, recs)
+		}
+		t.stats.recordsIn.Add(uint64(len(recs)))
+		if t.ledger != nil && len(view.routes) == 0 {
+			t.ledger.observe(recs)
+			if t.values != nil {
+				t.values.observe(recs)
+			}
+		}
+		var err error
+		if t.keyed != nil {
+			err = t.processKeyed(ctx, view, recs)
+		} else {
+			err = t.op.ProcessBatch(recs, t.out.emit)
+			if err != nil {
+				err = fmt.Errorf("operator %s: %w", t.opName, err)
+			}
+		}
+		if err != nil {
+			return err
 		}
 		n, err := t.out.flush(ctx, t.w)
 		t.stats.recordsOut.Add(uint64(n))
 		t.stats.observeBatch(time.Since(start))
-		return err
+		if err != nil {
+			return err
+		}
+		if t.keyed != nil {
+			return t.afterBatch(ctx)
+		}
+		return nil
 	case FrameBarrier, FrameEOS:
 		return t.onBarrier(ctx, view, f)
+	case FrameRouteBarrier:
+		t.onRouteBarrier(view, f)
+		return nil
+	case FrameKLT:
+		return t.installKLT(f)
+	case FrameKLTEnd:
+		t.endKLT(f)
+		return nil
+	case frameControl:
+		err := f.ctl.fn(ctx, t)
+		f.ctl.reply <- err
+		return nil
 	}
 	return fmt.Errorf("task %s: unexpected frame kind %v", t.id, f.Kind)
 }
@@ -188,6 +240,19 @@ func (t *task) handleFrame(ctx context.Context, f *Frame) error {
 // onBarrier aligns barrier f over all upstream tasks, then forwards it
 // downstream or, at a sink, announces it on NATS.
 func (t *task) onBarrier(ctx context.Context, view *taskView, f *Frame) error {
+	if !t.align(view, f) {
+		return nil
+	}
+	if len(view.routes) == 0 {
+		t.w.announceBarrier(t.jobID, t.id, f.BarrierID)
+		return nil
+	}
+	return broadcast(ctx, t.w, view, t.jobID, t.id, f.Kind, f.BarrierID)
+}
+
+// align records barrier f from its sender and reports whether every
+// upstream task has now sent it.
+func (t *task) align(view *taskView, f *Frame) bool {
 	if t.barriers == nil {
 		t.barriers = map[string]map[string]bool{}
 	}
@@ -199,15 +264,30 @@ func (t *task) onBarrier(ctx context.Context, view *taskView, f *Frame) error {
 	seen[f.FromTask] = true
 	for _, up := range view.upstreams {
 		if !seen[up] {
-			return nil
+			return false
 		}
 	}
 	delete(t.barriers, f.BarrierID)
-	if len(view.routes) == 0 {
-		t.w.announceBarrier(t.jobID, t.id, f.BarrierID)
-		return nil
+	return true
+}
+
+// forwardForeign sends records of buckets this task no longer owns to their
+// owner (in-flight records routed with an old table) and returns the rest.
+func (t *task) forwardForeign(view *taskView, recs []Record) []Record {
+	if view.self == nil {
+		return recs
 	}
-	return broadcast(ctx, t.w, view, t.jobID, t.id, f.Kind, f.BarrierID)
+	mine := recs[:0:0]
+	for i := range recs {
+		owner := view.self.owner(BucketOf(recs[i].Key, view.self.buckets))
+		if owner.ID == t.id {
+			mine = append(mine, recs[i])
+		} else {
+			t.out.emitTo(owner, recs[i])
+			t.stats.forwarded.Add(1)
+		}
+	}
+	return mine
 }
 
 // broadcast sends a barrier to every task of every downstream operator.
@@ -234,6 +314,14 @@ func (t *task) status() control.TaskStatus {
 	}
 	if t.ledger != nil {
 		st.SinkReceived, st.SinkDistinct, st.SinkDuplicates = t.ledger.counts()
+	}
+	if t.values != nil {
+		st.KeyValues = t.values.snapshot()
+	}
+	if t.keyed != nil {
+		st.KLTSize = t.keyed.klt.Len()
+		st.KeysFetched = t.keyed.keysFetched.Load()
+		st.BytesMoved = t.keyed.bytesMoved.Load()
 	}
 	if t.source != nil {
 		st.Paused = t.source.paused.Load()
@@ -268,17 +356,20 @@ func (o *outputs) begin(view *taskView, fromIndex int, jobID, taskID string) {
 
 func (o *outputs) emit(r Record) {
 	for _, rt := range o.view.routes {
-		target := rt.target(&r, o.from)
-		f := o.pending[target.ID]
-		if f == nil {
-			f = &Frame{Kind: FrameData, JobID: o.jobID, FromTask: o.taskID, ToTask: target.ID}
-			o.pending[target.ID] = f
-			o.targets[target.ID] = target
-			o.order = append(o.order, target.ID)
-		}
-		f.Records = append(f.Records, r)
-		o.count++
+		o.emitTo(rt.target(&r, o.from), r)
 	}
+}
+
+func (o *outputs) emitTo(target control.TaskRef, r Record) {
+	f := o.pending[target.ID]
+	if f == nil {
+		f = &Frame{Kind: FrameData, JobID: o.jobID, FromTask: o.taskID, ToTask: target.ID}
+		o.pending[target.ID] = f
+		o.targets[target.ID] = target
+		o.order = append(o.order, target.ID)
+	}
+	f.Records = append(f.Records, r)
+	o.count++
 }
 
 // flush sends every pending frame, in first-emitted order, and returns how

@@ -79,6 +79,7 @@ type Worker struct {
 
 	ctx   context.Context
 	peers *peers
+	state stateConns
 }
 
 // NewWorker connects to NATS and opens the data-plane listener.
@@ -115,6 +116,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { _ = srv.Serve(w.lis) }()
 	defer srv.Stop()
 	defer w.nc.Close()
+	defer w.state.close()
 
 	subs := []*nats.Subscription{}
 	for _, subj := range []string{control.WorkerWildcard(w.opts.ID), control.SubjectPing} {
@@ -219,6 +221,13 @@ func (w *Worker) deliver(ctx context.Context, target control.TaskRef, f *Frame) 
 	return w.peers.get(target.DataAddr).send(ctx, f)
 }
 
+func (w *Worker) announceProgress(p control.MigrationProgress) {
+	data, _ := json.Marshal(p)
+	if err := w.nc.Publish(control.ProgressSubject(p.JobID), data); err != nil {
+		w.log.Error("announce migration progress", "job", p.JobID, "event", p.Event, "err", err)
+	}
+}
+
 func (w *Worker) announceBarrier(jobID, taskID, barrierID string) {
 	data, _ := json.Marshal(control.BarrierAligned{JobID: jobID, TaskID: taskID, BarrierID: barrierID})
 	if err := w.nc.Publish(control.BarrierSubject(jobID), data); err != nil {
@@ -248,6 +257,19 @@ func (w *Worker) emitMetrics(now time.Time) {
 		}
 		if batches > 0 {
 			row.BatchTimeAvgUs = float64(nanos) / float64(batches) / 1e3
+		}
+		if ks := t.keyed; ks != nil {
+			lookups := ks.lookupCount.Swap(0)
+			if lookups > 0 {
+				row.KeyLookupUs = float64(ks.lookupNanos.Swap(0)) / float64(lookups) / 1e3
+				row.MultiGetUs = float64(ks.getNanos.Swap(0)) / float64(lookups) / 1e3
+				row.MultiPutUs = float64(ks.putNanos.Swap(0)) / float64(lookups) / 1e3
+				row.KeysPerBatch = float64(ks.distinctKeys.Swap(0)) / float64(lookups)
+			}
+			fetched, moved := ks.keysFetched.Load(), ks.bytesMoved.Load()
+			row.KeysFetched, row.BytesTransferred = fetched-t.lastFetched, moved-t.lastMoved
+			t.lastFetched, t.lastMoved = fetched, moved
+			row.KLTSize, row.KLTBytes = uint64(ks.klt.Len()), ks.klt.Bytes()
 		}
 		// Rows carry per-second deltas; the absolute counters stay for status.
 		in, out := row.RecordsIn, row.RecordsOut
@@ -291,6 +313,22 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	t.inbox = make(chan *Frame, 64)
 	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
 		t.ledger = newSinkLedger()
+		if spec.Kind == KindCollectSink {
+			t.values = newKeyValues()
+		}
+	}
+	if sop, ok := op.(StatefulOperator); ok {
+		if !spec.Keyed {
+			return nil, fmt.Errorf("task %s: operator %q keeps keyed state, so its input must be keyed", ref.ID, spec.Name)
+		}
+		if dataDir == "" && dep.Job.StateBackend != "memory" {
+			return nil, fmt.Errorf("task %s: %s state needs the worker's data directory (--data-dir)", ref.ID, dep.Job.StateBackend)
+		}
+		ks, err := newKeyedState(sop, dep.Job, ref.Operator, filepath.Join(dataDir, "state"))
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
+		}
+		t.keyed = ks
 	}
 	return t, nil
 }

@@ -1,19 +1,11 @@
 package workflows
 
 import (
-	"fmt"
-	"time"
-
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"koala/activities"
-	"koala/dataplane/control"
 	"koala/workflows/plan"
 )
-
-// a is only used for method references; Temporal calls the registered value.
-var a *activities.Activities
 
 // ReconfigureStopAndRestart rescales one operator the classic way: pause the
 // sources behind a barrier, drain, start the new tasks with the new routing,
@@ -44,6 +36,20 @@ func ReconfigureStopAndRestart(ctx workflow.Context, in ReconfigureInput) (Recon
 			return r.resumeOld(in.Current, err)
 		}
 	}
+	// Keyed state of the moved buckets moves while the sources are paused.
+	// Added with a version marker: histories from before it replay unchanged.
+	if v := workflow.GetVersion(ctx, "stop-and-restart-moves-state", workflow.DefaultVersion, 1); v == 1 && isStateful(p) {
+		if err := r.run("move-state", a.Handoff, activities.HandoffInput{
+			Deployment: p.New, Previous: p.Old, Pairs: ownerPairs(p), Eager: true, TimeoutSecs: 300, Step: r.info("move-state"),
+		}, nil); err != nil {
+			return r.resumeOld(in.Current, err)
+		}
+		if err := r.run("await-migration", a.AwaitMigration, activities.AwaitMigrationInput{
+			Deployment: p.New, Tasks: gainingTasks(p), TimeoutSecs: 1800, Step: r.info("await-migration"),
+		}, nil); err != nil {
+			return r.result(p.New), err
+		}
+	}
 	if err := r.run("update-routing", a.UpdateRouting, activities.TasksInput{Deployment: p.New, Step: r.info("update-routing")}, nil); err != nil {
 		return r.result(in.Current), err
 	}
@@ -56,83 +62,4 @@ func ReconfigureStopAndRestart(ctx workflow.Context, in ReconfigureInput) (Recon
 		return r.result(p.New), err
 	}
 	return r.result(p.New), nil
-}
-
-// stepRunner runs protocol steps as activities and times them with
-// workflow time, which is deterministic on replay.
-type stepRunner struct {
-	ctx      workflow.Context
-	in       ReconfigureInput
-	protocol string
-	steps    []StepTiming
-}
-
-func newStepRunner(ctx workflow.Context, in ReconfigureInput, protocol string) *stepRunner {
-	return &stepRunner{ctx: ctx, in: in, protocol: protocol}
-}
-
-func (r *stepRunner) info(step string) activities.StepInfo {
-	return activities.StepInfo{
-		Experiment: r.in.Current.Job.Experiment, JobID: r.in.Current.Job.JobID,
-		ReconfigID: r.in.ReconfigID, Protocol: r.protocol, Step: step,
-	}
-}
-
-func (r *stepRunner) run(step string, fn, arg, result any) error {
-	start := workflow.Now(r.ctx)
-	f := workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, withSummary(r.ctx, step)), fn, arg)
-	var err error
-	if result != nil {
-		err = f.Get(r.ctx, result)
-	} else {
-		err = f.Get(r.ctx, nil)
-	}
-	r.steps = append(r.steps, StepTiming{Step: step, Millis: float64(workflow.Now(r.ctx).Sub(start)) / float64(time.Millisecond)})
-	if err != nil {
-		return fmt.Errorf("reconfiguration %s step %s: %w", r.in.ReconfigID, step, err)
-	}
-	return nil
-}
-
-// resumeOld is the compensation when the new tasks cannot start: the old
-// routing is still installed, so resuming the sources restores the job.
-func (r *stepRunner) resumeOld(old control.Deployment, cause error) (ReconfigureResult, error) {
-	if err := r.run("compensate-resume", a.ResumeSources, activities.TasksInput{Deployment: old, Step: r.info("compensate-resume")}, nil); err != nil {
-		return r.result(old), fmt.Errorf("%w; compensation failed too: %v", cause, err)
-	}
-	return r.result(old), cause
-}
-
-func (r *stepRunner) result(dep control.Deployment) ReconfigureResult {
-	return ReconfigureResult{Deployment: dep, Steps: r.steps}
-}
-
-func withSummary(ctx workflow.Context, step string) workflow.ActivityOptions {
-	opts := workflow.GetActivityOptions(ctx)
-	opts.Summary = step
-	return opts
-}
-
-// stepOptions bound each step and retry it with backoff; invalid requests
-// fail at once through non-retryable errors.
-func stepOptions() workflow.ActivityOptions {
-	return workflow.ActivityOptions{
-		StartToCloseTimeout: 6 * time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        200 * time.Millisecond,
-			BackoffCoefficient:     2,
-			MaximumInterval:        10 * time.Second,
-			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{"InvalidReconfiguration", "BadQuery", "BadConfig"},
-		},
-	}
-}
-
-func taskIDs(refs []control.TaskRef) []string {
-	out := make([]string, 0, len(refs))
-	for _, t := range refs {
-		out = append(out, t.ID)
-	}
-	return out
 }

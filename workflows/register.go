@@ -6,4 +6,5 @@ import "go.temporal.io/sdk/worker"
 func Register(w worker.WorkflowRegistry) {
 	w.RegisterWorkflow(RunExperiment)
 	w.RegisterWorkflow(ReconfigureStopAndRestart)
+	w.RegisterWorkflow(ReconfigureLazy)
 }

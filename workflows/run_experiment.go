@@ -162,8 +162,10 @@ func childFor(protocol string) (any, error) {
 	switch protocol {
 	case ProtocolStopAndRestart, "":
 		return ReconfigureStopAndRestart, nil
+	case ProtocolLazy:
+		return ReconfigureLazy, nil
 	}
-	err := fmt.Errorf("ReconfigProtocol %q is not implemented yet (implemented: %s)", protocol, ProtocolStopAndRestart)
+	err := fmt.Errorf("ReconfigProtocol %q is not implemented yet (implemented: %s, %s)", protocol, ProtocolLazy, ProtocolStopAndRestart)
 	return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadConfig", err)
 }
 

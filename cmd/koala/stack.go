@@ -46,8 +46,8 @@ Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`
 	f.IntVar(&cfg.ClickHouseHTTPPort, "clickhouse-http-port", cfg.ClickHouseHTTPPort, "ClickHouse HTTP port")
 	f.IntVar(&cfg.ClickHouseTCPPort, "clickhouse-tcp-port", cfg.ClickHouseTCPPort, "ClickHouse native TCP port")
 	f.StringVar(&cfg.KoalaBinary, "koala-binary", cfg.KoalaBinary, "koala binary that runs nats-server, kafka-fake, controller and workers")
-	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of `koala worker` processes (ids w1..wN)")
-	f.BoolVar(&cfg.Controller, "controller", cfg.Controller, "run `koala controller`")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of koala worker processes (ids w1..wN)")
+	f.BoolVar(&cfg.Controller, "controller", cfg.Controller, "run the koala controller")
 
 	prep := func() (local.Config, error) {
 		c := cfg

@@ -256,6 +256,46 @@ type BarrierRequest struct {
 // upstream sets) on every listed task; tasks ignore epochs not newer than theirs.
 type RoutingRequest struct {
 	Deployment Deployment `json:"deployment"`
+	// TaskIDs limits the update to these tasks (empty = all of the job here).
+	TaskIDs []string `json:"task_ids,omitempty"`
+	// InBand makes each task apply the update on its own goroutine, between
+	// batches, and then send a route barrier (id BarrierID) to every task of
+	// operator BarrierOperator in its previous routing, so old owners learn
+	// when no record routed with the old table can still arrive.
+	InBand          bool   `json:"in_band,omitempty"`
+	BarrierID       string `json:"barrier_id,omitempty"`
+	BarrierOperator string `json:"barrier_operator,omitempty"`
+}
+
+// HandoffRequest starts the lazy protocol's fast-forward on old owner
+// tasks: each installs the new deployment, stops writing the buckets it
+// gives away, and sends their key lookup table entries to the new owners.
+type HandoffRequest struct {
+	Deployment Deployment `json:"deployment"`
+	TaskIDs    []string   `json:"task_ids"`
+	// Mode and GradualBatchSize configure migration on the new owners:
+	// "fetch-on-demand" or "eventual"; keys per batch, -1 = all at once.
+	Mode             string `json:"mode"`
+	GradualBatchSize int    `json:"gradual_batch_size"`
+}
+
+// Migration progress events (MigrationProgress.Event).
+const (
+	EventKLTInstalled   = "klt-installed"   // a new owner holds the entries handed over by From
+	EventForwardingDone = "forwarding-done" // an old owner saw the route barrier from every upstream
+	EventMigrated       = "migrated"        // a task's key lookup table is empty: all its keys are local
+	EventProgress       = "progress"        // periodic: Remaining keys
+)
+
+// MigrationProgress is published by tasks on ProgressSubject(job).
+type MigrationProgress struct {
+	JobID      string `json:"job"`
+	ReconfigID string `json:"reconfig"`
+	TaskID     string `json:"task"`
+	Event      string `json:"event"`
+	From       string `json:"from,omitempty"`
+	Remaining  int    `json:"remaining"`
+	Bytes      uint64 `json:"bytes"`
 }
 
 // FinishRequest tells sources the end offsets of the input; after reading up to
@@ -278,6 +318,12 @@ type TaskStatus struct {
 	SinkReceived   uint64 `json:"sink_received,omitempty"`
 	SinkDistinct   uint64 `json:"sink_distinct,omitempty"`
 	SinkDuplicates uint64 `json:"sink_duplicates,omitempty"`
+	// Keyed state: entries still in the key lookup table, keys fetched so far.
+	KLTSize     int    `json:"klt_size,omitempty"`
+	KeysFetched uint64 `json:"keys_fetched,omitempty"`
+	BytesMoved  uint64 `json:"bytes_moved,omitempty"`
+	// KeyValues holds a collecting sink's latest value per key (tests, oracles).
+	KeyValues map[string]uint64 `json:"key_values,omitempty"`
 	// Source positions: next offset to read per partition.
 	Offsets map[int32]int64 `json:"offsets,omitempty"`
 	Error   string          `json:"error,omitempty"`

@@ -225,12 +225,13 @@ func (ch *ClickHouse) flushTable(ctx context.Context, t *tableBuf, force bool) e
 	lines := t.lines
 	t.lines = nil
 	t.lastInsert = now
-	if d := t.dropped - t.droppedLogged; d > 0 {
-		t.droppedLogged = t.dropped
-		ch.log.Warn("clickhouse metrics buffer full, dropped oldest rows",
-			"table", t.name, "dropped", d, "dropped_total", t.dropped)
-	}
+	newDrops, totalDrops := t.dropped-t.droppedLogged, t.dropped
+	t.droppedLogged = t.dropped
 	ch.mu.Unlock()
+	if newDrops > 0 {
+		ch.log.Warn("clickhouse metrics buffer full, dropped oldest rows",
+			"table", t.name, "dropped", newDrops, "dropped_total", totalDrops)
+	}
 
 	query := "INSERT INTO " + ch.table(t.name) + " (" + t.columns + ") FORMAT TabSeparated"
 	_, err := ch.do(ctx, query, false, strings.NewReader(strings.Join(lines, "")))

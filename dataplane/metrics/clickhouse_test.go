@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,24 @@ import (
 )
 
 type request struct{ query, body string }
+
+// syncBuffer is a bytes.Buffer safe for concurrent use (log output).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 // fakeCH is an httptest ClickHouse that records requests and answers with
 // reply (default: 200, empty body).
@@ -214,7 +233,8 @@ func TestInsertErrorKeptAndRetried(t *testing.T) {
 	f.setReply(func(request) (int, string) {
 		return 500, "Code: 60, e.displayText() = DB::Exception: Table koala.task_metrics doesn't exist"
 	})
-	ch := NewClickHouse(f.srv.URL, "koala")
+	var logBuf syncBuffer
+	ch := NewClickHouse(f.srv.URL, "koala", WithLogger(slog.New(slog.NewTextHandler(&logBuf, nil))))
 	ctx := context.Background()
 	ch.RecordTask(TaskRow{Time: t0, Task: "1"})
 	err := ch.Flush(ctx)
@@ -224,6 +244,9 @@ func TestInsertErrorKeptAndRetried(t *testing.T) {
 	f.next(t)
 	if ch.InsertErrors() != 1 || ch.Err() == nil || !strings.Contains(ch.Err().Error(), "HTTP 500") {
 		t.Fatalf("errors=%d err=%v", ch.InsertErrors(), ch.Err())
+	}
+	if l := logBuf.String(); !strings.Contains(l, "insert failed") || !strings.Contains(l, "doesn't exist") {
+		t.Fatalf("log %q", l)
 	}
 	ch.RecordTask(TaskRow{Time: t0, Task: "2"})
 	f.setReply(nil)

@@ -131,8 +131,10 @@ func TestKafkaServerProperties(t *testing.T) {
 			t.Errorf("server.properties lacks %q", want)
 		}
 	}
-	id, err := newKafkaClusterID()
-	if err != nil || len(id) != 22 {
-		t.Errorf("cluster id %q, %v", id, err)
+	for i := 0; i < 1000; i++ {
+		id, err := newKafkaClusterID()
+		if err != nil || len(id) != 22 || id[0] == '-' {
+			t.Fatalf("cluster id %q, %v", id, err)
+		}
 	}
 }

@@ -20,6 +20,11 @@ func Install(ctx context.Context, c Config) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
+	unlock, err := lockFile(ctx, filepath.Join(c.Home, "install.lock"))
+	if err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	defer unlock()
 	if err := installAptPackages(ctx, c); err != nil {
 		return fmt.Errorf("install: %w", err)
 	}

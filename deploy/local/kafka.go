@@ -149,13 +149,19 @@ func kafkaFormat(ctx context.Context, c Config, java string, jvm []string, props
 	return nil
 }
 
-// newKafkaClusterID returns a random Kafka Uuid in its base64 form.
+// newKafkaClusterID returns a random Kafka Uuid in its base64 form. Like
+// Kafka's Uuid.randomUuid it never starts with '-', which the storage
+// tool's argument parser would take for an option.
 func newKafkaClusterID() (string, error) {
 	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
+	for {
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		if id := base64.RawURLEncoding.EncodeToString(b); id[0] != '-' {
+			return id, nil
+		}
 	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // kafkaReady is ready when a kadm client lists at least one broker.

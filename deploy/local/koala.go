@@ -103,8 +103,13 @@ func logContains(path string, offset int64, s string) bool {
 }
 
 // pingWorkers publishes one ping with a reply inbox and collects the ids in
-// the replies that arrive within wait.
-func pingWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration) (map[string]bool, error) {
+// the replies that arrive within wait, or until every id in want answered.
+func pingWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration, want ...string) (map[string]bool, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait+5*time.Second)
+		defer cancel()
+	}
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
@@ -134,6 +139,9 @@ func pingWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration) (map[st
 		if json.Unmarshal(msg.Data, &r) == nil && r.ID != "" {
 			got[r.ID] = true
 		}
+		if len(want) > 0 && allIn(want, got) {
+			return got, nil
+		}
 	}
 }
 
@@ -154,7 +162,7 @@ func waitWorkers(ctx context.Context, c Config, procs []*process, pids []int, ti
 	start := time.Now()
 	seen := map[string]bool{}
 	for {
-		got, err := pingWorkers(ctx, nc, time.Second)
+		got, err := pingWorkers(ctx, nc, 300*time.Millisecond, want...)
 		if err != nil {
 			return err
 		}
@@ -191,4 +199,13 @@ func waitWorkers(ctx context.Context, c Config, procs []*process, pids []int, ti
 			return err
 		}
 	}
+}
+
+func allIn(ids []string, set map[string]bool) bool {
+	for _, id := range ids {
+		if !set[id] {
+			return false
+		}
+	}
+	return true
 }

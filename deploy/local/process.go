@@ -207,11 +207,13 @@ func (p *process) start(run string) (int, int64, error) {
 		_ = cmd.Wait()
 		close(done)
 	}()
-	if err := writeFileAtomic(p.specFile(run), []byte(p.fullSpec())); err != nil {
-		return pid, offset, err
+	err = writeFileAtomic(p.specFile(run), []byte(p.fullSpec()))
+	if err == nil {
+		err = writeFileAtomic(p.pidFile(run), []byte(strconv.Itoa(pid)+"\n"))
 	}
-	if err := writeFileAtomic(p.pidFile(run), []byte(strconv.Itoa(pid)+"\n")); err != nil {
-		return pid, offset, err
+	if err != nil {
+		_ = stopPID(pid, 2*time.Second) // no PID file: nobody could stop it later
+		return 0, 0, fmt.Errorf("%s: record pid: %w", p.name, err)
 	}
 	return pid, offset, nil
 }
@@ -378,4 +380,33 @@ func tcpOpen(ctx context.Context, addr string) error {
 		return err
 	}
 	return conn.Close()
+}
+
+// lockFile takes an exclusive flock on path (creating it), waiting while
+// another koala process holds it, so that concurrent Up/Down/Install calls
+// on the same directories do not interleave. The returned func unlocks.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock %s (held by another koala stack command): %w", path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

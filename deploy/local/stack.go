@@ -51,9 +51,11 @@ func Up(ctx context.Context, c Config) error {
 	if err := Install(ctx, c); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.RunDir, 0o755); err != nil {
-		return fmt.Errorf("up: run dir: %w", err)
+	unlock, err := lockFile(ctx, filepath.Join(c.RunDir, "stack.lock"))
+	if err != nil {
+		return fmt.Errorf("up: %w", err)
 	}
+	defer unlock()
 	procs, err := services(c)
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -144,6 +146,16 @@ var stopOrder = []string{"controller", "temporal", "kafka", "nats", "clickhouse"
 // the PID files. It sends SIGTERM, waits (polling) and then SIGKILLs.
 func Down(c Config) error {
 	c = c.withDefaults()
+	if _, err := os.Stat(c.RunDir); os.IsNotExist(err) {
+		return nil // nothing was ever started here
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	unlock, err := lockFile(ctx, filepath.Join(c.RunDir, "stack.lock"))
+	if err != nil {
+		return fmt.Errorf("down: %w", err)
+	}
+	defer unlock()
 	names := pidFileNames(c.RunDir)
 	var order []string
 	var workers []string

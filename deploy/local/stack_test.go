@@ -3,11 +3,13 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,37 +46,67 @@ func testHome(t *testing.T) string {
 	return filepath.Join(repoRoot(t), ".koala")
 }
 
-// buildKoala builds cmd/koala into a temp dir. full reports whether the
-// whole command built; when another package is mid-edit it falls back to
-// a binary with only the subcommands the stack itself needs (nats-server,
-// kafka-fake), so the infrastructure can still be tested.
+var (
+	koalaOnce  sync.Once
+	koalaBin   string
+	koalaFull  bool
+	koalaErr   error
+	koalaNotes string
+	koalaDir   string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if koalaDir != "" {
+		os.RemoveAll(koalaDir)
+	}
+	os.Exit(code)
+}
+
+// buildKoala builds cmd/koala once per test binary. full reports whether
+// the whole command built; when another package is mid-edit it falls back
+// to a binary with only the subcommands the stack itself needs
+// (nats-server, kafka-fake), so the infrastructure can still be tested.
 func buildKoala(t *testing.T) (bin string, full bool) {
 	t.Helper()
 	root := repoRoot(t)
-	bin = filepath.Join(t.TempDir(), "koala")
-	out, err := exec.Command("go", "build", "-o", bin, "koala/cmd/koala").CombinedOutput()
-	if err == nil {
-		return bin, true
-	}
-	t.Logf("full koala build failed, building the stack subcommands only:\n%s", out)
-	keep := map[string]bool{"main.go": true, "addrs.go": true, "embedded.go": true, "stack.go": true}
-	files, _ := filepath.Glob(filepath.Join(root, "cmd", "koala", "*.go"))
-	replace := map[string]string{}
-	for _, f := range files {
-		if !keep[filepath.Base(f)] {
-			replace[f] = "" // deleted in the overlay
+	koalaOnce.Do(func() {
+		koalaDir, koalaErr = os.MkdirTemp("", "koala-stack-test-")
+		if koalaErr != nil {
+			return
 		}
+		koalaBin = filepath.Join(koalaDir, "koala")
+		out, err := exec.Command("go", "build", "-o", koalaBin, "koala/cmd/koala").CombinedOutput()
+		if err == nil {
+			koalaFull = true
+			return
+		}
+		koalaNotes = fmt.Sprintf("full koala build failed, built the stack subcommands only:\n%s", out)
+		keep := map[string]bool{"main.go": true, "addrs.go": true, "embedded.go": true, "stack.go": true}
+		files, _ := filepath.Glob(filepath.Join(root, "cmd", "koala", "*.go"))
+		replace := map[string]string{}
+		for _, f := range files {
+			if !keep[filepath.Base(f)] {
+				replace[f] = "" // deleted in the overlay
+			}
+		}
+		overlay := filepath.Join(koalaDir, "overlay.json")
+		b, _ := json.Marshal(map[string]any{"Replace": replace})
+		if koalaErr = os.WriteFile(overlay, b, 0o644); koalaErr != nil {
+			return
+		}
+		out, err = exec.Command("go", "build", "-overlay", overlay, "-o", koalaBin, "koala/cmd/koala").CombinedOutput()
+		if err != nil {
+			koalaErr = fmt.Errorf("go build koala/cmd/koala (stack subcommands only): %v\n%s", err, out)
+		}
+	})
+	if koalaErr != nil {
+		t.Fatal(koalaErr)
 	}
-	overlay := filepath.Join(t.TempDir(), "overlay.json")
-	b, _ := json.Marshal(map[string]any{"Replace": replace})
-	if err := os.WriteFile(overlay, b, 0o644); err != nil {
-		t.Fatal(err)
+	if koalaNotes != "" {
+		t.Log(koalaNotes)
 	}
-	out, err = exec.Command("go", "build", "-overlay", overlay, "-o", bin, "koala/cmd/koala").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build koala/cmd/koala (stack subcommands only): %v\n%s", err, out)
-	}
-	return bin, false
+	return koalaBin, koalaFull
 }
 
 type lineWriter struct{ t *testing.T }
@@ -86,14 +118,18 @@ func (w lineWriter) Write(b []byte) (int, error) {
 
 // upStack starts a stack on free ports under a temp run dir and registers
 // its Down as cleanup.
-func upStack(t *testing.T, kafkaMode string) (Config, []int) {
+func upStack(t *testing.T, kafkaMode string, controller bool, workers int) (Config, []int) {
 	t.Helper()
-	bin, _ := buildKoala(t)
+	bin, full := buildKoala(t)
+	if (controller || workers > 0) && !full {
+		t.Fatal("cmd/koala does not build, so there is no `koala controller` / `koala worker` to start")
+	}
 	c, err := FreePortConfig(testHome(t), filepath.Join(t.TempDir(), "run"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Kafka, c.KoalaBinary, c.Progress = kafkaMode, bin, lineWriter{t}
+	c.Controller, c.Workers = controller, workers
 	t.Cleanup(func() {
 		if err := Down(c); err != nil {
 			t.Errorf("cleanup Down: %v", err)
@@ -120,7 +156,7 @@ func TestStackUpDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real Temporal, Kafka, ClickHouse and NATS processes")
 	}
-	c, pids := upStack(t, KafkaReal)
+	c, pids := upStack(t, KafkaReal, false, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -179,9 +215,35 @@ func TestStackEmbeddedKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Temporal, ClickHouse and NATS processes")
 	}
-	c, pids := upStack(t, KafkaEmbedded)
+	c, pids := upStack(t, KafkaEmbedded, false, 0)
 	t.Run("nats", func(t *testing.T) { checkNATS(t, c) })
 	t.Run("kafka", func(t *testing.T) { checkKafka(t, c) })
+	downAndCheck(t, c, pids)
+}
+
+// TestStackKoalaProcesses runs the controller and two workers on the stack
+// (embedded Kafka, to keep it quick) and checks they answer as Up expects.
+func TestStackKoalaProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the stack plus koala controller and workers")
+	}
+	c, pids := upStack(t, KafkaEmbedded, true, 2)
+	got, err := PingWorkers(context.Background(), c.NATSURL(), time.Second)
+	if err != nil || !got["w1"] || !got["w2"] {
+		t.Fatalf("workers answering: %v, %v", got, err)
+	}
+	if !logContains(filepath.Join(c.RunDir, "controller.log"), 0, ControllerReadyLine) {
+		t.Logf("controller log lacks %q (Up accepted it as alive for 1 s)", ControllerReadyLine)
+	}
+	names := map[string]bool{}
+	for _, s := range Status(c) {
+		names[s.Name] = true
+	}
+	for _, want := range []string{"controller", "worker-w1", "worker-w2"} {
+		if !names[want] {
+			t.Errorf("Status lacks %s", want)
+		}
+	}
 	downAndCheck(t, c, pids)
 }
 

@@ -22,7 +22,9 @@ var temporalDynamicConfig = []string{
 }
 
 // TemporalBinary is where Install puts the temporal CLI.
-func (c Config) TemporalBinary() string { return filepath.Join(c.withDefaults().Home, "bin", "temporal") }
+func (c Config) TemporalBinary() string {
+	return filepath.Join(c.withDefaults().Home, "bin", "temporal")
+}
 
 func temporalProcess(c Config) *process {
 	argv := []string{c.TemporalBinary(), "server", "start-dev",

@@ -434,7 +434,7 @@ func TestScaleErrors(t *testing.T) {
 }
 
 func TestScaleRandomSequences(t *testing.T) {
-	for seed := uint64(1); seed <= 200; seed++ {
+	for seed := uint64(1); seed <= 120; seed++ {
 		r := rand.New(rand.NewPCG(seed, 42))
 		n := []int{1, 2, 7, 128, 1000}[r.IntN(5)]
 		job := helloJob(n, 1+r.IntN(min(n, 8)))
@@ -456,7 +456,7 @@ func TestScaleRandomSequences(t *testing.T) {
 				}
 				continue
 			}
-			before := deepCopy(t, d)
+			before := cloneDeployment(d) // TestScaleTable checks non-aliasing via JSON
 			pl, err := Scale(d, op, p, ws)
 			if err != nil {
 				t.Fatalf("seed %d step %d: Scale(%s, %d→%d): %v", seed, step, op, spec.Parallelism, p, err)

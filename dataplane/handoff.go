@@ -1,0 +1,186 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"koala/dataplane/control"
+	"koala/statesvc"
+)
+
+// kltChunk bounds the entries per KLT frame so frames stay well under the
+// gRPC message limit.
+const kltChunk = 4096
+
+// handoff is the lazy protocol's fast-forward on an old owner, run on its
+// own goroutine: install the new deployment (from now on records of the
+// buckets it gave away are forwarded, never written here), then send each
+// new owner the lookup entries of its buckets, closed by a KLT-end frame.
+func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID string) error {
+	old := t.view.Load()
+	next := newTaskView(dep, t.opName)
+	if old.self == nil || next.self == nil {
+		return fmt.Errorf("handoff on %s: operator %s has no routing table", t.id, t.opName)
+	}
+	if next.epoch <= old.epoch {
+		t.w.log.Debug("handoff already applied", "task", t.id, "epoch", old.epoch)
+		return nil // a retried handoff: already done
+	}
+	gained := map[string][]int{} // new owner → buckets
+	var order []string
+	for b := 0; b < len(old.self.table.Buckets); b++ {
+		if old.self.owner(b).ID != t.id {
+			continue
+		}
+		if to := next.self.owner(b); to.ID != t.id {
+			if _, ok := gained[to.ID]; !ok {
+				order = append(order, to.ID)
+			}
+			gained[to.ID] = append(gained[to.ID], b)
+		}
+	}
+	t.view.Store(next)
+	t.w.log.Debug("handoff", "task", t.id, "reconfig", reconfigID, "to", order)
+	me := control.TaskRef{}
+	for _, ref := range old.self.tasks {
+		if ref.ID == t.id {
+			me = ref
+		}
+	}
+	_, stillHere := next.self.byID[t.id]
+	for _, toID := range order {
+		target := next.self.byID[toID]
+		entries, err := t.keyed.entriesFor(gained[toID], me)
+		if err != nil {
+			return fmt.Errorf("handoff on %s: %w", t.id, err)
+		}
+		for start := 0; start < len(entries); start += kltChunk {
+			end := min(start+kltChunk, len(entries))
+			f := &Frame{Kind: FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: toID, BarrierID: reconfigID, Records: entries[start:end]}
+			if err := t.w.deliver(ctx, target, f); err != nil {
+				return err
+			}
+		}
+		end := &Frame{Kind: FrameKLTEnd, JobID: t.jobID, FromTask: t.id, ToTask: toID, BarrierID: reconfigID}
+		if !stillHere {
+			end.Records = []Record{{Key: []byte("eager"), Offset: -1}}
+		}
+		if err := t.w.deliver(ctx, target, end); err != nil {
+			return err
+		}
+		t.keyed.klt.RemoveBuckets(gained[toID])
+	}
+	return nil
+}
+
+// entriesFor lists, as KLT frame records, every key of buckets whose value
+// is here (owner me) or, per this task's own table, on a third task.
+func (ks *keyedState) entriesFor(buckets []int, me control.TaskRef) ([]Record, error) {
+	var out []Record
+	seen := map[string]bool{}
+	meVal := []byte(encodeOwner(me))
+	for _, b := range buckets {
+		start, end := statesvc.BucketRange(ks.opName, b, b+1)
+		err := ks.store.Scan(start, end, func(k, _ []byte) bool {
+			_, _, _, user, err := statesvc.ParseStateKey(k)
+			if err == nil && !seen[string(user)] {
+				seen[string(user)] = true
+				out = append(out, Record{Key: append([]byte(nil), user...), Value: meVal, Offset: -1})
+			}
+			return true
+		})
+		if err != nil {
+			return nil, fmt.Errorf("scan bucket %d: %w", b, err)
+		}
+	}
+	for _, e := range ks.klt.EntriesForBuckets(buckets) {
+		if seen[string(e.Key)] {
+			continue
+		}
+		ref, ok := ks.owners.Load(e.Owner)
+		if !ok {
+			return nil, fmt.Errorf("key lookup table names owner %q with no known address", e.Owner)
+		}
+		out = append(out, Record{Key: e.Key, Value: []byte(encodeOwner(ref.(control.TaskRef))), Offset: -1})
+	}
+	return out, nil
+}
+
+func encodeOwner(r control.TaskRef) string {
+	return r.ID + "\x00" + r.WorkerID + "\x00" + r.DataAddr
+}
+
+func decodeOwner(s []byte) (control.TaskRef, error) {
+	parts := strings.Split(string(s), "\x00")
+	if len(parts) != 3 || parts[0] == "" {
+		return control.TaskRef{}, fmt.Errorf("bad owner reference %q", s)
+	}
+	return control.TaskRef{ID: parts[0], WorkerID: parts[1], DataAddr: parts[2]}, nil
+}
+
+// installKLT takes lookup entries handed over by an old owner.
+func (t *task) installKLT(f *Frame) error {
+	if t.keyed == nil {
+		return fmt.Errorf("task %s: KLT frame from %s, but the operator keeps no keyed state", t.id, f.FromTask)
+	}
+	ks := t.keyed
+	for i := range f.Records {
+		r := &f.Records[i]
+		ref, err := decodeOwner(r.Value)
+		if err != nil {
+			return fmt.Errorf("task %s: KLT entry from %s: %w", t.id, f.FromTask, err)
+		}
+		if ref.ID == t.id {
+			continue // the value is already here
+		}
+		ks.owners.Store(ref.ID, ref)
+		ks.klt.Add(BucketOf(r.Key, ks.buckets), r.Key, ref.ID)
+	}
+	return nil
+}
+
+func (t *task) endKLT(f *Frame) {
+	if t.keyed == nil {
+		return
+	}
+	if len(f.Records) > 0 && string(f.Records[0].Key) == "eager" {
+		t.keyed.eager = true
+	}
+	t.keyed.pending = f.BarrierID
+	t.w.log.Debug("klt installed", "task", t.id, "from", f.FromTask, "reconfig", f.BarrierID, "entries", t.keyed.klt.Len())
+	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Event: control.EventKLTInstalled, From: f.FromTask, Remaining: t.keyed.klt.Len()})
+}
+
+// applyRouting installs dep between batches and, for an in-band update,
+// sends a route barrier to every task of barrierOp in the previous routing.
+func (t *task) applyRouting(ctx context.Context, dep control.Deployment, barrierID, barrierOp string) error {
+	old := t.view.Load()
+	if dep.Epoch > old.epoch {
+		t.view.Store(newTaskView(dep, t.opName))
+	}
+	if barrierID == "" {
+		return nil
+	}
+	for _, rt := range old.routes {
+		if rt.op.Name != barrierOp {
+			continue
+		}
+		for _, target := range rt.tasks {
+			f := &Frame{Kind: FrameRouteBarrier, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: barrierID}
+			if err := t.w.deliver(ctx, target, f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// onRouteBarrier aligns a route barrier; once every upstream sent it, no
+// record routed with the old table can still arrive here.
+func (t *task) onRouteBarrier(view *taskView, f *Frame) {
+	if !t.align(view, f) {
+		return
+	}
+	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Event: control.EventForwardingDone})
+}

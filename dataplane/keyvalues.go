@@ -1,0 +1,49 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"sync"
+)
+
+// KindCollectSink keeps the latest (largest) counter value per key, so a
+// test can compare a keyed aggregate with an oracle after reconfigurations.
+const KindCollectSink = "collect-sink"
+
+// keyValues is the collecting sink's table: key → largest value seen,
+// where values are little-endian uint64 counters.
+type keyValues struct {
+	mu sync.Mutex
+	m  map[string]uint64
+}
+
+func newKeyValues() *keyValues { return &keyValues{m: map[string]uint64{}} }
+
+func (kv *keyValues) observe(recs []Record) {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for i := range recs {
+		if len(recs[i].Value) < 8 {
+			continue
+		}
+		v := binary.LittleEndian.Uint64(recs[i].Value)
+		if k := string(recs[i].Key); v > kv.m[k] {
+			kv.m[k] = v
+		}
+	}
+}
+
+func (kv *keyValues) snapshot() map[string]uint64 {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	out := make(map[string]uint64, len(kv.m))
+	for k, v := range kv.m {
+		out[k] = v
+	}
+	return out
+}
+
+func init() {
+	MustRegisterOperator(KindCollectSink, func(OperatorContext) (Operator, error) {
+		return OperatorFunc(func([]Record, Emit) error { return nil }), nil
+	})
+}

@@ -1,0 +1,263 @@
+package statesvc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	benchBatch    = 1000
+	benchValueLen = 100
+	benchPreload  = 200_000
+)
+
+// benchStateKeys returns n state keys of operator "agg", state "v", 8-byte
+// user keys, spread over 128 buckets.
+func benchStateKeys(n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		var uk [8]byte
+		binary.BigEndian.PutUint64(uk[:], uint64(i)*0x9e3779b97f4a7c15)
+		out[i] = StateKey(nil, "agg", i%128, "v", uk[:])
+	}
+	return out
+}
+
+// benchBatches draws batches of distinct keys from pool.
+func benchBatches(pool [][]byte, batches int) [][][]byte {
+	rng := rand.New(rand.NewPCG(7, 7))
+	out := make([][][]byte, batches)
+	for b := range out {
+		perm := rng.Perm(len(pool))[:benchBatch]
+		for _, i := range perm {
+			out[b] = append(out[b], pool[i])
+		}
+	}
+	return out
+}
+
+func preload(b *testing.B, s Store, pool [][]byte) {
+	val := make([]byte, benchValueLen)
+	for i := 0; i < len(pool); i += 10_000 {
+		var kvs []KV
+		for _, k := range pool[i:min(i+10_000, len(pool))] {
+			kvs = append(kvs, KV{k, val})
+		}
+		if err := s.MultiPut(kvs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchGetPut is the stateful-operator pattern: one multi-get and one
+// multi-put of 1000 distinct keys per batch, 100-byte values.
+func benchGetPut(b *testing.B, s Store) {
+	pool := benchStateKeys(benchPreload)
+	preload(b, s, pool)
+	batches := benchBatches(pool, 64)
+	kvs := make([]KV, benchBatch)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		ks := batches[i%len(batches)]
+		vals, err := s.MultiGet(ks)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j, k := range ks {
+			v := vals[j]
+			v[0]++ // the caller owns the copy: update in place
+			kvs[j] = KV{k, v}
+		}
+		if err := s.MultiPut(kvs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/time.Since(start).Seconds(), "keys/s")
+}
+
+func BenchmarkPebbleMultiGetPut(b *testing.B) {
+	p, err := OpenPebble(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	benchGetPut(b, p)
+}
+
+func BenchmarkMemoryMultiGetPut(b *testing.B) {
+	benchGetPut(b, NewMemory())
+}
+
+// BenchmarkPebbleMultiGetVariants compares point gets with one sorted
+// iterator per batch, on data in the memtable and flushed to sstables.
+func BenchmarkPebbleMultiGetVariants(b *testing.B) {
+	for _, flushed := range []bool{false, true} {
+		p, err := OpenPebble(Options{Dir: b.TempDir(), MemTableBytes: 64 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool := benchStateKeys(benchPreload)
+		preload(b, p, pool)
+		if flushed {
+			if err := p.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		// Half of each batch hits, half misses (first sight of a key).
+		misses := benchStateKeys(2 * benchPreload)[benchPreload:]
+		batches := benchBatches(append(pool[:benchPreload/2:benchPreload/2], misses[:benchPreload/2]...), 64)
+		for name, get := range map[string]func([][]byte) ([][]byte, error){
+			"point": p.multiGetPoint, "iter": p.multiGetIter,
+		} {
+			b.Run(fmt.Sprintf("flushed=%v/%s", flushed, name), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if _, err := get(batches[i%len(batches)]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchBatch), "ns/key")
+			})
+		}
+		_ = p.Close()
+	}
+}
+
+const kltBenchKeys = 1_000_000
+
+var kltBench struct {
+	once sync.Once
+	klt  *KLT
+	keys [][]byte
+}
+
+func kltBenchKey(i int) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(i)*0x9e3779b97f4a7c15)
+}
+
+func benchKLT() (*KLT, [][]byte) {
+	kltBench.once.Do(func() {
+		k := NewKLT()
+		ks := make([][]byte, kltBenchKeys)
+		for i := range ks {
+			ks[i] = kltBenchKey(i)
+			k.Add(i%128, ks[i], fmt.Sprintf("task-%d", i%8))
+		}
+		kltBench.klt, kltBench.keys = k, ks
+	})
+	return kltBench.klt, kltBench.keys
+}
+
+var kltBenchGoMap struct {
+	once sync.Once
+	m    map[string]uint32
+}
+
+// kltBenchMap is the naive alternative for comparison: key → owner<<16|bucket.
+func kltBenchMap() map[string]uint32 {
+	kltBenchGoMap.once.Do(func() {
+		m := make(map[string]uint32)
+		for j := range kltBenchKeys {
+			m[string(kltBenchKey(j))] = uint32(j%8)<<16 | uint32(j%128)
+		}
+		kltBenchGoMap.m = m
+	})
+	return kltBenchGoMap.m
+}
+
+// BenchmarkKLTLookup measures one batch of 1000 distinct-key lookups in a
+// 1M-key table (target: <= 40 µs per batch).
+func BenchmarkKLTLookup(b *testing.B) {
+	k, ks := benchKLT()
+	// Batch keys live in one buffer per batch, as after decoding a batch.
+	var hits, misses [][][]byte
+	for _, batch := range benchBatches(ks, 64) {
+		var buf []byte
+		for _, key := range batch {
+			buf = append(buf, key...)
+		}
+		var h, m [][]byte
+		for i := range batch {
+			key := buf[8*i : 8*i+8 : 8*i+8]
+			h = append(h, key)
+			m = append(m, append([]byte("x"), key...)) // absent: 9 bytes
+		}
+		hits, misses = append(hits, h), append(misses, m)
+	}
+	for _, c := range []struct {
+		name    string
+		batches [][][]byte
+	}{{"hit", hits}, {"miss", misses}} {
+		b.Run(c.name+"/batch", func(b *testing.B) {
+			dst := make([]string, 0, benchBatch)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				dst = k.LookupBatch(c.batches[i%len(c.batches)], dst[:0])
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchBatch), "ns/key")
+		})
+		b.Run(c.name+"/gomap-baseline", func(b *testing.B) {
+			m := kltBenchMap()
+			b.ResetTimer()
+			dst := make([]uint32, 0, benchBatch)
+			for i := 0; i < b.N; i++ {
+				dst = dst[:0]
+				for _, key := range c.batches[i%len(c.batches)] {
+					dst = append(dst, m[string(key)])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchBatch), "ns/key")
+		})
+		b.Run(c.name+"/single", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				for _, key := range c.batches[i%len(c.batches)] {
+					k.Lookup(key)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchBatch), "ns/key")
+		})
+	}
+}
+
+// BenchmarkKLTMemory reports the footprint of 1M 8-byte keys: B/key as
+// counted by Bytes and as measured on the heap, with and without the key
+// bytes, next to a plain map[string]uint32 (key → owner<<16|bucket).
+func BenchmarkKLTMemory(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		before := heapInUse()
+		k := NewKLT()
+		for j := range kltBenchKeys {
+			k.Add(j%128, kltBenchKey(j), fmt.Sprintf("task-%d", j%8))
+		}
+		heap := heapInUse() - before
+		counted := float64(k.Bytes()) / kltBenchKeys
+		b.ReportMetric(counted, "B/key-counted")
+		b.ReportMetric(float64(heap)/kltBenchKeys, "B/key-heap")
+		b.ReportMetric(float64(heap)/kltBenchKeys-8, "B/key-heap-excl-key")
+		runtime.KeepAlive(k)
+
+		before = heapInUse()
+		m := make(map[string]uint32)
+		for j := range kltBenchKeys {
+			m[string(kltBenchKey(j))] = uint32(j%8)<<16 | uint32(j%128)
+		}
+		b.ReportMetric(float64(heapInUse()-before)/kltBenchKeys, "B/key-gomap")
+		runtime.KeepAlive(m)
+	}
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}

@@ -1,0 +1,358 @@
+package statesvc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/bloom"
+)
+
+// Pebble is the local Pebble backend. Safe for concurrent use.
+type Pebble struct {
+	db *pebble.DB
+
+	// In-flight tracking so Close waits for running calls (Pebble panics on
+	// use after close and refuses to close with open iterators) while calls
+	// made after Close, even from inside a Scan callback, fail fast.
+	mu     sync.Mutex
+	cond   sync.Cond
+	active int
+	closed bool
+}
+
+// OpenPebble opens (creating if needed) a Pebble store in o.Dir.
+func OpenPebble(o Options) (*Pebble, error) {
+	if o.Backend == "" {
+		o.Backend = BackendPebble
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.MemTableBytes == 0 {
+		o.MemTableBytes = DefaultMemTableBytes
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "pebble", "dir", o.Dir)
+	cache := pebble.NewCache(o.CacheBytes)
+	defer cache.Unref() // the DB holds its own reference
+	opts := &pebble.Options{
+		Cache:              cache,
+		MemTableSize:       uint64(o.MemTableBytes),
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             slogLogger{log},
+		EventListener: &pebble.EventListener{
+			BackgroundError: func(err error) { log.Warn("pebble background error", "err", err) },
+			WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+				log.Warn("pebble write stall", "reason", info.Reason)
+			},
+		},
+		Levels: make([]pebble.LevelOptions, 7),
+	}
+	for i := range opts.Levels {
+		// Bloom filters make gets of absent keys (first sight of a key, very
+		// common in stateful operators) skip sstables.
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
+	}
+	db, err := pebble.Open(o.Dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("statesvc: open pebble in %s: %w", o.Dir, err)
+	}
+	p := &Pebble{db: db}
+	p.cond.L = &p.mu
+	return p, nil
+}
+
+func (p *Pebble) enter() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	p.active++
+	return nil
+}
+
+func (p *Pebble) exit() {
+	p.mu.Lock()
+	p.active--
+	if p.active == 0 && p.closed {
+		p.cond.Broadcast()
+	}
+	p.mu.Unlock()
+}
+
+// MultiGet implements Store (point gets; see BenchmarkPebbleMultiGetVariants).
+func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.exit()
+	return p.multiGetPoint(keys)
+}
+
+// valueCollector gathers values into one buffer and slices it at the end, so
+// a batch of values costs two allocations however many keys it has.
+type valueCollector struct {
+	buf  []byte
+	ends []int // end offset in buf per key; -1 = absent
+}
+
+func (c *valueCollector) add(v []byte, ok bool) {
+	if !ok {
+		c.ends = append(c.ends, -1)
+		return
+	}
+	c.buf = append(c.buf, v...)
+	c.ends = append(c.ends, len(c.buf))
+}
+
+func (c *valueCollector) finish(out [][]byte, order []int) [][]byte {
+	if c.buf == nil {
+		c.buf = []byte{} // empty values must come back non-nil
+	}
+	start := 0
+	for j, end := range c.ends {
+		if end < 0 {
+			continue
+		}
+		i := j
+		if order != nil {
+			i = order[j]
+		}
+		out[i] = c.buf[start:end:end]
+		start = end
+	}
+	return out
+}
+
+// multiGetPoint does one db.Get per key.
+func (p *Pebble) multiGetPoint(keys [][]byte) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	c := valueCollector{ends: make([]int, 0, len(keys))}
+	for _, k := range keys {
+		v, closer, err := p.db.Get(k)
+		if errors.Is(err, pebble.ErrNotFound) {
+			c.add(nil, false)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("statesvc: pebble get %q: %w", k, err)
+		}
+		c.add(v, true)
+		if err := closer.Close(); err != nil {
+			return nil, fmt.Errorf("statesvc: pebble get %q: close: %w", k, err)
+		}
+	}
+	return c.finish(out, nil), nil
+}
+
+// multiGetIter sorts the keys and walks one iterator with ascending seeks
+// (Pebble turns monotonic SeekGE into cheap Nexts where it can).
+func (p *Pebble) multiGetIter(keys [][]byte) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
+	it, err := p.db.NewIter(&pebble.IterOptions{
+		LowerBound: keys[order[0]],
+		UpperBound: append(slices.Clip(keys[order[len(order)-1]]), 0),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("statesvc: pebble multiget: new iterator: %w", err)
+	}
+	c := valueCollector{ends: make([]int, 0, len(keys))}
+	for _, i := range order {
+		k := keys[i]
+		if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				_ = it.Close()
+				return nil, fmt.Errorf("statesvc: pebble multiget %q: %w", k, err)
+			}
+			c.add(v, true)
+		} else {
+			c.add(nil, false)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("statesvc: pebble multiget: close iterator: %w", err)
+	}
+	return c.finish(out, order), nil
+}
+
+// MultiPut implements Store: one batch, committed with NoSync.
+func (p *Pebble) MultiPut(kvs []KV) error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	defer p.exit()
+	size := 0
+	for _, kv := range kvs {
+		size += len(kv.Key) + len(kv.Value) + 8
+	}
+	b := p.db.NewBatchWithSize(size)
+	defer b.Close()
+	for _, kv := range kvs {
+		var err error
+		if kv.Value == nil {
+			err = b.Delete(kv.Key, nil)
+		} else {
+			err = b.Set(kv.Key, kv.Value, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("statesvc: pebble batch write %q: %w", kv.Key, err)
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("statesvc: pebble commit batch of %d writes: %w", len(kvs), err)
+	}
+	return nil
+}
+
+// Scan implements Store. It reads a consistent snapshot taken at its start.
+// fn may call the store's other methods (not Close).
+func (p *Pebble) Scan(start, end []byte, fn func(k, v []byte) bool) error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	defer p.exit()
+	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
+		return nil
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return fmt.Errorf("statesvc: pebble scan: new iterator: %w", err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("statesvc: pebble scan at %q: %w", it.Key(), err)
+		}
+		if !fn(it.Key(), v) {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("statesvc: pebble scan: %w", err)
+	}
+	return nil
+}
+
+// DeleteRange implements Store with one range tombstone.
+func (p *Pebble) DeleteRange(start, end []byte) error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	defer p.exit()
+	if start == nil {
+		start = []byte{}
+	}
+	if end == nil {
+		// No finite key bounds the key space: end just past the last key.
+		it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start})
+		if err != nil {
+			return fmt.Errorf("statesvc: pebble delete range: new iterator: %w", err)
+		}
+		if it.Last() {
+			end = append(slices.Clone(it.Key()), 0)
+		}
+		if err := it.Close(); err != nil {
+			return fmt.Errorf("statesvc: pebble delete range: find last key: %w", err)
+		}
+		if end == nil {
+			return nil // nothing at or after start
+		}
+	}
+	if bytes.Compare(start, end) >= 0 {
+		return nil
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(start, end, nil); err != nil {
+		return fmt.Errorf("statesvc: pebble delete range [%q, %q): %w", start, end, err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("statesvc: pebble delete range [%q, %q): commit: %w", start, end, err)
+	}
+	return nil
+}
+
+// ApproxSize implements Store: sstable bytes (compressed, may still count
+// data shadowed by not-yet-compacted deletes) plus memtable bytes.
+func (p *Pebble) ApproxSize() uint64 {
+	if p.enter() != nil {
+		return 0
+	}
+	defer p.exit()
+	m := p.db.Metrics()
+	total := m.MemTable.Size
+	for _, l := range m.Levels {
+		total += uint64(l.Size)
+	}
+	return total
+}
+
+// Flush writes the memtable to an sstable (tests, checkpoints).
+func (p *Pebble) Flush() error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	defer p.exit()
+	if err := p.db.Flush(); err != nil {
+		return fmt.Errorf("statesvc: pebble flush: %w", err)
+	}
+	return nil
+}
+
+// Close implements Store: waits for running calls, then closes the DB.
+func (p *Pebble) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	for p.active > 0 {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+	if err := p.db.Close(); err != nil {
+		return fmt.Errorf("statesvc: close pebble: %w", err)
+	}
+	return nil
+}
+
+// slogLogger adapts slog to pebble.Logger: routine messages at debug level,
+// so Pebble stays quiet unless asked.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Infof(format string, args ...any) {
+	if s.l.Enabled(context.Background(), slog.LevelDebug) {
+		s.l.Debug(fmt.Sprintf(format, args...))
+	}
+}
+
+func (s slogLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.l.Error("pebble fatal", "msg", msg)
+	panic("pebble: " + msg)
+}

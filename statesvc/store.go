@@ -1,0 +1,126 @@
+// Package statesvc owns keyed state: the storage backends (in-memory, local
+// Pebble, later remote Pebble), the state key layout, and the key lookup table
+// used by lazy migration.
+package statesvc
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// KV is one write of a MultiPut. A nil Value deletes Key; an empty non-nil
+// Value stores an empty value.
+type KV struct{ Key, Value []byte }
+
+// Store is a keyed state backend. Implementations are safe for concurrent use
+// (the owning task and a concurrent fetch or transfer handler).
+type Store interface {
+	// MultiGet returns values aligned with keys (nil when absent). Values are
+	// copies the caller owns.
+	MultiGet(keys [][]byte) ([][]byte, error)
+	// MultiPut applies all writes atomically (one batch), without fsync:
+	// durability comes from checkpoints. A later KV for the same key wins.
+	MultiPut(kvs []KV) error
+	// Scan calls fn for every key in [start, end) in key order; a nil start
+	// or end leaves that side unbounded. fn's slices are valid only during
+	// the call; returning false stops the scan.
+	Scan(start, end []byte, fn func(k, v []byte) bool) error
+	// DeleteRange deletes every key in [start, end); nil bounds as for Scan.
+	DeleteRange(start, end []byte) error
+	// ApproxSize is the approximate bytes of live data (for metrics).
+	ApproxSize() uint64
+	// Close releases the store. Calls after Close return ErrClosed; Close
+	// itself is idempotent.
+	Close() error
+}
+
+// ErrClosed is returned by Store methods called after Close.
+var ErrClosed = errors.New("statesvc: store closed")
+
+// Backend names, as in the Koala artifact's "StateBackendType".
+const (
+	BackendMemory = "memory"
+	BackendPebble = "pebble"
+	// BackendRemotePebble is reserved for the remote state service.
+	BackendRemotePebble = "remote-pebble"
+)
+
+// Defaults for Options.
+const (
+	DefaultCacheBytes    int64 = 64 << 20
+	DefaultMemTableBytes int64 = 16 << 20
+)
+
+// Options selects and configures a backend.
+type Options struct {
+	// Backend is "memory" or "pebble" ("remote-pebble" is not available here yet).
+	Backend string
+	// Dir is the Pebble directory; required for "pebble", unused otherwise.
+	Dir string
+	// CacheBytes is the Pebble block cache size; 0 means DefaultCacheBytes.
+	CacheBytes int64
+	// MemTableBytes is the Pebble memtable size; 0 means DefaultMemTableBytes.
+	MemTableBytes int64
+	// Logger receives Pebble's messages (informational ones at debug level,
+	// background errors at warn); nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate checks the options, naming the offending field and its allowed values.
+func (o *Options) Validate() error {
+	switch o.Backend {
+	case BackendMemory:
+	case BackendPebble:
+		if strings.TrimSpace(o.Dir) == "" {
+			return fmt.Errorf("statesvc: Options.Dir is required for Backend %q", BackendPebble)
+		}
+	case BackendRemotePebble:
+		return fmt.Errorf("statesvc: Options.Backend %q is not implemented by Open yet; allowed: %q, %q",
+			o.Backend, BackendMemory, BackendPebble)
+	default:
+		return fmt.Errorf("statesvc: Options.Backend %q unknown; allowed: %q, %q (%q reserved)",
+			o.Backend, BackendMemory, BackendPebble, BackendRemotePebble)
+	}
+	if o.CacheBytes < 0 {
+		return fmt.Errorf("statesvc: Options.CacheBytes %d must be >= 0 (0 = default %d)", o.CacheBytes, DefaultCacheBytes)
+	}
+	if o.MemTableBytes < 0 || o.MemTableBytes >= 4<<30 {
+		return fmt.Errorf("statesvc: Options.MemTableBytes %d must be in [0, 4 GiB) (0 = default %d)", o.MemTableBytes, DefaultMemTableBytes)
+	}
+	return nil
+}
+
+// Open validates o and opens the selected backend.
+func Open(o Options) (Store, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	switch o.Backend {
+	case BackendMemory:
+		return NewMemory(), nil
+	default:
+		return OpenPebble(o)
+	}
+}
+
+// copyValues copies vals into one allocation (one per batch instead of one
+// per value); each result is capped so appends by the caller cannot spill
+// into a neighbour. nil stays nil.
+func copyValues(vals [][]byte) [][]byte {
+	total := 0
+	for _, v := range vals {
+		total += len(v)
+	}
+	buf := make([]byte, 0, total)
+	for i, v := range vals {
+		if v == nil {
+			continue
+		}
+		start := len(buf)
+		buf = append(buf, v...)
+		vals[i] = buf[start:len(buf):len(buf)]
+	}
+	return vals
+}

@@ -1,0 +1,203 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"koala/activities"
+	"koala/dataplane"
+	"koala/dataplane/control"
+	"koala/dataplane/dptest"
+	_ "koala/queries"
+	"koala/workflows"
+	"koala/workflows/plan"
+)
+
+// exactnessCase is one protocol configuration of the keyed-counter test.
+type exactnessCase struct {
+	name     string
+	protocol any // reconfiguration workflow function
+	backend  string
+	mode     string
+	gradual  int
+}
+
+// TestKeyedCounterExactAcrossRescales runs a keyed counter over generated
+// input, scales it 2→4 and 4→2 while records flow, and compares the count
+// of every key at the sink with an oracle recomputed from the generator.
+func TestKeyedCounterExactAcrossRescales(t *testing.T) {
+	if testing.Short() {
+		t.Skip("in-process cluster test")
+	}
+	cases := []exactnessCase{
+		{name: "lazy-fetch-on-demand-pebble", protocol: workflows.ReconfigureLazy, backend: "pebble", mode: dataplane.ModeFetchOnDemand, gradual: 100},
+		{name: "lazy-eventual-pebble", protocol: workflows.ReconfigureLazy, backend: "pebble", mode: dataplane.ModeEventual, gradual: 100},
+		{name: "lazy-eventual-all-at-once-memory", protocol: workflows.ReconfigureLazy, backend: "memory", mode: dataplane.ModeEventual, gradual: -1},
+		{name: "stop-and-restart-pebble", protocol: workflows.ReconfigureStopAndRestart, backend: "pebble", mode: dataplane.ModeEventual, gradual: -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { runExactness(t, tc) })
+	}
+}
+
+func runExactness(t *testing.T, tc exactnessCase) {
+	c := dptest.Start(t, dptest.Options{Workers: 3})
+	acts := &activities.Activities{NC: c.NC, RequestTimeout: 20 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: 3, Timeout: 10})
+	must(t, err)
+	job, err := acts.BuildJob(ctx, activities.JobInput{
+		JobID: "exact-" + tc.name, Query: "counter", Parallelism: map[string]int{"counter": 2},
+		NumBuckets: 64, BatchSize: 200, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: tc.backend,
+		Params: map[string]string{
+			dataplane.ParamMigrationMode:    tc.mode,
+			dataplane.ParamGradualBatchSize: strconv.Itoa(tc.gradual),
+		},
+	})
+	must(t, err)
+	dep, err := plan.Initial(job, workers)
+	must(t, err)
+	must(t, acts.CreateTopic(ctx, job))
+	must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
+	must(t, acts.StartTasks(ctx, activities.TasksInput{Deployment: dep}))
+	const numKeys, seed = 3000, 7
+	prod := activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{
+		Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 5000, NumKeys: numKeys, Seed: seed,
+	}}
+	must(t, acts.StartProducer(ctx, prod))
+
+	waitForSink(t, ctx, acts, dep, 4000)
+	for i, p := range []int{4, 2} {
+		dep = reconfigure(t, acts, tc.protocol, dep, workers, fmt.Sprintf("%s-r%d", job.JobID, i+1), p)
+		if got := len(dep.TasksOf("counter")); got != p {
+			t.Fatalf("after reconfiguration %d: %d counter tasks, want %d", i+1, got, p)
+		}
+		st := sinkStatus(t, ctx, acts, dep)
+		waitForSink(t, ctx, acts, dep, st.SinkReceived+4000)
+	}
+
+	rep, err := acts.StopProducer(ctx, prod)
+	must(t, err)
+	if rep.Failed != 0 || rep.Acked == 0 {
+		t.Fatalf("producer: acked %d failed %d", rep.Acked, rep.Failed)
+	}
+	ends, err := acts.EndOffsets(ctx, job)
+	must(t, err)
+	_, err = acts.FinishAndDrain(ctx, activities.DrainInput{Deployment: dep, BarrierID: job.JobID + "-eos", EndOffsets: ends, TimeoutSecs: 60})
+	must(t, err)
+	counts, err := acts.CollectSinkCounts(ctx, dep)
+	must(t, err)
+	if counts.Distinct != uint64(rep.Acked) || counts.Duplicates != 0 || counts.Received != uint64(rep.Acked) {
+		t.Fatalf("sink ledger: received %d distinct %d duplicates %d; producer acked %d", counts.Received, counts.Distinct, counts.Duplicates, rep.Acked)
+	}
+
+	oracle := map[string]uint64{}
+	for n := int64(0); n < rep.Acked; n++ {
+		oracle[dataplane.KeyName(dataplane.UniformKeyIndex(seed, numKeys, n))]++
+	}
+	got := sinkStatus(t, ctx, acts, dep).KeyValues
+	wrong := 0
+	for k, want := range oracle {
+		if got[k] != want {
+			if wrong < 5 {
+				t.Errorf("key %s: count %d at the sink, oracle %d", k, got[k], want)
+			}
+			wrong++
+		}
+	}
+	if len(got) != len(oracle) {
+		t.Errorf("sink has %d keys, oracle %d", len(got), len(oracle))
+	}
+	if wrong > 0 {
+		t.Fatalf("%d of %d keys differ from the oracle (%d records)", wrong, len(oracle), rep.Acked)
+	}
+	t.Logf("%s: %d records, %d keys exact after 2→4→2", tc.name, rep.Acked, len(oracle))
+}
+
+// reconfigure runs one reconfiguration workflow with the real activities
+// against the in-process cluster and returns the new deployment.
+func reconfigure(t *testing.T, acts *activities.Activities, wf any, dep control.Deployment, workers []control.WorkerInfo, id string, p int) control.Deployment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(2 * time.Minute)
+	env.RegisterActivity(acts)
+	env.ExecuteWorkflow(wf, workflows.ReconfigureInput{
+		ReconfigID: id, Current: dep, Workers: workers,
+		Spec: workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: p},
+	})
+	if !env.IsWorkflowCompleted() {
+		t.Fatalf("reconfiguration %s did not complete", id)
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("reconfiguration %s: %v", id, err)
+	}
+	var res workflows.ReconfigureResult
+	must(t, env.GetWorkflowResult(&res))
+	return res.Deployment
+}
+
+func sinkStatus(t *testing.T, ctx context.Context, acts *activities.Activities, dep control.Deployment) control.TaskStatus {
+	t.Helper()
+	sink := dep.TasksOf("sink")[0]
+	var st control.StatusReply
+	data, err := control.NewEnvelope(dep.Job.JobID, "", control.TasksRequest{TaskIDs: []string{sink.ID}})
+	must(t, err)
+	msg, err := acts.NC.RequestWithContext(ctx, control.WorkerSubject(sink.WorkerID, control.VerbStatus), data)
+	must(t, err)
+	must(t, decodeReply(msg.Data, &st))
+	if len(st.Tasks) != 1 {
+		t.Fatalf("status of %s: %d tasks", sink.ID, len(st.Tasks))
+	}
+	return st.Tasks[0]
+}
+
+// waitForSink polls the sink until it received at least n records.
+func waitForSink(t *testing.T, ctx context.Context, acts *activities.Activities, dep control.Deployment, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st := sinkStatus(t, ctx, acts, dep)
+		if st.Error != "" {
+			t.Fatalf("sink failed: %s", st.Error)
+		}
+		if st.SinkReceived >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sink received %d records, want ≥ %d within 60s", st.SinkReceived, n)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func decodeReply(data []byte, out any) error {
+	var r control.Reply
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	if r.Error != "" {
+		return errors.New(r.Error)
+	}
+	return json.Unmarshal(r.Body, out)
+}

@@ -1,0 +1,127 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"koala/activities"
+	"koala/workflows/plan"
+)
+
+// Job parameters of the lazy protocol (artifact names).
+const (
+	paramMigrationMode = "LazyByKeyCancellingTaskMigrationMode"
+	modeFetchOnDemand  = "fetch-on-demand"
+)
+
+// ReconfigureLazy rescales a keyed operator with the Koala protocol while
+// the job keeps running: new tasks start with the new routing, old owners
+// hand over their key lookup tables (one writer per key from then on),
+// upstreams swap routes behind an in-flight barrier, and values follow
+// lazily — fetched when a batch touches them, and in the background unless
+// the mode is fetch-on-demand. Removed tasks stop once nothing points at them.
+func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, stepOptions())
+	r := newStepRunner(ctx, in, ProtocolLazy)
+
+	var p plan.Plan
+	if err := r.run("plan", a.PlanScale, activities.PlanInput{
+		Current: in.Current, Operator: in.Spec.TargetOperator, Parallelism: in.Spec.TargetParallelism,
+		Workers: in.Workers, Step: r.info("plan"),
+	}, &p); err != nil {
+		return r.result(in.Current), err
+	}
+	if added := taskIDs(p.AddedTasks); len(added) > 0 {
+		if err := r.run("deploy-tasks", a.DeployTasks, activities.TasksInput{Deployment: p.New, TaskIDs: added, Step: r.info("deploy-tasks")}, nil); err != nil {
+			return r.result(in.Current), err
+		}
+		if err := r.run("start-tasks", a.StartTasks, activities.TasksInput{Deployment: p.New, TaskIDs: added, Step: r.info("start-tasks")}, nil); err != nil {
+			return r.result(in.Current), err
+		}
+	}
+	// Existing tasks that gain buckets must own them before anything is
+	// forwarded to them.
+	if gaining := existingGainers(p); len(gaining) > 0 {
+		if err := r.run("prepare-owners", a.UpdateRouting, activities.TasksInput{Deployment: p.New, TaskIDs: gaining, Step: r.info("prepare-owners")}, nil); err != nil {
+			return r.result(in.Current), err
+		}
+	}
+	pairs := ownerPairs(p)
+	if err := r.run("fast-forward", a.Handoff, activities.HandoffInput{
+		Deployment: p.New, Previous: p.Old, Pairs: pairs, TimeoutSecs: 300, Step: r.info("fast-forward"),
+	}, nil); err != nil {
+		return r.result(p.New), err
+	}
+	if err := r.run("swap-routes", a.SwapRoutes, activities.SwapInput{
+		Deployment: p.New, Previous: p.Old, TargetOperator: p.Operator, OldOwners: oldOwners(p), TimeoutSecs: 300, Step: r.info("swap-routes"),
+	}, nil); err != nil {
+		return r.result(p.New), err
+	}
+	// Under fetch-on-demand a scale-out is done once routes are swapped;
+	// keys of removed tasks are always pulled so those tasks can stop.
+	if in.Current.Job.Params[paramMigrationMode] != modeFetchOnDemand || len(p.RemovedTasks) > 0 {
+		if err := r.run("await-migration", a.AwaitMigration, activities.AwaitMigrationInput{
+			Deployment: p.New, Tasks: gainingTasks(p), TimeoutSecs: 3600, Step: r.info("await-migration"),
+		}, nil); err != nil {
+			return r.result(p.New), err
+		}
+	}
+	if removed := taskIDs(p.RemovedTasks); len(removed) > 0 {
+		if err := r.run("finalize", a.StopTasks, activities.TasksInput{Deployment: p.Old, TaskIDs: removed, Step: r.info("finalize")}, nil); err != nil {
+			return r.result(p.New), err
+		}
+	}
+	return r.result(p.New), nil
+}
+
+// ownerPairs lists each (old owner, new owner) pair of the plan once.
+func ownerPairs(p plan.Plan) []activities.OwnerPair {
+	out := make([]activities.OwnerPair, 0, len(p.MovesByPair))
+	for _, m := range p.MovesByPair {
+		out = append(out, activities.OwnerPair{From: m.From, To: m.To})
+	}
+	return out
+}
+
+func oldOwners(p plan.Plan) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range p.MovesByPair {
+		if !seen[m.From] {
+			seen[m.From] = true
+			out = append(out, m.From)
+		}
+	}
+	return out
+}
+
+func gainingTasks(p plan.Plan) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range p.MovesByPair {
+		if !seen[m.To] {
+			seen[m.To] = true
+			out = append(out, m.To)
+		}
+	}
+	return out
+}
+
+// existingGainers are tasks that gain buckets and already ran before.
+func existingGainers(p plan.Plan) []string {
+	added := map[string]bool{}
+	for _, t := range p.AddedTasks {
+		added[t.ID] = true
+	}
+	var out []string
+	for _, id := range gainingTasks(p) {
+		if !added[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func isStateful(p plan.Plan) bool {
+	spec, ok := p.New.Job.Operator(p.Operator)
+	return ok && spec.Stateful
+}
