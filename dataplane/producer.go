@@ -90,7 +90,30 @@ func (g keysGenerator) Next(n int64, r *Record) {
 	r.EventTime = time.Now().UnixNano()
 }
 
+// SequentialGenerator emits key n mod NumKeys for record n: a bounded key
+// stream that touches every key once per round (warm-up state).
+const SequentialGenerator = "sequential"
+
+type sequentialGenerator struct {
+	numKeys   int
+	valueSize int
+}
+
+func (g sequentialGenerator) Next(n int64, r *Record) {
+	r.Key = []byte(KeyName(int(n % int64(g.numKeys))))
+	v := make([]byte, max(g.valueSize, 8))
+	binary.LittleEndian.PutUint64(v, uint64(n))
+	r.Value = v
+	r.EventTime = time.Now().UnixNano()
+}
+
 func init() {
+	_ = RegisterGenerator(SequentialGenerator, func(req control.ProduceRequest) (Generator, error) {
+		if req.NumKeys < 1 {
+			return nil, fmt.Errorf("generator %q: NumKeys %d must be ≥ 1", SequentialGenerator, req.NumKeys)
+		}
+		return sequentialGenerator{numKeys: req.NumKeys, valueSize: req.ValueSize}, nil
+	})
 	_ = RegisterGenerator(DefaultGenerator, func(req control.ProduceRequest) (Generator, error) {
 		if req.NumKeys < 1 {
 			return nil, fmt.Errorf("generator %q: NumKeys %d must be ≥ 1", DefaultGenerator, req.NumKeys)
@@ -263,8 +286,12 @@ func (p *producer) stop(ctx context.Context) {
 func (w *Worker) startProducer(jobID string, req control.ProduceRequest) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, running := w.producers[jobID]; running {
-		return nil // a retried start
+	if old, ok := w.producers[jobID]; ok {
+		select {
+		case <-old.done: // finished (MaxEvents reached or stopped): a new phase may start
+		default:
+			return nil // a retried start
+		}
 	}
 	p, err := newProducer(req, w.opts.KafkaOpts)
 	if err != nil {

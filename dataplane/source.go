@@ -123,7 +123,7 @@ func (t *task) runSource(ctx context.Context) error {
 	var finishAt map[int32]int64
 	var finishID string
 	finished := false
-	for {
+	for ctx.Err() == nil {
 		// Control requests first; block on them while paused or finished.
 		for {
 			var cmd sourceCmd
@@ -171,6 +171,7 @@ func (t *task) runSource(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
 }
 
 // pollOnce reads up to one batch and emits it. Records past a finish

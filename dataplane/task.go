@@ -303,7 +303,7 @@ func broadcast(ctx context.Context, w *Worker, view *taskView, jobID, from strin
 	return nil
 }
 
-func (t *task) status() control.TaskStatus {
+func (t *task) status(withValues bool) control.TaskStatus {
 	st := control.TaskStatus{
 		TaskID:     t.id,
 		Operator:   t.opName,
@@ -315,7 +315,7 @@ func (t *task) status() control.TaskStatus {
 	if t.ledger != nil {
 		st.SinkReceived, st.SinkDistinct, st.SinkDuplicates = t.ledger.counts()
 	}
-	if t.values != nil {
+	if t.values != nil && withValues {
 		st.KeyValues = t.values.snapshot()
 	}
 	if t.keyed != nil {

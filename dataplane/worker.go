@@ -168,9 +168,11 @@ func (w *Worker) shutdown() {
 		p.stop(ctx)
 	}
 	for _, t := range tasks {
+		start := time.Now()
 		if err := t.stop(ctx); err != nil {
 			w.log.Warn("stop task", "task", t.id, "err", err)
 		}
+		w.log.Debug("task stopped", "task", t.id, "took", time.Since(start))
 	}
 }
 

@@ -112,7 +112,7 @@ func (t *kltTable) find(key []byte, h uint64) int {
 }
 
 // kltGroup is how many keys findBatch resolves together.
-const kltGroup = 1024
+const kltGroup = 64
 
 // findBatch stores in out[i] the slot index of keys[i], or -1, and returns a
 // value to keep its touching loads alive. It works in passes over groups of

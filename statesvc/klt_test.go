@@ -48,7 +48,7 @@ func TestKLTBasics(t *testing.T) {
 	}
 	k.Add(3, []byte("a"), "task-1")
 	k.Add(4, []byte("b"), "task-2")
-	k.Add(3, []byte(""), "task-1") // empty key is a key
+	k.Add(3, []byte(""), "task-1")  // empty key is a key
 	k.Add(5, []byte("a"), "task-3") // update owner and bucket
 	if o, ok := k.Lookup([]byte("a")); !ok || o != "task-3" {
 		t.Fatalf("Lookup(a) = %q %v", o, ok)

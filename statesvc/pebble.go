@@ -45,7 +45,10 @@ func OpenPebble(o Options) (*Pebble, error) {
 		log = slog.Default()
 	}
 	log = log.With("component", "pebble", "dir", o.Dir)
-	cache := pebble.NewCache(o.CacheBytes)
+	// Pebble reserves memtable memory inside the block cache; add room for
+	// the mutable memtable and one being flushed so CacheBytes stays
+	// available for blocks (with cache <= reservations, nothing is cached).
+	cache := pebble.NewCache(o.CacheBytes + 2*o.MemTableBytes)
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
 		Cache:              cache,
@@ -94,13 +97,23 @@ func (p *Pebble) exit() {
 	p.mu.Unlock()
 }
 
-// MultiGet implements Store (point gets; see BenchmarkPebbleMultiGetVariants).
+// pebbleIterMultiGetMin is the batch size from which MultiGet sorts the keys
+// and walks one iterator instead of doing point gets. Measured with
+// BenchmarkPebbleMultiGetVariants (1000 keys, half absent): the iterator is
+// 10-25% faster on sstables, on par in the memtable, and allocates ~50x less;
+// a single key is cheaper as a point get.
+const pebbleIterMultiGetMin = 4
+
+// MultiGet implements Store.
 func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
 	defer p.exit()
-	return p.multiGetPoint(keys)
+	if len(keys) < pebbleIterMultiGetMin {
+		return p.multiGetPoint(keys)
+	}
+	return p.multiGetIter(keys)
 }
 
 // valueCollector gathers values into one buffer and slices it at the end, so

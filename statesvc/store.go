@@ -60,6 +60,8 @@ type Options struct {
 	// Dir is the Pebble directory; required for "pebble", unused otherwise.
 	Dir string
 	// CacheBytes is the Pebble block cache size; 0 means DefaultCacheBytes.
+	// The cache is allocated with room for two memtables on top, because
+	// Pebble reserves memtable memory inside its block cache.
 	CacheBytes int64
 	// MemTableBytes is the Pebble memtable size; 0 means DefaultMemTableBytes.
 	MemTableBytes int64

@@ -104,7 +104,7 @@ func runExactness(t *testing.T, tc exactnessCase) {
 	for n := int64(0); n < rep.Acked; n++ {
 		oracle[dataplane.KeyName(dataplane.UniformKeyIndex(seed, numKeys, n))]++
 	}
-	got := sinkStatus(t, ctx, acts, dep).KeyValues
+	got := sinkStatus(t, ctx, acts, dep, true).KeyValues
 	wrong := 0
 	for k, want := range oracle {
 		if got[k] != want {
@@ -146,11 +146,11 @@ func reconfigure(t *testing.T, acts *activities.Activities, wf any, dep control.
 	return res.Deployment
 }
 
-func sinkStatus(t *testing.T, ctx context.Context, acts *activities.Activities, dep control.Deployment) control.TaskStatus {
+func sinkStatus(t *testing.T, ctx context.Context, acts *activities.Activities, dep control.Deployment, withValues ...bool) control.TaskStatus {
 	t.Helper()
 	sink := dep.TasksOf("sink")[0]
 	var st control.StatusReply
-	data, err := control.NewEnvelope(dep.Job.JobID, "", control.TasksRequest{TaskIDs: []string{sink.ID}})
+	data, err := control.NewEnvelope(dep.Job.JobID, "", control.TasksRequest{TaskIDs: []string{sink.ID}, WithValues: len(withValues) > 0 && withValues[0]})
 	must(t, err)
 	msg, err := acts.NC.RequestWithContext(ctx, control.WorkerSubject(sink.WorkerID, control.VerbStatus), data)
 	must(t, err)
@@ -164,7 +164,12 @@ func sinkStatus(t *testing.T, ctx context.Context, acts *activities.Activities, 
 // waitForSink polls the sink until it received at least n records.
 func waitForSink(t *testing.T, ctx context.Context, acts *activities.Activities, dep control.Deployment, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitForSinkWithin(t, ctx, acts, dep, n, time.Minute)
+}
+
+func waitForSinkWithin(t *testing.T, ctx context.Context, acts *activities.Activities, dep control.Deployment, n uint64, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for {
 		st := sinkStatus(t, ctx, acts, dep)
 		if st.Error != "" {
@@ -174,7 +179,7 @@ func waitForSink(t *testing.T, ctx context.Context, acts *activities.Activities,
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sink received %d records, want ≥ %d within 60s", st.SinkReceived, n)
+			t.Fatalf("sink received %d records, want ≥ %d within %s", st.SinkReceived, n, limit)
 		}
 		select {
 		case <-ctx.Done():

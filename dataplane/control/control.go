@@ -244,6 +244,8 @@ type DeployRequest struct {
 // TasksRequest names tasks on one worker; empty means all tasks of the job there.
 type TasksRequest struct {
 	TaskIDs []string `json:"task_ids,omitempty"`
+	// WithValues asks collecting sinks for their per-key values (status only).
+	WithValues bool `json:"with_values,omitempty"`
 }
 
 // BarrierRequest pauses sources and makes them emit barrier BarrierID.
