@@ -57,7 +57,12 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 		}
 		for start := 0; start < len(entries); start += kltChunk {
 			end := min(start+kltChunk, len(entries))
-			f := &Frame{Kind: FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: toID, BarrierID: reconfigID, Records: entries[start:end]}
+			chunk := entries[start:end]
+			if len(chunk[0].Value) == 0 {
+				// Every frame starts by naming its first owner.
+				chunk[0].Value = []byte(encodeOwner(ownerAt(entries, start)))
+			}
+			f := &Frame{Kind: FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: toID, BarrierID: reconfigID, Records: chunk}
 			if err := t.w.deliver(ctx, target, f); err != nil {
 				return err
 			}
@@ -75,36 +80,67 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 }
 
 // entriesFor lists, as KLT frame records, every key of buckets whose value
-// is here (owner me) or, per this task's own table, on a third task.
+// is here (owner me) or, per this task's own table, on a third task. A
+// record's Value names its owner only when it differs from the previous
+// record's, which keeps a handoff of millions of keys small.
 func (ks *keyedState) entriesFor(buckets []int, me control.TaskRef) ([]Record, error) {
 	var out []Record
-	seen := map[string]bool{}
 	meVal := []byte(encodeOwner(me))
+	// State keys of one user key are adjacent only per state name, so with
+	// several states the same user key shows up once per state.
+	var seen map[string]bool
+	if len(ks.names) > 1 {
+		seen = map[string]bool{}
+	}
 	for _, b := range buckets {
 		start, end := statesvc.BucketRange(ks.opName, b, b+1)
 		err := ks.store.Scan(start, end, func(k, _ []byte) bool {
 			_, _, _, user, err := statesvc.ParseStateKey(k)
-			if err == nil && !seen[string(user)] {
-				seen[string(user)] = true
-				out = append(out, Record{Key: append([]byte(nil), user...), Value: meVal, Offset: -1})
+			if err != nil {
+				return true
 			}
+			if seen != nil {
+				if seen[string(user)] {
+					return true
+				}
+				seen[string(user)] = true
+			}
+			r := Record{Key: append([]byte(nil), user...), Offset: -1}
+			if len(out) == 0 {
+				r.Value = meVal
+			}
+			out = append(out, r)
 			return true
 		})
 		if err != nil {
 			return nil, fmt.Errorf("scan bucket %d: %w", b, err)
 		}
 	}
+	prev := me.ID
 	for _, e := range ks.klt.EntriesForBuckets(buckets) {
-		if seen[string(e.Key)] {
-			continue
-		}
 		ref, ok := ks.owners.Load(e.Owner)
 		if !ok {
 			return nil, fmt.Errorf("key lookup table names owner %q with no known address", e.Owner)
 		}
-		out = append(out, Record{Key: e.Key, Value: []byte(encodeOwner(ref.(control.TaskRef))), Offset: -1})
+		r := Record{Key: e.Key, Offset: -1}
+		if len(out) == 0 || e.Owner != prev {
+			r.Value = []byte(encodeOwner(ref.(control.TaskRef)))
+			prev = e.Owner
+		}
+		out = append(out, r)
 	}
 	return out, nil
+}
+
+// ownerAt decodes the owner in force at entries[i]: the last named one.
+func ownerAt(entries []Record, i int) control.TaskRef {
+	for ; i >= 0; i-- {
+		if len(entries[i].Value) > 0 {
+			ref, _ := decodeOwner(entries[i].Value)
+			return ref
+		}
+	}
+	return control.TaskRef{}
 }
 
 func encodeOwner(r control.TaskRef) string {
@@ -125,16 +161,19 @@ func (t *task) installKLT(f *Frame) error {
 		return fmt.Errorf("task %s: KLT frame from %s, but the operator keeps no keyed state", t.id, f.FromTask)
 	}
 	ks := t.keyed
+	var ref control.TaskRef
 	for i := range f.Records {
 		r := &f.Records[i]
-		ref, err := decodeOwner(r.Value)
-		if err != nil {
-			return fmt.Errorf("task %s: KLT entry from %s: %w", t.id, f.FromTask, err)
+		if len(r.Value) > 0 || i == 0 {
+			var err error
+			if ref, err = decodeOwner(r.Value); err != nil {
+				return fmt.Errorf("task %s: KLT entry from %s: %w", t.id, f.FromTask, err)
+			}
+			ks.owners.Store(ref.ID, ref)
 		}
 		if ref.ID == t.id {
 			continue // the value is already here
 		}
-		ks.owners.Store(ref.ID, ref)
 		ks.klt.Add(BucketOf(r.Key, ks.buckets), r.Key, ref.ID)
 	}
 	return nil

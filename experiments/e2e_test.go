@@ -162,7 +162,6 @@ func TestEndToEndLazyCounter(t *testing.T) {
 // plot, the workflow result, the reconfiguration's child workflow history,
 // the Temporal CLI's workflow list and ClickHouse.
 func runAndCheck(t *testing.T, cfg local.Config, path, idPrefix string, wantActivities, wantSteps []string) workflows.ExperimentResult {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	id := fmt.Sprintf("%s-%d", idPrefix, time.Now().UnixNano())

@@ -280,3 +280,86 @@ func FuzzDecodeKLT(f *testing.F) {
 func crc32Checksum(b []byte) uint32 { return crc32.Checksum(b, crcTable) }
 
 func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+
+// TestKLTSaturatedDisplacement forces one probe run longer than the 8-bit
+// displacement field: 300 keys with the same home slot.
+func TestKLTSaturatedDisplacement(t *testing.T) {
+	var colliding [][]byte
+	want := kltHash([]byte("seed")) >> 48
+	for i := 0; len(colliding) < 300; i++ {
+		key := binary.LittleEndian.AppendUint64(nil, uint64(i))
+		if kltHash(key)>>48 == want { // same home in any index of <= 65536 slots
+			colliding = append(colliding, key)
+		}
+	}
+	k := NewKLT()
+	model := map[string]modelEntry{}
+	for i, key := range colliding {
+		k.Add(i%7, key, "o")
+		model[string(key)] = modelEntry{i % 7, "o"}
+		k.Add(i%7, []byte(fmt.Sprint("plain", i)), "p")
+		model[fmt.Sprint("plain", i)] = modelEntry{i % 7, "p"}
+	}
+	if !k.t.saturated {
+		t.Fatal("test did not reach displacement saturation")
+	}
+	checkKLT(t, k, model)
+	for i, key := range colliding {
+		if i%2 == 0 {
+			k.Remove(key)
+			delete(model, string(key))
+		}
+	}
+	checkKLT(t, k, model)
+	if _, ok := k.Lookup(colliding[0]); ok {
+		t.Fatal("removed colliding key still found")
+	}
+}
+
+// FuzzKLTOps interprets the input as operations and checks the table against
+// a map model after each one.
+func FuzzKLTOps(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 1, 1, 2, 3, 0})
+	f.Add([]byte{0, 5, 0, 6, 0, 7, 1, 5, 2, 3, 4, 4})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		k := NewKLT()
+		model := map[string]modelEntry{}
+		owners := []string{"a", "b", "c"}
+		for i := 0; i+1 < len(ops); i += 2 {
+			op, arg := ops[i]%6, ops[i+1]
+			key := []byte{arg % 32}
+			bucket := int(arg % 5)
+			switch op {
+			case 0, 1:
+				o := owners[int(arg)%len(owners)]
+				k.Add(bucket, key, o)
+				model[string(key)] = modelEntry{bucket, o}
+			case 2:
+				k.Remove(key)
+				delete(model, string(key))
+			case 3:
+				k.RemoveBuckets([]int{bucket})
+				for mk, e := range model {
+					if e.bucket == bucket {
+						delete(model, mk)
+					}
+				}
+			case 4:
+				k2, err := DecodeKLT(k.Encode())
+				if err != nil {
+					t.Fatal(err)
+				}
+				k = k2
+			case 5:
+				for _, e := range k.Take(int(arg % 4)) {
+					k.Remove(e.Key)
+					delete(model, string(e.Key))
+				}
+			}
+			if k.Len() != len(model) {
+				t.Fatalf("op %d: Len %d, model %d", i/2, k.Len(), len(model))
+			}
+		}
+		checkKLT(t, k, model)
+	})
+}

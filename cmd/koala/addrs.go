@@ -5,6 +5,7 @@ package main
 const (
 	envTemporal   = "KOALA_TEMPORAL_ADDR" // host:port of the Temporal frontend
 	envNamespace  = "KOALA_TEMPORAL_NAMESPACE"
+	envTemporalUI = "KOALA_TEMPORAL_UI"    // base URL of the Temporal web UI, for links
 	envNATS       = "KOALA_NATS_URL"       // nats://host:port
 	envKafka      = "KOALA_KAFKA_BROKERS"  // comma-separated host:port list
 	envClickHouse = "KOALA_CLICKHOUSE_URL" // http://host:port of the HTTP interface ("" or "none" disables metrics)
@@ -15,6 +16,7 @@ const (
 
 	defTemporal   = "127.0.0.1:7233"
 	defNamespace  = "default"
+	defTemporalUI = "http://127.0.0.1:8233"
 	defNATS       = "nats://127.0.0.1:4222"
 	defKafka      = "127.0.0.1:9092"
 	defClickHouse = "http://127.0.0.1:8123"

@@ -77,7 +77,7 @@ func init() {
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers, comma-separated, used when the config names none (env "+envKafka+")")
 	f.StringVar(&id, "id", "", "workflow id (default NAME-YYYYMMDD-HHMMSS)")
 	f.StringVar(&resultsDir, "results", "results", "directory for summaries and plots")
-	f.StringVar(&uiURL, "ui", "http://127.0.0.1:8233", "Temporal web UI base URL, for links")
+	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
 	f.BoolVar(&detach, "detach", false, "start the workflow and return without following it")
 	rootCmd.AddCommand(cmd)
 }
