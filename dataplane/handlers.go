@@ -122,7 +122,7 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 			if t.keyed == nil {
 				return fmt.Errorf("handoff: task %s keeps no keyed state", t.id)
 			}
-			return t.handoff(ctx, req.Deployment, env.ReconfigID)
+			return t.handoff(ctx, req.Deployment, env.ReconfigID, req.Mode == "eager")
 		})
 	case control.VerbStop:
 		req, err := decodeBody[control.TasksRequest](env)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"koala/dataplane/control"
 	"koala/statesvc"
@@ -13,11 +14,15 @@ import (
 // gRPC message limit.
 const kltChunk = 4096
 
-// handoff is the lazy protocol's fast-forward on an old owner, run on its
-// own goroutine: install the new deployment (from now on records of the
-// buckets it gave away are forwarded, never written here), then send each
-// new owner the lookup entries of its buckets, closed by a KLT-end frame.
-func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID string) error {
+// handoff is the lazy protocol's fast-forward on an old owner. On the
+// task's goroutine it only installs the new deployment — from then on
+// records of the buckets it gave away are forwarded, never written here —
+// and takes the lookup entries it holds for those buckets. Scanning the
+// local keys and sending them to each new owner runs in the background so
+// the task keeps processing its other buckets; records it forwards to a new
+// owner meanwhile wait behind that owner's lookup entries, which keeps the
+// order "entries, then KLT end, then forwarded records" the new owner needs.
+func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID string, eager bool) error {
 	old := t.view.Load()
 	next := newTaskView(dep, t.opName)
 	if old.self == nil || next.self == nil {
@@ -40,8 +45,6 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			gained[to.ID] = append(gained[to.ID], b)
 		}
 	}
-	t.view.Store(next)
-	t.w.log.Debug("handoff", "task", t.id, "reconfig", reconfigID, "to", order)
 	me := control.TaskRef{}
 	for _, ref := range old.self.tasks {
 		if ref.ID == t.id {
@@ -49,12 +52,52 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 		}
 	}
 	_, stillHere := next.self.byID[t.id]
+	eager = eager || !stillHere
+	t.view.Store(next)
+	t.w.log.Debug("handoff", "task", t.id, "reconfig", reconfigID, "to", order)
 	for _, toID := range order {
-		target := next.self.byID[toID]
-		entries, err := t.keyed.entriesFor(gained[toID], me)
+		// Entries pointing at third tasks leave this table now, before any
+		// progressive migration here could fetch them.
+		remote, err := t.keyed.remoteEntries(gained[toID])
 		if err != nil {
 			return fmt.Errorf("handoff on %s: %w", t.id, err)
 		}
+		t.keyed.klt.RemoveBuckets(gained[toID])
+		q := &handoffQueue{}
+		t.out.divert(toID, q)
+		go t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, q)
+	}
+	return nil
+}
+
+// handoffQueue holds records forwarded to a new owner while its lookup
+// entries are still being sent.
+type handoffQueue struct {
+	mu      sync.Mutex
+	pending []*Frame
+	done    bool
+}
+
+// offer queues f unless the handoff finished; it reports whether it did.
+func (q *handoffQueue) offer(f *Frame) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.done {
+		return false
+	}
+	q.pending = append(q.pending, f)
+	return true
+}
+
+// sendHandoff streams the lookup entries of buckets to the new owner, then
+// the KLT end, then the records forwarded meanwhile.
+func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager bool, q *handoffQueue) {
+	err := func() error {
+		entries, err := t.keyed.localEntries(buckets, me)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, remote...)
 		for start := 0; start < len(entries); start += kltChunk {
 			end := min(start+kltChunk, len(entries))
 			chunk := entries[start:end]
@@ -62,28 +105,45 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 				// Every frame starts by naming its first owner.
 				chunk[0].Value = []byte(encodeOwner(ownerAt(entries, start)))
 			}
-			f := &Frame{Kind: FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: toID, BarrierID: reconfigID, Records: chunk}
+			f := &Frame{Kind: FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID, Records: chunk}
 			if err := t.w.deliver(ctx, target, f); err != nil {
 				return err
 			}
 		}
-		end := &Frame{Kind: FrameKLTEnd, JobID: t.jobID, FromTask: t.id, ToTask: toID, BarrierID: reconfigID}
-		if !stillHere {
+		end := &Frame{Kind: FrameKLTEnd, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID}
+		if eager {
 			end.Records = []Record{{Key: []byte("eager"), Offset: -1}}
 		}
 		if err := t.w.deliver(ctx, target, end); err != nil {
 			return err
 		}
-		t.keyed.klt.RemoveBuckets(gained[toID])
+		for {
+			q.mu.Lock()
+			batch := q.pending
+			q.pending = nil
+			if len(batch) == 0 {
+				q.done = true
+			}
+			q.mu.Unlock()
+			if len(batch) == 0 {
+				return nil
+			}
+			for _, f := range batch {
+				if err := t.w.deliver(ctx, target, f); err != nil {
+					return err
+				}
+			}
+		}
+	}()
+	if err != nil && ctx.Err() == nil {
+		t.fail(fmt.Errorf("handoff from %s to %s: %w", t.id, target.ID, err))
 	}
-	return nil
 }
 
-// entriesFor lists, as KLT frame records, every key of buckets whose value
-// is here (owner me) or, per this task's own table, on a third task. A
-// record's Value names its owner only when it differs from the previous
-// record's, which keeps a handoff of millions of keys small.
-func (ks *keyedState) entriesFor(buckets []int, me control.TaskRef) ([]Record, error) {
+// localEntries lists, as KLT frame records, every key of buckets whose
+// value is stored here. Only the first record names the owner (me); the
+// rest inherit it, which keeps a handoff of millions of keys small.
+func (ks *keyedState) localEntries(buckets []int, me control.TaskRef) ([]Record, error) {
 	var out []Record
 	meVal := []byte(encodeOwner(me))
 	// State keys of one user key are adjacent only per state name, so with
@@ -116,14 +176,21 @@ func (ks *keyedState) entriesFor(buckets []int, me control.TaskRef) ([]Record, e
 			return nil, fmt.Errorf("scan bucket %d: %w", b, err)
 		}
 	}
-	prev := me.ID
+	return out, nil
+}
+
+// remoteEntries lists the entries of this task's own lookup table for
+// buckets: keys whose value is still on a third task.
+func (ks *keyedState) remoteEntries(buckets []int) ([]Record, error) {
+	var out []Record
+	prev := ""
 	for _, e := range ks.klt.EntriesForBuckets(buckets) {
 		ref, ok := ks.owners.Load(e.Owner)
 		if !ok {
 			return nil, fmt.Errorf("key lookup table names owner %q with no known address", e.Owner)
 		}
 		r := Record{Key: e.Key, Offset: -1}
-		if len(out) == 0 || e.Owner != prev {
+		if e.Owner != prev {
 			r.Value = []byte(encodeOwner(ref.(control.TaskRef)))
 			prev = e.Owner
 		}

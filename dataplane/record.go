@@ -36,8 +36,11 @@ const (
 	// FrameRouteBarrier follows the last record an upstream task routed
 	// with the previous routing table; it is aligned but not forwarded.
 	FrameRouteBarrier FrameKind = 6
+	// FrameWatermark carries an event-time watermark in Records[0].EventTime
+	// (Records[0].Offset 1 = the sender is idle); see watermark.go.
+	FrameWatermark FrameKind = 7
 
-	lastWireKind = FrameRouteBarrier
+	lastWireKind = FrameWatermark
 	// frameControl runs a function on the task goroutine; never on the wire.
 	frameControl FrameKind = 100
 )
@@ -56,6 +59,8 @@ func (k FrameKind) String() string {
 		return "klt-end"
 	case FrameRouteBarrier:
 		return "route-barrier"
+	case FrameWatermark:
+		return "watermark"
 	case frameControl:
 		return "control"
 	}

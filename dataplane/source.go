@@ -161,6 +161,10 @@ func (t *task) runSource(ctx context.Context) error {
 			}
 		}
 		if finishAt != nil && !finished && s.reached(finishAt) {
+			// End of input: a final watermark fires every pending window (watermark.go).
+			if err := t.sourceWatermark(ctx, true); err != nil {
+				return err
+			}
 			if err := broadcast(ctx, t.w, t.view.Load(), t.jobID, t.id, FrameEOS, finishID); err != nil {
 				return err
 			}
@@ -168,6 +172,9 @@ func (t *task) runSource(ctx context.Context) error {
 			continue
 		}
 		if err := t.pollOnce(ctx, finishAt); err != nil {
+			return err
+		}
+		if err := t.sourceWatermark(ctx, false); err != nil { // watermark.go
 			return err
 		}
 	}
@@ -208,6 +215,7 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 				}
 			}
 			t.out.emit(Record{Key: r.Key, Value: r.Value, EventTime: r.Timestamp.UnixNano(), Partition: r.Partition, Offset: r.Offset})
+			t.wm.observe(r.Partition, r.Timestamp.UnixNano()) // watermark.go
 			n++
 			s.mu.Lock()
 			s.pos[r.Partition] = r.Offset + 1

@@ -169,7 +169,8 @@ func (d *decoder) byteSlices() [][]byte {
 	out := make([][]byte, n)
 	for i := range out {
 		if d.byte() == 1 {
-			out[i] = append([]byte(nil), d.bytes()...)
+			b := d.bytes()
+			out[i] = append(make([]byte, 0, len(b)), b...) // present, possibly empty
 		}
 		if d.err != nil {
 			return nil

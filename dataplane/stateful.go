@@ -61,6 +61,9 @@ const (
 const (
 	ParamMigrationMode    = "LazyByKeyCancellingTaskMigrationMode"
 	ParamGradualBatchSize = "LazyByKeyGradualMigrationBatchSize"
+	// ParamRemotePebbleAddrs lists the state servers of the "remote-pebble"
+	// backend: comma-separated host:port, sharded by bucket in this order.
+	ParamRemotePebbleAddrs = "RemotePebbleAddrs"
 )
 
 // keyedState is the state side of a stateful task: its store, its key
@@ -94,7 +97,7 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string)
 	if backend == "" {
 		backend = "pebble"
 	}
-	store, err := statesvc.Open(statesvc.Options{Backend: backend, Dir: dir})
+	store, err := statesvc.Open(statesvc.Options{Backend: backend, Dir: dir, Addrs: statesvc.ParseAddrs(job.Params[ParamRemotePebbleAddrs])})
 	if err != nil {
 		return nil, fmt.Errorf("open %s state for %s: %w", backend, opName, err)
 	}

@@ -76,6 +76,7 @@ type task struct {
 	// Owned by the task goroutine.
 	barriers map[string]map[string]bool
 	out      outputs
+	wm       watermarks // event-time progress (watermark.go)
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64
@@ -186,7 +187,7 @@ func (t *task) handleFrame(ctx context.Context, f *Frame) error {
 	case FrameData:
 		start := time.Now()
 		t.out.begin(view, t.index, t.jobID, t.id)
-		recs := f.Records
+		recs := t.tagInputs(f) // two-input operators: which input (join.go)
 		if t.keyed != nil {
 			recs = t.forwardForeign(view, recs)
 		}
@@ -224,6 +225,8 @@ func (t *task) handleFrame(ctx context.Context, f *Frame) error {
 	case FrameRouteBarrier:
 		t.onRouteBarrier(view, f)
 		return nil
+	case FrameWatermark:
+		return t.onWatermark(ctx, view, f) // watermark.go
 	case FrameKLT:
 		return t.installKLT(f)
 	case FrameKLTEnd:
@@ -343,6 +346,17 @@ type outputs struct {
 	targets map[string]control.TaskRef
 	order   []string
 	count   int
+	// diverted holds the handoff queues of new owners whose lookup entries
+	// are still being sent; frames for them wait there.
+	diverted map[string]*handoffQueue
+}
+
+// divert makes frames for task id wait in q until its handoff is done.
+func (o *outputs) divert(id string, q *handoffQueue) {
+	if o.diverted == nil {
+		o.diverted = map[string]*handoffQueue{}
+	}
+	o.diverted[id] = q
 }
 
 func (o *outputs) begin(view *taskView, fromIndex int, jobID, taskID string) {
@@ -379,6 +393,12 @@ func (o *outputs) flush(ctx context.Context, w *Worker) (int, error) {
 	for _, id := range o.order {
 		f := o.pending[id]
 		delete(o.pending, id)
+		if q := o.diverted[id]; q != nil {
+			if q.offer(f) {
+				continue
+			}
+			delete(o.diverted, id)
+		}
 		if err := w.deliver(ctx, o.targets[id], f); err != nil {
 			o.order = o.order[:0]
 			return n, err

@@ -43,7 +43,7 @@ var ErrClosed = errors.New("statesvc: store closed")
 const (
 	BackendMemory = "memory"
 	BackendPebble = "pebble"
-	// BackendRemotePebble is reserved for the remote state service.
+	// BackendRemotePebble is the remote state service (see Remote, Server).
 	BackendRemotePebble = "remote-pebble"
 )
 
@@ -55,10 +55,13 @@ const (
 
 // Options selects and configures a backend.
 type Options struct {
-	// Backend is "memory" or "pebble" ("remote-pebble" is not available here yet).
+	// Backend is "memory", "pebble" or "remote-pebble".
 	Backend string
 	// Dir is the Pebble directory; required for "pebble", unused otherwise.
 	Dir string
+	// Addrs are the state servers (host:port) of "remote-pebble", sharded
+	// by bucket; required for it, unused otherwise. Order matters.
+	Addrs []string
 	// CacheBytes is the Pebble block cache size; 0 means DefaultCacheBytes.
 	// The cache is allocated with room for two memtables on top, because
 	// Pebble reserves memtable memory inside its block cache.
@@ -79,10 +82,11 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("statesvc: Options.Dir is required for Backend %q", BackendPebble)
 		}
 	case BackendRemotePebble:
-		return fmt.Errorf("statesvc: Options.Backend %q is not implemented by Open yet; allowed: %q, %q",
-			o.Backend, BackendMemory, BackendPebble)
+		if len(o.Addrs) == 0 {
+			return fmt.Errorf("statesvc: Options.Addrs (state server host:port list) is required for Backend %q", BackendRemotePebble)
+		}
 	default:
-		return fmt.Errorf("statesvc: Options.Backend %q unknown; allowed: %q, %q (%q reserved)",
+		return fmt.Errorf("statesvc: Options.Backend %q unknown; allowed: %q, %q, %q",
 			o.Backend, BackendMemory, BackendPebble, BackendRemotePebble)
 	}
 	if o.CacheBytes < 0 {
@@ -102,6 +106,8 @@ func Open(o Options) (Store, error) {
 	switch o.Backend {
 	case BackendMemory:
 		return NewMemory(), nil
+	case BackendRemotePebble:
+		return OpenRemote(o.Addrs, RemoteOptions{})
 	default:
 		return OpenPebble(o)
 	}

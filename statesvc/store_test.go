@@ -282,7 +282,8 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{Backend: "pebble"}, "Options.Dir"},
 		{Options{Backend: "rocks"}, `"memory", "pebble"`},
 		{Options{Backend: ""}, "Options.Backend"},
-		{Options{Backend: "remote-pebble"}, "not implemented"},
+		{Options{Backend: "remote-pebble"}, "Options.Addrs"},
+		{Options{Backend: "remote-pebble", Addrs: []string{"127.0.0.1:7600"}}, ""},
 		{Options{Backend: "memory", CacheBytes: -1}, "Options.CacheBytes"},
 		{Options{Backend: "memory", MemTableBytes: 4 << 30}, "Options.MemTableBytes"},
 	} {

@@ -16,6 +16,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
 	_ "koala/queries"
+	"koala/statesvc"
 	"koala/workflows"
 	"koala/workflows/plan"
 )
@@ -41,6 +42,8 @@ func TestKeyedCounterExactAcrossRescales(t *testing.T) {
 		{name: "lazy-eventual-pebble", protocol: workflows.ReconfigureLazy, backend: "pebble", mode: dataplane.ModeEventual, gradual: 100},
 		{name: "lazy-eventual-all-at-once-memory", protocol: workflows.ReconfigureLazy, backend: "memory", mode: dataplane.ModeEventual, gradual: -1},
 		{name: "stop-and-restart-pebble", protocol: workflows.ReconfigureStopAndRestart, backend: "pebble", mode: dataplane.ModeEventual, gradual: -1},
+		{name: "stop-and-restart-remote-pebble", protocol: workflows.ReconfigureStopAndRestart, backend: "remote-pebble", mode: dataplane.ModeEventual, gradual: -1},
+		{name: "drrs-pebble", protocol: workflows.ReconfigureDRRS, backend: "pebble", mode: dataplane.ModeEventual, gradual: -1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { runExactness(t, tc) })
@@ -48,6 +51,17 @@ func TestKeyedCounterExactAcrossRescales(t *testing.T) {
 }
 
 func runExactness(t *testing.T, tc exactnessCase) {
+	params := map[string]string{
+		dataplane.ParamMigrationMode:    tc.mode,
+		dataplane.ParamGradualBatchSize: strconv.Itoa(tc.gradual),
+	}
+	if tc.backend == statesvc.BackendRemotePebble {
+		// Started before the cluster so it stops after the workers.
+		srv, err := statesvc.NewServer(statesvc.ServerOptions{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
+		must(t, err)
+		t.Cleanup(func() { _ = srv.Close() })
+		params[dataplane.ParamRemotePebbleAddrs] = srv.Addr()
+	}
 	c := dptest.Start(t, dptest.Options{Workers: 3})
 	acts := &activities.Activities{NC: c.NC, RequestTimeout: 20 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -58,10 +72,7 @@ func runExactness(t *testing.T, tc exactnessCase) {
 	job, err := acts.BuildJob(ctx, activities.JobInput{
 		JobID: "exact-" + tc.name, Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 64, BatchSize: 200, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: tc.backend,
-		Params: map[string]string{
-			dataplane.ParamMigrationMode:    tc.mode,
-			dataplane.ParamGradualBatchSize: strconv.Itoa(tc.gradual),
-		},
+		Params: params,
 	})
 	must(t, err)
 	dep, err := plan.Initial(job, workers)

@@ -38,7 +38,9 @@ func ReconfigureStopAndRestart(ctx workflow.Context, in ReconfigureInput) (Recon
 	}
 	// Keyed state of the moved buckets moves while the sources are paused.
 	// Added with a version marker: histories from before it replay unchanged.
-	if v := workflow.GetVersion(ctx, "stop-and-restart-moves-state", workflow.DefaultVersion, 1); v == 1 && isStateful(p) {
+	// With remote-pebble the state stays in the state service and only the
+	// routing (metadata) moves; no checked-in history has a remote job.
+	if v := workflow.GetVersion(ctx, "stop-and-restart-moves-state", workflow.DefaultVersion, 1); v == 1 && isStateful(p) && !stateInService(p) {
 		if err := r.run("move-state", a.Handoff, activities.HandoffInput{
 			Deployment: p.New, Previous: p.Old, Pairs: ownerPairs(p), Eager: true, TimeoutSecs: 300, Step: r.info("move-state"),
 		}, nil); err != nil {
@@ -62,4 +64,10 @@ func ReconfigureStopAndRestart(ctx workflow.Context, in ReconfigureInput) (Recon
 		return r.result(p.New), err
 	}
 	return r.result(p.New), nil
+}
+
+// stateInService says whether the job keeps its keyed state in the remote
+// state service, where every task reads it: nothing to move between tasks.
+func stateInService(p plan.Plan) bool {
+	return p.New.Job.StateBackend == "remote-pebble"
 }

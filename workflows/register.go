@@ -7,4 +7,5 @@ func Register(w worker.WorkflowRegistry) {
 	w.RegisterWorkflow(RunExperiment)
 	w.RegisterWorkflow(ReconfigureStopAndRestart)
 	w.RegisterWorkflow(ReconfigureLazy)
+	w.RegisterWorkflow(ReconfigureDRRS)
 }

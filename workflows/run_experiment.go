@@ -164,8 +164,10 @@ func childFor(protocol string) (any, error) {
 		return ReconfigureStopAndRestart, nil
 	case ProtocolLazy:
 		return ReconfigureLazy, nil
+	case ProtocolDRRS:
+		return ReconfigureDRRS, nil
 	}
-	err := fmt.Errorf("ReconfigProtocol %q is not implemented yet (implemented: %s, %s)", protocol, ProtocolLazy, ProtocolStopAndRestart)
+	err := fmt.Errorf("ReconfigProtocol %q is not implemented yet (implemented: %s, %s, %s)", protocol, ProtocolLazy, ProtocolStopAndRestart, ProtocolDRRS)
 	return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadConfig", err)
 }
 

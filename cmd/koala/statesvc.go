@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"koala/statesvc"
+)
+
+// Environment variables of `koala statesvc`.
+const (
+	envStateListen = "KOALA_STATESVC_LISTEN" // host:port the state service binds
+	envStateDir    = "KOALA_STATESVC_DIR"    // its Pebble directory
+)
+
+func init() {
+	var opts statesvc.ServerOptions
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "statesvc",
+		Short: "Run the remote state service (Pebble behind gRPC) for the remote-pebble backend",
+		Long: "Serves one Pebble store over gRPC (service koala.State) until SIGTERM or interrupt,\n" +
+			"then stops gracefully. Jobs with StateBackend remote-pebble name one or more of these\n" +
+			"services in their RemotePebbleAddrs parameter; keys are sharded by bucket over them.\n" +
+			"The service has no authentication: it binds 127.0.0.1 unless --listen names a host.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Dir == "" {
+				return fmt.Errorf("statesvc: --dir (or %s) is required", envStateDir)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			opts.Logger = log
+			srv, err := statesvc.NewServer(opts)
+			if err != nil {
+				return err
+			}
+			log.Info("state service listening", "addr", srv.Addr(), "dir", opts.Dir)
+			served := make(chan error, 1)
+			go func() { served <- srv.Wait() }()
+			select {
+			case <-ctx.Done():
+				log.Info("state service stopping", "grace", grace)
+			case err := <-served:
+				_ = srv.Close()
+				return fmt.Errorf("statesvc: serving stopped: %w", err)
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				return err
+			}
+			log.Info("state service stopped")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Listen, "listen", envOr(envStateListen, statesvc.DefaultServerListen), "host:port to listen on; a missing host means 127.0.0.1 (env "+envStateListen+")")
+	f.StringVar(&opts.Dir, "dir", envOr(envStateDir, ""), "Pebble directory (env "+envStateDir+")")
+	f.DurationVar(&grace, "grace", 10*time.Second, "how long running calls may finish on shutdown")
+	rootCmd.AddCommand(cmd)
+}

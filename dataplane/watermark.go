@@ -1,0 +1,494 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"koala/statesvc"
+)
+
+// Event time and watermarks
+//
+// Every record carries its event time (Record.EventTime, unix nanoseconds);
+// Kafka sources take it from the Kafka record timestamp. A source task
+// tracks the largest event time per partition it reads and, at most every
+// WatermarkInterval when it advances, broadcasts a watermark
+//
+//	min over active partitions (largest event time seen) − MaxOutOfOrdernessMs
+//
+// to every downstream task as an in-band FrameWatermark, ordered with the
+// records it sent before. A partition is idle (it does not hold the
+// watermark back) once the source has read it up to its high watermark, or
+// when nothing came from it for sourceIdleTimeout; when every partition is
+// idle the largest event time of all partitions counts. A source that has
+// never seen a record and whose partitions are all idle declares itself
+// idle, so an empty source does not stall the job; its downstream tasks then
+// leave it out of their minimum until it sends a watermark again.
+//
+// Every other task keeps the latest watermark of each of its current
+// upstream tasks; when the minimum over the non-idle ones advances, it calls
+// the operator's OnWatermark hook (WatermarkOperator), sends what the hook
+// emitted, and then forwards the watermark downstream. Watermarks never go
+// backwards. At the end of input (the finish command) sources send
+// MaxWatermark before end-of-stream, so every pending window fires.
+
+// ParamMaxOutOfOrderness is the job parameter bounding event-time disorder,
+// in milliseconds (default 200).
+const ParamMaxOutOfOrderness = "MaxOutOfOrdernessMs"
+
+const (
+	// DefaultMaxOutOfOrderness is the default bound on event-time disorder.
+	DefaultMaxOutOfOrderness = 200 * time.Millisecond
+	// WatermarkInterval is the shortest time between two watermarks a
+	// source sends.
+	WatermarkInterval = 50 * time.Millisecond
+	// sourceIdleTimeout marks a partition idle when nothing came from it.
+	sourceIdleTimeout = time.Second
+)
+
+// MinWatermark is the watermark before any was seen; MaxWatermark ends the
+// event time of a stream (every window fires).
+const (
+	MinWatermark int64 = math.MinInt64
+	MaxWatermark int64 = math.MaxInt64
+)
+
+// WatermarkOperator is implemented by operators that act when event time
+// advances (windows, windowed joins, timers). OnWatermark runs on the task
+// goroutine between batches. For a StatefulOperator, st holds the state of
+// the keys named by DueKeys (TimerKeys), loaded like a batch's keys and
+// written back afterwards; for other operators st is nil.
+type WatermarkOperator interface {
+	OnWatermark(wm int64, st *State, emit Emit) error
+}
+
+// TimerKeys is implemented by stateful WatermarkOperators: DueKeys names
+// the keys whose state OnWatermark(wm) needs.
+type TimerKeys interface {
+	DueKeys(wm int64) [][]byte
+}
+
+// stateIndexer is implemented by the runtime's own timer-driven operators
+// (windows, windowed joins). Their in-memory index of pending timers is
+// derived from state: the runtime rebuilds it from the local store whenever
+// the keys this task owns may have changed (first watermark, a new routing
+// epoch, keys arriving by migration), so the pending windows of keys that
+// moved to this task fire here.
+type stateIndexer interface {
+	indexedStates() []string
+	resetIndex()
+	indexValue(state string, key, value []byte)
+}
+
+// CounterReporter is implemented by operators that count noteworthy
+// records (late events, malformed input). Worker.OperatorCounters reads it.
+type CounterReporter interface {
+	Counters() map[string]uint64
+}
+
+// upstreamWM is the last watermark one upstream task sent.
+type upstreamWM struct {
+	wm   int64
+	idle bool
+}
+
+// watermarks is a task's event-time progress; owned by the task goroutine
+// except pub, which status readers load.
+type watermarks struct {
+	// Source tasks.
+	bound      int64
+	boundSet   bool
+	partMax    map[int32]int64
+	lastPos    map[int32]int64
+	lastActive map[int32]time.Time
+	started    time.Time
+	sentAt     time.Time
+
+	// Every task: what was last sent downstream.
+	sent     int64
+	sentIdle bool
+	anySent  bool
+
+	// Processing tasks.
+	up      map[string]upstreamWM
+	current int64
+	idle    bool
+	inited  bool
+
+	// Timer index recovery of stateIndexer operators.
+	ixDone    bool
+	ixEpoch   int64
+	ixFetched uint64
+
+	pub    atomic.Int64 // current watermark, for status and tests
+	pubSet atomic.Bool
+}
+
+func (w *watermarks) init() {
+	if !w.inited {
+		w.inited = true
+		w.current = MinWatermark
+		w.sent = MinWatermark
+		w.up = map[string]upstreamWM{}
+		w.pub.Store(MinWatermark)
+		w.pubSet.Store(true)
+	}
+}
+
+// observe notes the event time of a record read from partition p.
+func (w *watermarks) observe(p int32, ts int64) {
+	if w.partMax == nil {
+		w.partMax = map[int32]int64{}
+	}
+	if m, ok := w.partMax[p]; !ok || ts > m {
+		w.partMax[p] = ts
+	}
+}
+
+// MaxOutOfOrderness parses the job parameter (milliseconds).
+func MaxOutOfOrderness(params map[string]string) (time.Duration, error) {
+	v, ok := params[ParamMaxOutOfOrderness]
+	if !ok || v == "" {
+		return DefaultMaxOutOfOrderness, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 {
+		return 0, fmt.Errorf("%s %q: want a whole number of milliseconds ≥ 0", ParamMaxOutOfOrderness, v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// sourceWatermark computes the source's watermark and sends it when it
+// advanced and WatermarkInterval passed; final sends MaxWatermark.
+func (t *task) sourceWatermark(ctx context.Context, final bool) error {
+	w := &t.wm
+	w.init()
+	now := time.Now()
+	if w.started.IsZero() {
+		w.started = now
+	}
+	if final {
+		if w.sent == MaxWatermark && !w.sentIdle {
+			return nil
+		}
+		return t.sendWatermark(ctx, MaxWatermark, false, now)
+	}
+	if w.anySent && now.Sub(w.sentAt) < WatermarkInterval {
+		return nil
+	}
+	if !w.boundSet {
+		d, err := MaxOutOfOrderness(t.view.Load().job.Params)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", t.id, err)
+		}
+		w.bound, w.boundSet = d.Nanoseconds(), true
+	}
+	if w.lastPos == nil {
+		w.lastPos, w.lastActive = map[int32]int64{}, map[int32]time.Time{}
+	}
+	s := t.source
+	activeMin, allMax := MaxWatermark, MinWatermark
+	anyActive, anyData := false, false
+	s.mu.Lock()
+	for _, p := range s.partitions {
+		pos := s.pos[p]
+		if last, ok := w.lastPos[p]; !ok || pos != last {
+			w.lastPos[p] = pos
+			if ok {
+				w.lastActive[p] = now
+			}
+		}
+		active, ok := w.lastActive[p]
+		if !ok {
+			active = w.started
+		}
+		hwm, known := s.hwm[p]
+		idle := (known && pos >= hwm) || now.Sub(active) > sourceIdleTimeout
+		m, has := w.partMax[p]
+		if has {
+			anyData = true
+			allMax = max(allMax, m)
+		}
+		if !idle {
+			anyActive = true
+			if !has {
+				m = MinWatermark
+			}
+			activeMin = min(activeMin, m)
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case anyActive:
+		if activeMin == MinWatermark {
+			return nil // an active partition has sent nothing yet
+		}
+		return t.sendWatermark(ctx, subBound(activeMin, w.bound), false, now)
+	case anyData:
+		return t.sendWatermark(ctx, subBound(allMax, w.bound), false, now)
+	default:
+		return t.sendWatermark(ctx, w.sent, true, now)
+	}
+}
+
+func subBound(ts, bound int64) int64 {
+	if ts < MinWatermark+bound+1 {
+		return MinWatermark
+	}
+	return ts - bound
+}
+
+// sendWatermark broadcasts wm (or the idle status) if it says something new.
+func (t *task) sendWatermark(ctx context.Context, wm int64, idle bool, now time.Time) error {
+	w := &t.wm
+	if wm < w.sent {
+		wm = w.sent
+	}
+	if w.anySent && wm == w.sent && idle == w.sentIdle {
+		return nil
+	}
+	if idle && w.anySent && w.sentIdle {
+		return nil
+	}
+	w.sent, w.sentIdle, w.anySent, w.sentAt = wm, idle, true, now
+	if !idle {
+		w.pub.Store(wm)
+	}
+	return broadcastWatermark(ctx, t, wm, idle)
+}
+
+// broadcastWatermark sends a watermark frame to every downstream task.
+func broadcastWatermark(ctx context.Context, t *task, wm int64, idle bool) error {
+	view := t.view.Load()
+	var flag int64
+	if idle {
+		flag = 1
+	}
+	for _, rt := range view.routes {
+		for _, target := range rt.tasks {
+			f := &Frame{Kind: FrameWatermark, JobID: t.jobID, FromTask: t.id, ToTask: target.ID,
+				Records: []Record{{EventTime: wm, Offset: flag, Partition: -1}}}
+			if err := t.w.deliver(ctx, target, f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// onWatermark handles a watermark from an upstream task.
+func (t *task) onWatermark(ctx context.Context, view *taskView, f *Frame) error {
+	if len(f.Records) != 1 {
+		return fmt.Errorf("task %s: watermark frame from %s holds %d records, want 1", t.id, f.FromTask, len(f.Records))
+	}
+	w := &t.wm
+	w.init()
+	r := f.Records[0]
+	u, seen := w.up[f.FromTask]
+	if !seen || r.EventTime > u.wm {
+		u.wm = r.EventTime
+	}
+	u.idle = r.Offset == 1
+	w.up[f.FromTask] = u
+
+	next, anyActive := MaxWatermark, false
+	for _, id := range view.upstreams {
+		u, ok := w.up[id]
+		if ok && u.idle {
+			continue
+		}
+		anyActive = true
+		if !ok {
+			next = MinWatermark
+			break
+		}
+		next = min(next, u.wm)
+	}
+	if !anyActive {
+		if !w.idle {
+			w.idle = true
+			return t.sendWatermark(ctx, w.current, true, time.Now())
+		}
+		return nil
+	}
+	wasIdle := w.idle
+	w.idle = false
+	if next > w.current {
+		w.current = next
+		w.pub.Store(next)
+		if err := t.fireWatermark(ctx, view, next); err != nil {
+			return err
+		}
+	} else if !wasIdle {
+		return nil
+	}
+	return t.sendWatermark(ctx, w.current, false, time.Now())
+}
+
+// fireWatermark calls the operator's hook and sends what it emitted.
+func (t *task) fireWatermark(ctx context.Context, view *taskView, wm int64) error {
+	wop, ok := t.op.(WatermarkOperator)
+	if !ok {
+		return nil
+	}
+	t.out.begin(view, t.index, t.jobID, t.id)
+	var err error
+	if t.keyed != nil {
+		err = t.keyedWatermark(ctx, view, wop, wm)
+	} else {
+		err = wop.OnWatermark(wm, nil, t.out.emit)
+	}
+	if err != nil {
+		return fmt.Errorf("operator %s: on watermark: %w", t.opName, err)
+	}
+	n, err := t.out.flush(ctx, t.w)
+	t.stats.recordsOut.Add(uint64(n))
+	return err
+}
+
+// keyedWatermark loads the state of the keys the operator names (fetching
+// keys still held by another task), runs the hook and writes back.
+func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop WatermarkOperator, wm int64) error {
+	ks := t.keyed
+	if ix, ok := ks.op.(stateIndexer); ok {
+		if err := t.recoverIndex(ctx, view, ix); err != nil {
+			return err
+		}
+	}
+	var due [][]byte
+	if tk, ok := ks.op.(TimerKeys); ok {
+		due = tk.DueKeys(wm)
+	}
+	st := &State{names: ks.names, values: map[string][]byte{}, dirty: map[string]bool{}}
+	seen := map[string]bool{}
+	remote := map[string][][]byte{}
+	var local [][]byte
+	for _, k := range due {
+		if seen[string(k)] {
+			continue
+		}
+		seen[string(k)] = true
+		if view.self != nil && view.self.owner(BucketOf(k, ks.buckets)).ID != t.id {
+			continue // moved away: its new owner fires it
+		}
+		if owner, ok := ks.klt.Lookup(k); ok {
+			remote[owner] = append(remote[owner], k)
+		} else {
+			local = append(local, k)
+		}
+	}
+	fetched, err := t.fetchKeys(ctx, remote)
+	if err != nil {
+		return err
+	}
+	for k, v := range fetched {
+		st.values[k] = v
+	}
+	if err := ks.loadLocal(st, local); err != nil {
+		return err
+	}
+	if err := wop.OnWatermark(wm, st, t.out.emit); err != nil {
+		return err
+	}
+	var kvs []statesvc.KV
+	for slot, v := range st.values {
+		if _, wasFetched := fetched[slot]; st.dirty[slot] || wasFetched {
+			kvs = append(kvs, statesvc.KV{Key: ks.stateKey(ks.names[slot[0]], []byte(slot[1:])), Value: v})
+		}
+	}
+	if err := ks.store.MultiPut(kvs); err != nil {
+		return fmt.Errorf("task %s: write state: %w", t.id, err)
+	}
+	for _, keys := range remote {
+		for _, k := range keys {
+			ks.klt.Remove(k)
+		}
+	}
+	return nil
+}
+
+// recoverIndex rebuilds a timer index from the state this task owns when
+// the set of owned keys may have changed. Keys still held by another task
+// (lazy migration) are moved here first: any of them may hold a window that
+// is due, and only its state says so. Window operators therefore finish a
+// lazy migration at the first watermark after the handoff.
+func (t *task) recoverIndex(ctx context.Context, view *taskView, ix stateIndexer) error {
+	ks := t.keyed
+	w := &t.wm
+	drained := false
+	for ks.klt.Len() > 0 {
+		before := ks.klt.Len()
+		if err := t.migrateChunk(ctx, -1); err != nil {
+			return err
+		}
+		drained = true
+		if ks.klt.Len() >= before {
+			return fmt.Errorf("task %s: migration of %d keys makes no progress", t.id, before)
+		}
+	}
+	if w.ixDone && !drained && view.epoch == w.ixEpoch && ks.keysFetched.Load() == w.ixFetched {
+		return nil
+	}
+	ix.resetIndex()
+	names := ix.indexedStates()
+	buckets := max(1, ks.buckets)
+	for b := 0; b < buckets; b++ {
+		if view.self != nil && view.self.owner(b).ID != t.id {
+			continue
+		}
+		start, end := statesvc.BucketRange(ks.opName, b, b+1)
+		var scanErr error
+		err := ks.store.Scan(start, end, func(k, v []byte) bool {
+			_, _, state, user, err := statesvc.ParseStateKey(k)
+			if err != nil {
+				scanErr = err
+				return false
+			}
+			for _, n := range names {
+				if n == state {
+					ix.indexValue(state, append([]byte(nil), user...), append([]byte(nil), v...))
+				}
+			}
+			return true
+		})
+		if err == nil {
+			err = scanErr
+		}
+		if err != nil {
+			return fmt.Errorf("task %s: rebuild timer index from bucket %d: %w", t.id, b, err)
+		}
+	}
+	w.ixDone, w.ixEpoch, w.ixFetched = true, view.epoch, ks.keysFetched.Load()
+	return nil
+}
+
+// Watermarks returns the current watermark of every started task of job on
+// this worker (MinWatermark before the first one).
+func (w *Worker) Watermarks(jobID string) map[string]int64 {
+	out := map[string]int64{}
+	for _, t := range w.jobTasks(jobID, nil) {
+		if !t.wm.pubSet.Load() {
+			out[t.id] = MinWatermark
+			continue
+		}
+		out[t.id] = t.wm.pub.Load()
+	}
+	return out
+}
+
+// OperatorCounters returns, per task of job on this worker, the counters of
+// operators that report them (CounterReporter): late records, malformed
+// input and the like.
+func (w *Worker) OperatorCounters(jobID string) map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
+	for _, t := range w.jobTasks(jobID, nil) {
+		if c, ok := t.op.(CounterReporter); ok {
+			out[t.id] = c.Counters()
+		}
+	}
+	return out
+}
