@@ -99,16 +99,19 @@ func (a *Activities) SwapRoutes(ctx context.Context, in SwapInput) error {
 		for _, id := range in.OldOwners {
 			want[id] = true
 		}
+		// One barrier id per step: a protocol that swaps routes several times
+		// in one reconfiguration (DRRS subscales) must not align stale barriers.
+		barrier := in.Step.ReconfigID + "/" + in.Step.Step
 		return a.awaitProgress(ctx, dep.Job.JobID, in.TimeoutSecs, want,
 			func(ev control.MigrationProgress) string {
-				if ev.Event == control.EventForwardingDone && ev.ReconfigID == in.Step.ReconfigID {
+				if ev.Event == control.EventForwardingDone && ev.ReconfigID == barrier {
 					return ev.TaskID
 				}
 				return ""
 			},
 			func() error {
 				if err := a.onWorkersOf(ctx, dep, upTasks, control.VerbRouting, in.Step.ReconfigID, func(ids []string) any {
-					return control.RoutingRequest{Deployment: dep, TaskIDs: ids, InBand: true, BarrierID: in.Step.ReconfigID, BarrierOperator: in.TargetOperator}
+					return control.RoutingRequest{Deployment: dep, TaskIDs: ids, InBand: true, BarrierID: barrier, BarrierOperator: in.TargetOperator}
 				}); err != nil {
 					return err
 				}

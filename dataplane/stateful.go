@@ -83,6 +83,8 @@ type keyedState struct {
 	eager   bool     // a removed task handed keys over: migrate them all progressively
 	pending string   // reconfiguration whose keys are being migrated
 
+	lookupBuf []string // owners of a batch's keys ("" = local), reused
+
 	keysFetched  atomic.Uint64
 	bytesMoved   atomic.Uint64
 	lookupNanos  atomic.Uint64
@@ -141,8 +143,9 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 	lookStart := time.Now()
 	remote := map[string][][]byte{}
 	var local [][]byte
-	for _, k := range keys {
-		if owner, ok := ks.klt.Lookup(k); ok {
+	ks.lookupBuf = ks.klt.LookupBatch(keys, ks.lookupBuf[:0])
+	for i, k := range keys {
+		if owner := ks.lookupBuf[i]; owner != "" {
 			remote[owner] = append(remote[owner], k)
 		} else {
 			local = append(local, k)

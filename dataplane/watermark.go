@@ -22,9 +22,9 @@ import (
 //
 // to every downstream task as an in-band FrameWatermark, ordered with the
 // records it sent before. A partition is idle (it does not hold the
-// watermark back) once the source has read it up to its high watermark, or
-// when nothing came from it for sourceIdleTimeout; when every partition is
-// idle the largest event time of all partitions counts. A source that has
+// watermark back) when nothing came from it for sourceIdleTimeout (1 s);
+// when every partition is idle the largest event time of all partitions
+// counts. A source that has
 // never seen a record and whose partitions are all idle declares itself
 // idle, so an empty source does not stall the job; its downstream tasks then
 // leave it out of their minimum until it sends a watermark again.
@@ -206,8 +206,7 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 		if !ok {
 			active = w.started
 		}
-		hwm, known := s.hwm[p]
-		idle := (known && pos >= hwm) || now.Sub(active) > sourceIdleTimeout
+		idle := now.Sub(active) > sourceIdleTimeout
 		m, has := w.partMax[p]
 		if has {
 			anyData = true

@@ -268,9 +268,11 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 		switch {
 		case note == LagNeverRecovered || note == LagNoData:
 			m.LagNote = note
-		case note == LagNoRise && m.MinThroughput != nil && *m.MinThroughput == 0:
+		case note == LagNoRise && m.MinThroughput != nil && *m.MinThroughput == 0 &&
+			m.PreThroughput != nil && *m.PreThroughput > *m.LagThreshold:
 			// The sink stalled for a whole second while the producer kept
-			// going, so a backlog built up that the lag series does not
+			// going at more than the threshold per second, so a backlog
+			// above the threshold built up that the lag series does not
 			// show: it was not measured (e.g. while the source was paused).
 			m.LagNote = LagNotMeasured
 		default:
@@ -383,6 +385,16 @@ func WindowMax(pts []metrics.Point, from, to float64) (v float64, ok bool) {
 		return 0, false
 	}
 	return v, true
+}
+
+// lagNoteShort abbreviates the lag notes for table cells; the notes
+// section under the table spells them out.
+var lagNoteShort = map[string]string{
+	LagNeverRecovered:                        "never",
+	LagNoData:                                "no data",
+	LagNotMeasured:                           "unmeasured",
+	"no lag data before the reconfiguration": "no data",
+	"no reconfiguration":                     "no reconfig",
 }
 
 // Notes of LagRecovery.
@@ -570,8 +582,8 @@ func (r CompareRow) cells() []string {
 		if r.LagNote == LagNoRise {
 			rec += " (no rise)"
 		}
-	} else if r.LagNote != "" {
-		rec = "n/a (" + r.LagNote + ")"
+	} else if short := lagNoteShort[r.LagNote]; short != "" {
+		rec = "n/a (" + short + ")"
 	}
 	lost, dup := fmt.Sprint(r.Lost), fmt.Sprint(r.Duplicated)
 	if r.Lost != 0 {
@@ -685,14 +697,10 @@ func (c Comparison) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "  %-*s  %s\n", widths[0], r.Protocol, orDash(r.stepsText()))
 		}
 	}
-	notes := false
-	for _, r := range c.Rows {
-		if r.Status == StatusOK && r.MetricsError != "" {
-			if !notes {
-				b.WriteString("\nnotes\n")
-				notes = true
-			}
-			fmt.Fprintf(&b, "  %s: metrics: %s\n", r.Protocol, r.MetricsError)
+	if notes := c.notes(); len(notes) > 0 {
+		b.WriteString("\nnotes\n")
+		for _, n := range notes {
+			fmt.Fprintf(&b, "  %s\n", n)
 		}
 	}
 	if v := c.Violations(); len(v) > 0 {
@@ -700,6 +708,28 @@ func (c Comparison) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// notes explains, per completed run, a lag recovery that is not a number
+// and a failed metrics read.
+func (c Comparison) notes() []string {
+	var out []string
+	for _, r := range c.Rows {
+		if r.Status != StatusOK {
+			continue
+		}
+		if r.LagRecoverySec == nil && r.LagNote != "" {
+			n := r.Protocol + ": lag recovery n/a: " + r.LagNote
+			if r.LagNote == LagNotMeasured {
+				n += " (the source's kafka_lag stayed under the threshold although the sink delivered nothing for a second or more)"
+			}
+			out = append(out, n)
+		}
+		if r.MetricsError != "" {
+			out = append(out, r.Protocol+": metrics: "+r.MetricsError)
+		}
+	}
+	return out
 }
 
 // Markdown renders the comparison as a markdown document with the metrics
@@ -727,6 +757,12 @@ func (c Comparison) Markdown() string {
 	for _, r := range c.Rows {
 		if r.Status == StatusOK {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", r.Protocol, r.WorkflowID, orDash(r.stepsText()))
+		}
+	}
+	if notes := c.notes(); len(notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range notes {
+			b.WriteString("- " + n + "\n")
 		}
 	}
 	if v := c.Violations(); len(v) > 0 {
@@ -804,12 +840,27 @@ func (c Comparison) WriteFiles(dir string) ([]string, error) {
 	}
 	if len(lag) > 0 {
 		p = filepath.Join(dir, CompareLagFile)
-		if err := WriteTimeSeriesPNG(p, c.Experiment+": source Kafka lag per protocol", "records", lag, markers); err != nil {
+		title := c.Experiment + ": source Kafka lag per protocol"
+		if allZero(lag) {
+			title += " (all zero)"
+		}
+		if err := WriteTimeSeriesPNG(p, title, "records", lag, markers); err != nil {
 			return paths, err
 		}
 		paths = append(paths, p)
 	}
 	return paths, nil
+}
+
+func allZero(series []Series) bool {
+	for _, s := range series {
+		for _, p := range s.Points {
+			if p.Value != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // BuildRow fills a completed run's row from its workflow result and the

@@ -418,6 +418,19 @@ func TestComputeRunMetrics(t *testing.T) {
 			peakBatch: 170000, p99: 10000, has: "abcdefgij", note: LagNotMeasured, bytes: 1236128,
 		})
 	})
+	t.Run("flat lag at a low rate is a plausible no rise", func(t *testing.T) {
+		s := srSeries()
+		for i := range s.Lag {
+			s.Lag[i].Value = 0
+		}
+		for i := range s.Sink {
+			s.Sink[i].Value = min(s.Sink[i].Value, 800) // a 1 s stall leaves 800 < 1000 records behind
+		}
+		m := ComputeRunMetrics(s)
+		if !eqPtr(m.LagRecoverySec, 0, true) || m.LagNote != LagNoRise || !eqPtr(m.MinThroughput, 0, true) {
+			t.Fatalf("recovery %s note %q min %s", fp(m.LagRecoverySec), m.LagNote, fp(m.MinThroughput))
+		}
+	})
 	t.Run("drain recovery after input end does not count", func(t *testing.T) {
 		s := srSeries()
 		for i := range s.Lag {
@@ -676,5 +689,42 @@ func TestBytesText(t *testing.T) {
 		if got := bytesText(tc.b); got != tc.want {
 			t.Errorf("bytesText(%v) = %q, want %q", tc.b, got, tc.want)
 		}
+	}
+}
+
+func TestComparisonNotes(t *testing.T) {
+	s := srSeries()
+	for i := range s.Lag {
+		s.Lag[i].Value = 0
+	}
+	flat := CompareRow{Protocol: "stop-and-restart", Status: StatusOK, RunMetrics: ComputeRunMetrics(s), MetricsError: "kafka lag: timeout"}
+	never := srSeries()
+	for i := range never.Lag {
+		if never.Lag[i].Sec >= 31 {
+			never.Lag[i].Value = 1e6
+		}
+	}
+	nev := CompareRow{Protocol: "lazy", Status: StatusOK, RunMetrics: ComputeRunMetrics(never)}
+	c := Comparison{Experiment: "x", Rows: []CompareRow{nev, flat}}
+	var buf bytes.Buffer
+	if err := c.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"n/a (unmeasured)", "n/a (never)", "\nnotes\n",
+		"stop-and-restart: lag recovery n/a: " + LagNotMeasured,
+		"lazy: lag recovery n/a: " + LagNeverRecovered,
+		"stop-and-restart: metrics: kafka lag: timeout",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if md := c.Markdown(); !strings.Contains(md, "## Notes\n\n- lazy: lag recovery n/a: never recovered\n") {
+		t.Errorf("markdown notes:\n%s", md)
+	}
+	if c.Violations() != nil {
+		t.Fatal("no violation expected")
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,7 +20,7 @@ import (
 
 func init() {
 	var temporalAddr, namespace, kafka, id, resultsDir, uiURL string
-	var detach bool
+	var detach, printInput bool
 	cmd := &cobra.Command{
 		Use:   "run CONFIG.json",
 		Short: "Start an experiment workflow, follow it, print its summary and write its plot",
@@ -31,6 +32,12 @@ func init() {
 			}
 			if len(in.KafkaBrokers) == 0 {
 				in.KafkaBrokers = splitList(kafka)
+			}
+			if printInput {
+				// The workflow input, for `temporal workflow start --input`.
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(in)
 			}
 			if id == "" {
 				id = fmt.Sprintf("%s-%s", in.Name, time.Now().Format("20060102-150405"))
@@ -79,6 +86,7 @@ func init() {
 	f.StringVar(&resultsDir, "results", "results", "directory for summaries and plots")
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
 	f.BoolVar(&detach, "detach", false, "start the workflow and return without following it")
+	f.BoolVar(&printInput, "print-input", false, "print the RunExperiment workflow input as JSON (for the Temporal CLI or UI) and exit")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -141,10 +141,17 @@ func Start(t testing.TB, o Options) *Run {
 	return r
 }
 
-// RunQuery produces every phase, finishes the input and returns the output.
+// RunQuery starts the job, runs its phases, finishes the input and
+// returns the output.
 func RunQuery(t testing.TB, o Options) Result {
 	t.Helper()
-	r := Start(t, o)
+	return Start(t, o).Run()
+}
+
+// Run produces every phase (starting the tasks after the first), finishes
+// the input and returns the output.
+func (r *Run) Run() Result {
+	r.T.Helper()
 	for i, ph := range r.opts.Phases {
 		r.Produce(ph.Records)
 		if i == 0 {
@@ -350,4 +357,32 @@ func Diff(got, want []string) string {
 		return ""
 	}
 	return fmt.Sprintf("got %d records, want %d\n%s", len(got), len(want), b.String())
+}
+
+// SinkValues merges the KeyValues of every collect-sink task (the largest
+// little-endian uint64 value seen per key).
+func (r *Run) SinkValues() map[string]uint64 {
+	r.T.Helper()
+	out := map[string]uint64{}
+	for _, op := range r.Job.Operators {
+		if op.Kind != dataplane.KindCollectSink {
+			continue
+		}
+		for _, ref := range r.Dep.TasksOf(op.Name) {
+			data, err := control.NewEnvelope(r.Job.JobID, "", control.TasksRequest{TaskIDs: []string{ref.ID}, WithValues: true})
+			r.must(err)
+			msg, err := r.Acts.NC.RequestWithContext(r.Ctx, control.WorkerSubject(ref.WorkerID, control.VerbStatus), data)
+			r.must(err)
+			var rep control.Reply
+			r.must(json.Unmarshal(msg.Data, &rep))
+			var st control.StatusReply
+			r.must(json.Unmarshal(rep.Body, &st))
+			for _, ts := range st.Tasks {
+				for k, v := range ts.KeyValues {
+					out[k] = max(out[k], v)
+				}
+			}
+		}
+	}
+	return out
 }
