@@ -2,7 +2,9 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -103,4 +105,17 @@ func (a *Activities) ReconfigEvents(ctx context.Context, jobID string) ([]metric
 		return nil, nil
 	}
 	return a.Metrics.ReconfigEvents(ctx, jobID)
+}
+
+// MetricsStart is the time of a job's first metric row: second 0 of the
+// series Throughput returns. The zero time means no metrics.
+func (a *Activities) MetricsStart(ctx context.Context, jobID string) (time.Time, error) {
+	if a.Metrics == nil {
+		return time.Time{}, nil
+	}
+	t, err := a.Metrics.JobStart(ctx, jobID)
+	if errors.Is(err, metrics.ErrNoData) {
+		return time.Time{}, nil
+	}
+	return t, err
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -120,6 +121,7 @@ func (t *task) command(ctx context.Context, cmd sourceCmd) error {
 // runSource polls Kafka and emits batches until cancelled or finished.
 func (t *task) runSource(ctx context.Context) error {
 	s := t.source
+	go t.trackLag(ctx, t.view.Load().job.Topic)
 	var finishAt map[int32]int64
 	var finishID string
 	finished := false
@@ -231,4 +233,35 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 	t.stats.recordsOut.Add(uint64(sent))
 	t.stats.observeBatch(time.Since(start))
 	return err
+}
+
+// trackLag refreshes the end offsets of the task's partitions once a second,
+// independently of polling, so the lag metric keeps growing while the source
+// is paused or falling behind (a fetch only reports the end it reached).
+func (t *task) trackLag(ctx context.Context, topic string) {
+	s := t.source
+	adm := kadm.NewClient(s.client)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ends, err := adm.ListEndOffsets(rctx, topic)
+		cancel()
+		if err != nil {
+			continue // the next tick retries; the metric keeps its last value
+		}
+		s.mu.Lock()
+		for _, p := range s.partitions {
+			if o, ok := ends.Lookup(topic, p); ok && o.Err == nil {
+				s.hwm[p] = o.Offset
+			}
+		}
+		s.mu.Unlock()
+		t.stats.kafkaLag.Store(s.lag())
+	}
 }

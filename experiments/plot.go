@@ -75,7 +75,9 @@ func WriteTimeSeriesPNG(path, title, yLabel string, series []Series, markers []M
 	}
 	if p.Y.Min <= p.Y.Max { // some data: zero baseline, headroom for labels
 		p.Y.Min = min(p.Y.Min, 0)
-		p.Y.Max += 0.08 * max(p.Y.Max-p.Y.Min, 1e-9)
+		// An all-zero series still gets a readable axis of at least 0..1.
+		p.Y.Max = max(p.Y.Max, p.Y.Min+1)
+		p.Y.Max += 0.08 * (p.Y.Max - p.Y.Min)
 	}
 	if err := addMarkers(p, markers); err != nil {
 		return err

@@ -23,9 +23,17 @@ func Report(res workflows.ExperimentResult, meta ReportMeta) (Summary, error) {
 		Produced: res.Produced, SinkReceived: int64(res.Sink.Received), SinkDistinct: int64(res.Sink.Distinct),
 		Lost: res.Lost, Duplicated: res.Duplicated,
 	}
+	// Reconfiguration times count from StartedAt, metric seconds from the
+	// job's first metric row; shift the former onto the metrics' axis.
+	offset := 0.0
+	if !res.MetricsStart.IsZero() && !res.StartedAt.IsZero() {
+		offset = res.StartedAt.Sub(res.MetricsStart).Seconds()
+	}
 	var markers []Marker
 	first, last := -1.0, -1.0
 	for _, rc := range res.Reconfigs {
+		rc.StartSec += offset
+		rc.EndSec += offset
 		rs := ReconfigSummary{ID: rc.ID, Protocol: rc.Protocol, Millis: (rc.EndSec - rc.StartSec) * 1000}
 		for _, st := range rc.Steps {
 			rs.Steps = append(rs.Steps, StepSummary{Step: st.Step, Millis: st.Millis})

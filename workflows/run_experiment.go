@@ -31,7 +31,10 @@ type ExperimentResult struct {
 	SinkThroughput   []metrics.Point         `json:"sink_throughput"`
 	SourceThroughput []metrics.Point         `json:"source_throughput"`
 	Events           []metrics.ReconfigEvent `json:"events,omitempty"`
-	Final            control.Deployment      `json:"final"`
+	// MetricsStart is second 0 of the throughput series (zero: unknown, then
+	// the series are taken to start at StartedAt).
+	MetricsStart time.Time          `json:"metrics_start,omitempty"`
+	Final        control.Deployment `json:"final"`
 }
 
 // ReconfigOutcome is one fired reconfiguration.
@@ -155,6 +158,9 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 	_ = workflow.ExecuteActivity(actx, a.Throughput, activities.SeriesInput{JobID: jobID, Operator: sink}).Get(ctx, &res.SinkThroughput)
 	_ = workflow.ExecuteActivity(actx, a.Throughput, activities.SeriesInput{JobID: jobID, Operator: source}).Get(ctx, &res.SourceThroughput)
 	_ = workflow.ExecuteActivity(actx, a.ReconfigEvents, jobID).Get(ctx, &res.Events)
+	if workflow.GetVersion(ctx, "metrics-start", workflow.DefaultVersion, 1) == 1 {
+		_ = workflow.ExecuteActivity(actx, a.MetricsStart, jobID).Get(ctx, &res.MetricsStart)
+	}
 	return res, nil
 }
 
@@ -231,6 +237,11 @@ func validateInput(in ExperimentInput) error {
 	var problems []string
 	if in.QueryName == "" {
 		problems = append(problems, "QueryName is required")
+	}
+	switch in.ReconfigProtocol {
+	case "", ProtocolLazy, ProtocolStopAndRestart, ProtocolDRRS:
+	default:
+		problems = append(problems, fmt.Sprintf("ReconfigProtocol %q is unknown (allowed: %s, %s, %s)", in.ReconfigProtocol, ProtocolLazy, ProtocolStopAndRestart, ProtocolDRRS))
 	}
 	if in.TotalRuntimeSeconds <= 0 {
 		problems = append(problems, fmt.Sprintf("TotalRuntimeSeconds %d must be > 0", in.TotalRuntimeSeconds))

@@ -1,0 +1,273 @@
+package nexmark
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"koala/dataplane"
+	"koala/dataplane/control"
+)
+
+// Generator constants, as in the Nexmark reference generator.
+const (
+	PersonProportion  = 1
+	AuctionProportion = 3
+	BidProportion     = 46
+	totalProportion   = PersonProportion + AuctionProportion + BidProportion
+
+	FirstPersonID   = 1000
+	FirstAuctionID  = 1000
+	FirstCategoryID = 10
+	NumCategories   = 5
+
+	personIDLead    = 10 // bids and auctions may name people slightly in the future
+	auctionIDLead   = 10
+	hotSellerRatio  = 100
+	hotAuctionRatio = 100
+	hotBidderRatio  = 100
+)
+
+// Config shapes the generated stream. Zero fields take the defaults of
+// DefaultConfig.
+type Config struct {
+	Seed int64
+	// NumActivePeople bounds the people bids and auctions refer to.
+	NumActivePeople int
+	// InFlightAuctions bounds the auctions cold bids refer to.
+	InFlightAuctions int
+	// Hot ratios: 1 in N auctions (bids) goes to a cold seller (auction,
+	// bidder); the other N−1 go to the hot one of the current batch.
+	HotSellersRatio, HotAuctionRatio, HotBiddersRatio int
+	// Average encoded sizes (bytes); events are padded with "extra".
+	AvgPersonBytes, AvgAuctionBytes, AvgBidBytes int
+	// OutputEventNumber is the event number of Next(0): the resume point
+	// after a warm-up.
+	OutputEventNumber int64
+	// BaseTime is the event time of event 0 (unix ns) and InterEventNanos
+	// the event-time distance between events. BaseTime 0 stamps every event
+	// with the wall clock when it is generated instead.
+	BaseTime        int64
+	InterEventNanos int64
+	// AuctionLength is how long an auction stays open (event time).
+	AuctionLength time.Duration
+}
+
+// DefaultConfig is the reference generator's configuration.
+func DefaultConfig() Config {
+	return Config{
+		NumActivePeople: 1000, InFlightAuctions: 100,
+		HotSellersRatio: 4, HotAuctionRatio: 2, HotBiddersRatio: 4,
+		AvgPersonBytes: 200, AvgAuctionBytes: 500, AvgBidBytes: 100,
+		InterEventNanos: int64(100 * time.Microsecond), AuctionLength: 10 * time.Second,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&c.NumActivePeople, d.NumActivePeople)
+	set(&c.InFlightAuctions, d.InFlightAuctions)
+	set(&c.HotSellersRatio, d.HotSellersRatio)
+	set(&c.HotAuctionRatio, d.HotAuctionRatio)
+	set(&c.HotBiddersRatio, d.HotBiddersRatio)
+	set(&c.AvgPersonBytes, d.AvgPersonBytes)
+	set(&c.AvgAuctionBytes, d.AvgAuctionBytes)
+	set(&c.AvgBidBytes, d.AvgBidBytes)
+	if c.InterEventNanos <= 0 {
+		c.InterEventNanos = d.InterEventNanos
+	}
+	if c.AuctionLength <= 0 {
+		c.AuctionLength = d.AuctionLength
+	}
+	return c
+}
+
+// Generator makes the Nexmark stream; event n depends only on the config
+// and n, so any range can be regenerated (oracles, parallel producers).
+type Generator struct{ cfg Config }
+
+// NewGenerator returns a generator for cfg.
+func NewGenerator(cfg Config) *Generator { return &Generator{cfg: cfg.withDefaults()} }
+
+// Config returns the generator's configuration with defaults filled in.
+func (g *Generator) Config() Config { return g.cfg }
+
+// KindOf says which kind event number e is.
+func KindOf(e int64) string {
+	switch off := e % totalProportion; {
+	case off < PersonProportion:
+		return "person"
+	case off < PersonProportion+AuctionProportion:
+		return "auction"
+	}
+	return "bid"
+}
+
+// lastBase0PersonID is the id (from 0) of the last person created at or
+// before event e.
+func lastBase0PersonID(e int64) int64 {
+	epoch, off := e/totalProportion, e%totalProportion
+	if off >= PersonProportion {
+		off = PersonProportion - 1
+	}
+	return epoch*PersonProportion + off
+}
+
+// lastBase0AuctionID is the id (from 0) of the last auction created at or
+// before event e.
+func lastBase0AuctionID(e int64) int64 {
+	epoch, off := e/totalProportion, e%totalProportion
+	switch {
+	case off < PersonProportion:
+		epoch--
+		off = AuctionProportion - 1
+	case off >= PersonProportion+AuctionProportion:
+		off = AuctionProportion - 1
+	default:
+		off -= PersonProportion
+	}
+	return max(0, epoch*AuctionProportion+off)
+}
+
+func (g *Generator) nextBase0PersonID(e int64, rng *rand.Rand) int64 {
+	numPeople := lastBase0PersonID(e) + 1
+	active := min(numPeople, int64(g.cfg.NumActivePeople))
+	return numPeople - active + rng.Int64N(active+personIDLead)
+}
+
+func (g *Generator) nextBase0AuctionID(e int64, rng *rand.Rand) int64 {
+	maxAuction := lastBase0AuctionID(e)
+	minAuction := max(maxAuction-int64(g.cfg.InFlightAuctions), 0)
+	return minAuction + rng.Int64N(maxAuction-minAuction+1+auctionIDLead)
+}
+
+func nextPrice(rng *rand.Rand) int64 {
+	return int64(math.Round(math.Pow(10, rng.Float64()*6) * 100))
+}
+
+var (
+	firstNames = []string{"Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter"}
+	lastNames  = []string{"Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris"}
+	usStates   = []string{"AZ", "CA", "ID", "OR", "WA", "WY"}
+	usCities   = []string{"Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent", "Cheyenne"}
+	channels   = []string{"Google", "Facebook", "Baidu", "Apple"}
+)
+
+const letters = "abcdefghijklmnopqrstuvwxyz"
+
+func randString(rng *rand.Rand, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = letters[rng.IntN(len(letters))]
+	}
+	return string(b)
+}
+
+// Timestamp is the event time of event number e (relative numbering of
+// Next: n = e − OutputEventNumber) when BaseTime is set.
+func (g *Generator) Timestamp(e int64) int64 { return g.cfg.BaseTime + e*g.cfg.InterEventNanos }
+
+// Event builds event number e (absolute: OutputEventNumber is not added)
+// stamped with event time ts (unix ns).
+func (g *Generator) Event(e, ts int64) Event {
+	rng := rand.New(rand.NewPCG(uint64(g.cfg.Seed), uint64(e)))
+	ms := ts / int64(time.Millisecond)
+	switch KindOf(e) {
+	case "person":
+		p := &Person{
+			ID:   lastBase0PersonID(e) + FirstPersonID,
+			Name: firstNames[rng.IntN(len(firstNames))] + " " + lastNames[rng.IntN(len(lastNames))],
+			City: usCities[rng.IntN(len(usCities))], State: usStates[rng.IntN(len(usStates))],
+			CreditCard: fmt.Sprintf("%04d %04d %04d %04d", rng.IntN(10000), rng.IntN(10000), rng.IntN(10000), rng.IntN(10000)),
+			DateTime:   ms,
+		}
+		p.EmailAddress = randString(rng, 7) + "@" + randString(rng, 5) + ".com"
+		p.Extra = pad(rng, g.cfg.AvgPersonBytes, Event{Person: p})
+		return Event{Person: p}
+	case "auction":
+		var seller int64
+		if rng.IntN(g.cfg.HotSellersRatio) > 0 {
+			seller = (lastBase0PersonID(e) / hotSellerRatio) * hotSellerRatio
+		} else {
+			seller = g.nextBase0PersonID(e, rng)
+		}
+		initial := nextPrice(rng)
+		a := &Auction{
+			ID: lastBase0AuctionID(e) + FirstAuctionID, ItemName: randString(rng, 20), Description: randString(rng, 100),
+			InitialBid: initial, Reserve: initial + nextPrice(rng), DateTime: ms,
+			Expires: ms + g.cfg.AuctionLength.Milliseconds(), Seller: seller + FirstPersonID,
+			Category: FirstCategoryID + int64(rng.IntN(NumCategories)),
+		}
+		a.Extra = pad(rng, g.cfg.AvgAuctionBytes, Event{Auction: a})
+		return Event{Auction: a}
+	}
+	var auction, bidder int64
+	if rng.IntN(g.cfg.HotAuctionRatio) > 0 {
+		auction = (lastBase0AuctionID(e) / hotAuctionRatio) * hotAuctionRatio
+	} else {
+		auction = g.nextBase0AuctionID(e, rng)
+	}
+	if rng.IntN(g.cfg.HotBiddersRatio) > 0 {
+		bidder = (lastBase0PersonID(e)/hotBidderRatio)*hotBidderRatio + 1
+	} else {
+		bidder = g.nextBase0PersonID(e, rng)
+	}
+	b := &Bid{
+		Auction: auction + FirstAuctionID, Bidder: bidder + FirstPersonID, Price: nextPrice(rng),
+		Channel: channels[rng.IntN(len(channels))], URL: "n.io/" + randString(rng, 4), DateTime: ms,
+	}
+	b.Extra = pad(rng, g.cfg.AvgBidBytes, Event{Bid: b})
+	return Event{Bid: b}
+}
+
+// pad returns filler that brings e's encoding to about avg bytes (±10 %).
+func pad(rng *rand.Rand, avg int, e Event) string {
+	data, _ := json.Marshal(e)
+	target := avg + rng.IntN(avg/5+1) - avg/10
+	if n := target - len(data) - len(`,"extra":""`); n > 0 {
+		return randString(rng, n)
+	}
+	return ""
+}
+
+// Next fills r with event n of the stream: key = event number, value =
+// the JSON event, event time from the config (or the wall clock).
+func (g *Generator) Next(n int64, r *dataplane.Record) {
+	e := g.cfg.OutputEventNumber + n
+	ts := time.Now().UnixNano()
+	if g.cfg.BaseTime != 0 {
+		ts = g.Timestamp(e)
+	}
+	data, err := json.Marshal(g.Event(e, ts))
+	if err != nil {
+		panic(err) // plain structs always encode
+	}
+	r.Key = strconv.AppendInt(r.Key[:0], e, 10)
+	r.Value = data
+	r.EventTime = ts
+	r.Partition, r.Offset = 0, 0
+}
+
+// GeneratorName is the name `koala produce` and experiment producers use.
+const GeneratorName = "nexmark"
+
+func init() {
+	if err := dataplane.RegisterGenerator(GeneratorName, func(req control.ProduceRequest) (dataplane.Generator, error) {
+		cfg := DefaultConfig()
+		cfg.Seed = req.Seed
+		if req.NumKeys > 0 {
+			cfg.NumActivePeople = req.NumKeys
+		}
+		return NewGenerator(cfg), nil
+	}); err != nil {
+		panic(err)
+	}
+}

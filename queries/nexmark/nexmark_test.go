@@ -1,0 +1,273 @@
+package nexmark_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"koala/dataplane"
+	"koala/queries"
+	"koala/queries/examples/qtest"
+	"koala/queries/nexmark"
+)
+
+const (
+	numEvents = 20000
+	base      = int64(1_700_000_000_000) * int64(time.Millisecond)
+)
+
+func testGenerator() *nexmark.Generator {
+	return nexmark.NewGenerator(nexmark.Config{Seed: 42, BaseTime: base, InterEventNanos: int64(time.Millisecond)})
+}
+
+// malformed are bad records mixed into every input: the parsers must
+// count and skip them.
+var malformed = [][]byte{
+	[]byte(`{"bid":`),
+	[]byte(`not json`),
+	[]byte(`{}`),
+	[]byte(`42`),
+	[]byte(`{"bid":{"auction":1000,"bidder":1001}}`),
+	[]byte(`{"person":{"id":1000,"name":"x","state":"OR","dateTime":1},"bid":{"auction":1,"bidder":1,"price":1,"dateTime":1}}`),
+	[]byte(`{"auction":{"id":1000,"seller":"1000","category":10,"dateTime":1}}`),
+}
+
+// input is the generated stream with the malformed records spread in.
+func input() ([]dataplane.Record, []nexmark.Event) {
+	g := testGenerator()
+	var recs []dataplane.Record
+	var events []nexmark.Event
+	for n := int64(0); n < numEvents; n++ {
+		var r dataplane.Record
+		g.Next(n, &r)
+		recs = append(recs, r)
+		events = append(events, g.Event(n, g.Timestamp(n)))
+		if n%3000 == 1500 && int(n/3000) < len(malformed) {
+			recs = append(recs, dataplane.Record{Key: []byte("bad"), Value: malformed[n/3000], EventTime: r.EventTime})
+		}
+	}
+	return recs, events
+}
+
+var registered sync.Map
+
+func run(t *testing.T, q string) (qtest.Result, []nexmark.Event) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("in-process cluster test")
+	}
+	name := "nexmark-" + q + "-records"
+	if _, dup := registered.LoadOrStore(name, true); !dup {
+		b, err := nexmark.Build(q, name, nexmark.RecordSink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := queries.Register(queries.Query{Name: name, Operators: b.MustBuild()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, events := input()
+	res := qtest.RunQuery(t, qtest.Options{Query: name, Phases: []qtest.Phase{{Records: recs}},
+		Parallelism: map[string]int{"q3-join": 2, "q5-window": 2}})
+	if res.Output == nil {
+		t.Fatal("no output")
+	}
+	// Every parsing operator saw every malformed record once.
+	var bad uint64
+	for _, cs := range res.Counters {
+		bad += cs["malformed_records"]
+	}
+	parsers := 1
+	if q == "q3" {
+		parsers = 2
+	}
+	if want := uint64(parsers * len(malformed)); bad != want {
+		t.Fatalf("malformed records counted %d, want %d", bad, want)
+	}
+	return res, events
+}
+
+func check(t *testing.T, got []string, want []string) {
+	t.Helper()
+	sort.Strings(want)
+	if len(want) == 0 {
+		t.Fatal("the oracle expects no output: the input is too small")
+	}
+	if d := qtest.Diff(got, want); d != "" {
+		t.Fatal(d)
+	}
+	t.Logf("%d output records match the oracle", len(want))
+}
+
+func TestQ1(t *testing.T) {
+	res, events := run(t, "q1")
+	var want []string
+	for _, e := range events {
+		if b := e.Bid; b != nil {
+			want = append(want, fmt.Sprintf("%d=%d/%d/%d", b.Auction, b.Price*89/100, b.Bidder, b.DateTime))
+		}
+	}
+	check(t, qtest.Lines(res.Output, func(r dataplane.Record) string {
+		var b nexmark.Bid
+		if err := json.Unmarshal(r.Value, &b); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%d/%d/%d", b.Price, b.Bidder, b.DateTime)
+	}), want)
+}
+
+func TestQ2(t *testing.T) {
+	res, events := run(t, "q2")
+	var want []string
+	for _, e := range events {
+		if b := e.Bid; b != nil && b.Auction%123 == 0 {
+			want = append(want, fmt.Sprintf("%d={\"auction\":%d,\"price\":%d}", b.Auction, b.Auction, b.Price))
+		}
+	}
+	check(t, qtest.Lines(res.Output, nil), want)
+}
+
+func TestQ3(t *testing.T) {
+	res, events := run(t, "q3")
+	people := map[int64]*nexmark.Person{}
+	for _, e := range events {
+		if p := e.Person; p != nil && (p.State == "OR" || p.State == "ID" || p.State == "CA") {
+			people[p.ID] = p
+		}
+	}
+	var want []string
+	for _, e := range events {
+		if a := e.Auction; a != nil && a.Category == 10 {
+			if p := people[a.Seller]; p != nil {
+				want = append(want, fmt.Sprintf("%d=%s|%s|%s|%d", a.Seller, p.Name, p.City, p.State, a.ID))
+			}
+		}
+	}
+	check(t, qtest.Lines(res.Output, func(r dataplane.Record) string {
+		var v nexmark.Q3Result
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%s|%s|%s|%d", v.Name, v.City, v.State, v.Auction)
+	}), want)
+}
+
+func TestQ5(t *testing.T) {
+	res, events := run(t, "q5")
+	size, slide := int64(10*time.Second), int64(2*time.Second)
+	counts := map[string]uint64{}
+	for i, e := range events {
+		if b := e.Bid; b != nil {
+			ts := base + int64(i)*int64(time.Millisecond)
+			for start := ts / slide * slide; start > ts-size; start -= slide {
+				counts[fmt.Sprintf("%d@%d", b.Auction, (start+size)/int64(time.Millisecond))]++
+			}
+		}
+	}
+	var want []string
+	for k, n := range counts {
+		want = append(want, fmt.Sprintf("%s=%d", k, n))
+	}
+	check(t, qtest.Lines(res.Output, func(r dataplane.Record) string {
+		return fmt.Sprint(binary.LittleEndian.Uint64(r.Value))
+	}), want)
+}
+
+func TestQ7(t *testing.T) {
+	res, events := run(t, "q7")
+	size := int64(10 * time.Second)
+	best := map[int64]*nexmark.Bid{}
+	for i, e := range events {
+		b := e.Bid
+		if b == nil {
+			continue
+		}
+		end := (base+int64(i)*int64(time.Millisecond))/size*size + size
+		cur := best[end]
+		if cur == nil || b.Price > cur.Price || b.Price == cur.Price && (b.Auction < cur.Auction || b.Auction == cur.Auction && b.Bidder < cur.Bidder) {
+			best[end] = b
+		}
+	}
+	var want []string
+	for end, b := range best {
+		ms := end / int64(time.Millisecond)
+		want = append(want, fmt.Sprintf("max@%d={\"auction\":%d,\"bidder\":%d,\"price\":%d,\"windowEnd\":%d}", ms, b.Auction, b.Bidder, b.Price, ms))
+	}
+	check(t, qtest.Lines(res.Output, nil), want)
+}
+
+func TestParseRejectsMalformed(t *testing.T) {
+	for _, m := range malformed {
+		if _, err := nexmark.Parse(m); err == nil {
+			t.Errorf("Parse(%s) accepted", m)
+		}
+	}
+	g := testGenerator()
+	for n := int64(0); n < 500; n++ {
+		var r dataplane.Record
+		g.Next(n, &r)
+		e, err := nexmark.Parse(r.Value)
+		if err != nil {
+			t.Fatalf("event %d: %v", n, err)
+		}
+		if e.Kind() != nexmark.KindOf(n) {
+			t.Fatalf("event %d is a %s, want a %s", n, e.Kind(), nexmark.KindOf(n))
+		}
+	}
+}
+
+// TestGenerator checks the mix, the sizes, determinism and the hot keys.
+func TestGenerator(t *testing.T) {
+	g := testGenerator()
+	kinds, sizes := map[string]int{}, map[string]int{}
+	auctions := map[int64]int{}
+	for n := int64(0); n < 50000; n++ {
+		var r, again dataplane.Record
+		g.Next(n, &r)
+		g.Next(n, &again)
+		if string(r.Value) != string(again.Value) || r.EventTime != again.EventTime {
+			t.Fatalf("event %d differs between two calls", n)
+		}
+		k := nexmark.KindOf(n)
+		kinds[k]++
+		sizes[k] += len(r.Value)
+		if e, _ := nexmark.Parse(r.Value); e.Bid != nil {
+			auctions[e.Bid.Auction]++
+		}
+	}
+	if kinds["person"] != 1000 || kinds["auction"] != 3000 || kinds["bid"] != 46000 {
+		t.Fatalf("mix %v, want 1:3:46", kinds)
+	}
+	for k, want := range map[string]int{"person": 200, "auction": 500, "bid": 100} {
+		if avg := sizes[k] / kinds[k]; avg < want*8/10 || avg > want*13/10 {
+			t.Errorf("%s: average %d bytes, want about %d", k, avg, want)
+		}
+	}
+	// Hot auctions: half the bids go to the hot auction of their batch, so
+	// the busiest auction takes far more than a uniform share.
+	top := 0
+	for _, n := range auctions {
+		top = max(top, n)
+	}
+	if top < 46000/len(auctions)*10 {
+		t.Errorf("busiest auction has %d of 46000 bids over %d auctions: no hot auction", top, len(auctions))
+	}
+	other := nexmark.NewGenerator(nexmark.Config{Seed: 43, BaseTime: base, InterEventNanos: int64(time.Millisecond)})
+	var a, b dataplane.Record
+	g.Next(7, &a)
+	other.Next(7, &b)
+	if string(a.Value) == string(b.Value) {
+		t.Error("two seeds gave the same event")
+	}
+	resumed := nexmark.NewGenerator(nexmark.Config{Seed: 42, BaseTime: base, InterEventNanos: int64(time.Millisecond), OutputEventNumber: 1000})
+	var c dataplane.Record
+	resumed.Next(0, &c)
+	g.Next(1000, &a)
+	if string(a.Value) != string(c.Value) {
+		t.Error("OutputEventNumber does not resume the stream")
+	}
+}

@@ -1,0 +1,270 @@
+package nexmark
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"koala/dataplane"
+	"koala/queries"
+)
+
+// Query names, as registered with package queries.
+const (
+	Q1 = "nexmark-q1"
+	Q2 = "nexmark-q2"
+	Q3 = "nexmark-q3"
+	Q5 = "nexmark-q5"
+	Q7 = "nexmark-q7"
+)
+
+// Query parameters.
+const (
+	// DollarToEuro is q1's conversion: price·89/100.
+	DollarToEuroNum, DollarToEuroDen = 89, 100
+	// AuctionSkip is q2's selection: bids on auctions divisible by it.
+	AuctionSkip = 123
+	// Q3Category and Q3States select q3's auctions and sellers.
+	Q3Category = 10
+	// Default windows (job parameter "WindowDuration" overrides the size;
+	// q5's slide keeps its ratio to the size).
+	Q5WindowSize  = 10 * time.Second
+	Q5WindowSlide = 2 * time.Second
+	Q7WindowSize  = 10 * time.Second
+)
+
+// Q3States are the states of q3's sellers.
+var Q3States = map[string]bool{"OR": true, "ID": true, "CA": true}
+
+// Sink ends a query's stream.
+type Sink func(s *dataplane.Stream) *dataplane.QueryBuilder
+
+// CountSink is the sink of the registered queries: the runtime's counting
+// sink (the exactness ledger counts records by source offset).
+func CountSink(s *dataplane.Stream) *dataplane.QueryBuilder { return s.Sink("sink") }
+
+// RecordSink keeps the output in memory (dataplane.CollectedRecords).
+func RecordSink(s *dataplane.Stream) *dataplane.QueryBuilder { return s.RecordSink("sink") }
+
+// Build returns query q ("q1", "q2", "q3", "q5", "q7") named name, ending in sink.
+func Build(q, name string, sink Sink) (*dataplane.QueryBuilder, error) {
+	b := dataplane.NewQuery(name)
+	src := b.Source("source", 1)
+	switch q {
+	case "q1":
+		b.Describe("Nexmark q1: bids with prices converted to euros")
+		sink(src.Process("q1-currency", parser(q1), false))
+	case "q2":
+		b.Describe(fmt.Sprintf("Nexmark q2: bids on auctions divisible by %d", AuctionSkip))
+		sink(src.Process("q2-filter", parser(q2), false))
+	case "q3":
+		b.Describe("Nexmark q3: people in OR, ID or CA ⋈ their auctions of category 10, by seller")
+		persons := src.Process("q3-persons", parser(q3Person), false)
+		auctions := src.Process("q3-auctions", parser(q3Auction), false)
+		sink(persons.Join("q3-join", auctions, dataplane.JoinSpec{Join: q3Join}))
+	case "q5":
+		b.Describe("Nexmark q5: bids per auction in sliding event-time windows")
+		bids := src.Process("q5-bids", parser(bidsByAuction), false)
+		sink(bids.Window("q5-window", dataplane.WindowSpec{Size: Q5WindowSize, Slide: Q5WindowSlide, SizeParam: "WindowDuration"},
+			func() dataplane.Aggregator { return dataplane.CountAggregator{} }))
+	case "q7":
+		b.Describe("Nexmark q7: the highest bid of each tumbling event-time window")
+		bids := src.Process("q7-bids", parser(q7Bid), false)
+		sink(bids.Window("q7-window", dataplane.WindowSpec{Size: Q7WindowSize, SizeParam: "WindowDuration"},
+			func() dataplane.Aggregator { return maxBid{} }))
+	default:
+		return nil, fmt.Errorf("nexmark query %q: known are q1, q2, q3, q5, q7", q)
+	}
+	return b, nil
+}
+
+func init() {
+	for _, q := range []string{"q1", "q2", "q3", "q5", "q7"} {
+		b, err := Build(q, "nexmark-"+q, CountSink)
+		if err != nil {
+			panic(err)
+		}
+		if err := queries.Register(queries.Query{Name: b.Name(), Description: b.Description(), Operators: b.MustBuild()}); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// parseOp parses each record as a Nexmark event and hands good ones to fn;
+// malformed records are counted, logged (rate-limited) and skipped.
+type parseOp struct {
+	fn        func(e Event, r dataplane.Record, emit dataplane.Emit)
+	log       *slog.Logger
+	parsed    atomic.Uint64
+	malformed atomic.Uint64
+	told      time.Time
+}
+
+func parser(fn func(Event, dataplane.Record, dataplane.Emit)) dataplane.OperatorFactory {
+	return func(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
+		log := ctx.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		return &parseOp{fn: fn, log: log}, nil
+	}
+}
+
+func (p *parseOp) ProcessBatch(in []dataplane.Record, emit dataplane.Emit) error {
+	for _, r := range in {
+		e, err := Parse(r.Value)
+		if err != nil {
+			n := p.malformed.Add(1)
+			if now := time.Now(); now.Sub(p.told) >= 10*time.Second {
+				p.log.Warn("skipping malformed nexmark records", "total", n, "partition", r.Partition, "offset", r.Offset, "err", err)
+				p.told = now
+			}
+			continue
+		}
+		p.parsed.Add(1)
+		p.fn(e, r, emit)
+	}
+	return nil
+}
+
+func (p *parseOp) Counters() map[string]uint64 {
+	return map[string]uint64{"malformed_records": p.malformed.Load(), "parsed_records": p.parsed.Load()}
+}
+
+func itoa(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
+
+func mustJSON(v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// q1 converts a bid's price to euros; the record keeps its identity.
+func q1(e Event, r dataplane.Record, emit dataplane.Emit) {
+	if e.Bid == nil {
+		return
+	}
+	b := *e.Bid
+	b.Price = b.Price * DollarToEuroNum / DollarToEuroDen
+	r.Key, r.Value = itoa(b.Auction), mustJSON(b)
+	emit(r)
+}
+
+// Q2Result is q2's output value.
+type Q2Result struct {
+	Auction int64 `json:"auction"`
+	Price   int64 `json:"price"`
+}
+
+func q2(e Event, r dataplane.Record, emit dataplane.Emit) {
+	if e.Bid == nil || e.Bid.Auction%AuctionSkip != 0 {
+		return
+	}
+	r.Key, r.Value = itoa(e.Bid.Auction), mustJSON(Q2Result{Auction: e.Bid.Auction, Price: e.Bid.Price})
+	emit(r)
+}
+
+// Q3Result is q3's output value; the record key is the seller id.
+type Q3Result struct {
+	Name    string `json:"name"`
+	City    string `json:"city"`
+	State   string `json:"state"`
+	Auction int64  `json:"id"`
+}
+
+func q3Person(e Event, r dataplane.Record, emit dataplane.Emit) {
+	if e.Person == nil || !Q3States[e.Person.State] {
+		return
+	}
+	r.Key, r.Value = itoa(e.Person.ID), mustJSON(Q3Result{Name: e.Person.Name, City: e.Person.City, State: e.Person.State})
+	emit(r)
+}
+
+func q3Auction(e Event, r dataplane.Record, emit dataplane.Emit) {
+	if e.Auction == nil || e.Auction.Category != Q3Category {
+		return
+	}
+	r.Key, r.Value = itoa(e.Auction.Seller), itoa(e.Auction.ID)
+	emit(r)
+}
+
+func q3Join(key []byte, person, auction dataplane.Record) (dataplane.Record, bool) {
+	var res Q3Result
+	if json.Unmarshal(person.Value, &res) != nil {
+		return dataplane.Record{}, false
+	}
+	id, err := strconv.ParseInt(string(auction.Value), 10, 64)
+	if err != nil {
+		return dataplane.Record{}, false
+	}
+	res.Auction = id
+	return dataplane.Record{Key: key, Value: mustJSON(res)}, true
+}
+
+// bidsByAuction keys bids by auction for q5's windows.
+func bidsByAuction(e Event, r dataplane.Record, emit dataplane.Emit) {
+	if e.Bid == nil {
+		return
+	}
+	r.Key, r.Value = itoa(e.Bid.Auction), nil
+	emit(r)
+}
+
+// q7 sends every bid to one key with a compact value: price, auction,
+// bidder (8 bytes each, little-endian).
+func q7Bid(e Event, r dataplane.Record, emit dataplane.Emit) {
+	if e.Bid == nil {
+		return
+	}
+	v := make([]byte, 24)
+	binary.LittleEndian.PutUint64(v, uint64(e.Bid.Price))
+	binary.LittleEndian.PutUint64(v[8:], uint64(e.Bid.Auction))
+	binary.LittleEndian.PutUint64(v[16:], uint64(e.Bid.Bidder))
+	r.Key, r.Value = []byte("max"), v
+	emit(r)
+}
+
+// Q7Result is q7's output value; the record key is "max@<window end ms>".
+type Q7Result struct {
+	Auction   int64 `json:"auction"`
+	Bidder    int64 `json:"bidder"`
+	Price     int64 `json:"price"`
+	WindowEnd int64 `json:"windowEnd"` // unix ms
+}
+
+// maxBid keeps the highest bid: higher price, then lower auction, then
+// lower bidder (a total order, so the result does not depend on arrival).
+type maxBid struct{}
+
+func (maxBid) Zero() []byte { return make([]byte, 24) }
+
+func better(a, b []byte) bool {
+	for i, dir := range []int{1, -1, -1} {
+		x, y := binary.LittleEndian.Uint64(a[i*8:]), binary.LittleEndian.Uint64(b[i*8:])
+		if x != y {
+			return (x > y) == (dir > 0)
+		}
+	}
+	return false
+}
+
+func (maxBid) Add(acc []byte, r dataplane.Record) []byte {
+	if len(r.Value) == 24 && (binary.LittleEndian.Uint64(acc) == 0 || better(r.Value, acc)) {
+		copy(acc, r.Value)
+	}
+	return acc
+}
+
+func (maxBid) Result(key []byte, end int64, acc []byte) dataplane.Record {
+	res := Q7Result{
+		Price: int64(binary.LittleEndian.Uint64(acc)), Auction: int64(binary.LittleEndian.Uint64(acc[8:])),
+		Bidder: int64(binary.LittleEndian.Uint64(acc[16:])), WindowEnd: end / int64(time.Millisecond),
+	}
+	return dataplane.Record{Key: dataplane.WindowResultKey(key, end), Value: mustJSON(res)}
+}
