@@ -145,6 +145,9 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 // rest inherit it, which keeps a handoff of millions of keys small.
 func (ks *keyedState) localEntries(buckets []int, me control.TaskRef) ([]Record, error) {
 	var out []Record
+	if ks.shared {
+		return nil, nil // the new owner reads the same state service
+	}
 	meVal := []byte(encodeOwner(me))
 	// State keys of one user key are adjacent only per state name, so with
 	// several states the same user key shows up once per state.

@@ -85,6 +85,10 @@ type keyedState struct {
 
 	lookupBuf []string // owners of a batch's keys ("" = local), reused
 
+	// shared: every task reads and writes one state service (remote-pebble),
+	// so a bucket's values need no moving — only its ownership changes.
+	shared bool
+
 	keysFetched  atomic.Uint64
 	bytesMoved   atomic.Uint64
 	lookupNanos  atomic.Uint64
@@ -103,7 +107,7 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string)
 	if err != nil {
 		return nil, fmt.Errorf("open %s state for %s: %w", backend, opName, err)
 	}
-	ks := &keyedState{op: op, store: store, klt: statesvc.NewKLT(), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: ModeEventual, gradual: -1}
+	ks := &keyedState{shared: backend == statesvc.BackendRemotePebble, op: op, store: store, klt: statesvc.NewKLT(), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: ModeEventual, gradual: -1}
 	if m := job.Params[ParamMigrationMode]; m != "" {
 		if m != ModeFetchOnDemand && m != ModeEventual {
 			store.Close()

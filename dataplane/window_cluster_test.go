@@ -56,7 +56,9 @@ func runWindowRescale(t *testing.T, mode string) {
 		for ts, i := t0+from*sec, 0; ts < t0+to*sec; ts, i = ts+int64(3*time.Millisecond), i+1 {
 			out = append(out, dataplane.Record{Key: []byte(dataplane.KeyName(i % numKeys)), EventTime: ts})
 		}
-		return append(out, extra...)
+		out = append(out, extra...)
+		sort.SliceStable(out, func(i, j int) bool { return out[i].EventTime < out[j].EventTime })
+		return out
 	}
 	// Keys seen only early: their last window is pending during the moves.
 	var early []dataplane.Record

@@ -37,13 +37,25 @@ func TestKeyedCounterExactAcrossRescales(t *testing.T) {
 	if testing.Short() {
 		t.Skip("in-process cluster test")
 	}
-	cases := []exactnessCase{
-		{name: "lazy-fetch-on-demand-pebble", protocol: workflows.ReconfigureLazy, backend: "pebble", mode: dataplane.ModeFetchOnDemand, gradual: 100},
-		{name: "lazy-eventual-pebble", protocol: workflows.ReconfigureLazy, backend: "pebble", mode: dataplane.ModeEventual, gradual: 100},
-		{name: "lazy-eventual-all-at-once-memory", protocol: workflows.ReconfigureLazy, backend: "memory", mode: dataplane.ModeEventual, gradual: -1},
-		{name: "stop-and-restart-pebble", protocol: workflows.ReconfigureStopAndRestart, backend: "pebble", mode: dataplane.ModeEventual, gradual: -1},
-		{name: "stop-and-restart-remote-pebble", protocol: workflows.ReconfigureStopAndRestart, backend: "remote-pebble", mode: dataplane.ModeEventual, gradual: -1},
-		{name: "drrs-pebble", protocol: workflows.ReconfigureDRRS, backend: "pebble", mode: dataplane.ModeEventual, gradual: -1},
+	// Every protocol on every state backend. Lazy runs both migration modes.
+	type proto struct {
+		name    string
+		fn      any
+		mode    string
+		gradual int
+	}
+	protocols := []proto{
+		{"lazy-fetch-on-demand", workflows.ReconfigureLazy, dataplane.ModeFetchOnDemand, 100},
+		{"lazy-eventual", workflows.ReconfigureLazy, dataplane.ModeEventual, 100},
+		{"lazy-eventual-all-at-once", workflows.ReconfigureLazy, dataplane.ModeEventual, -1},
+		{"stop-and-restart", workflows.ReconfigureStopAndRestart, dataplane.ModeEventual, -1},
+		{"drrs", workflows.ReconfigureDRRS, dataplane.ModeEventual, -1},
+	}
+	var cases []exactnessCase
+	for _, p := range protocols {
+		for _, backend := range []string{statesvc.BackendPebble, statesvc.BackendMemory, statesvc.BackendRemotePebble} {
+			cases = append(cases, exactnessCase{name: p.name + "-" + backend, protocol: p.fn, backend: backend, mode: p.mode, gradual: p.gradual})
+		}
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { runExactness(t, tc) })

@@ -55,7 +55,7 @@ func input() ([]dataplane.Record, []nexmark.Event) {
 
 var registered sync.Map
 
-func run(t *testing.T, q string) (qtest.Result, []nexmark.Event) {
+func run(t *testing.T, q string, params ...string) (qtest.Result, []nexmark.Event) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("in-process cluster test")
@@ -71,8 +71,18 @@ func run(t *testing.T, q string) (qtest.Result, []nexmark.Event) {
 		}
 	}
 	recs, events := input()
-	res := qtest.RunQuery(t, qtest.Options{Query: name, Phases: []qtest.Phase{{Records: recs}},
-		Parallelism: map[string]int{"q3-join": 2, "q5-window": 2}})
+	par := map[string]int{}
+	switch q {
+	case "q3":
+		par["q3-join"] = 2
+	case "q5":
+		par["q5-window"] = 2
+	}
+	p := map[string]string{}
+	for i := 0; i+1 < len(params); i += 2 {
+		p[params[i]] = params[i+1]
+	}
+	res := qtest.RunQuery(t, qtest.Options{Query: name, Phases: []qtest.Phase{{Records: recs}}, Parallelism: par, Params: p})
 	if res.Output == nil {
 		t.Fatal("no output")
 	}
@@ -178,8 +188,8 @@ func TestQ5(t *testing.T) {
 }
 
 func TestQ7(t *testing.T) {
-	res, events := run(t, "q7")
-	size := int64(10 * time.Second)
+	res, events := run(t, "q7", "WindowDuration", "1000") // 1 s windows instead of 10 s
+	size := int64(time.Second)
 	best := map[int64]*nexmark.Bid{}
 	for i, e := range events {
 		b := e.Bid

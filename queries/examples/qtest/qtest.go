@@ -386,3 +386,33 @@ func (r *Run) SinkValues() map[string]uint64 {
 	}
 	return out
 }
+
+// ProduceAsync writes recs in order from another goroutine, chunk records
+// every pause, so they flow while the test does something else (a
+// reconfiguration). Wait returns once everything was acknowledged.
+func (r *Run) ProduceAsync(recs []dataplane.Record, chunk int, pause time.Duration) (wait func()) {
+	done := make(chan error, 1)
+	go func() {
+		for start := 0; start < len(recs); start += chunk {
+			end := min(start+chunk, len(recs))
+			batch := make([]*kgo.Record, 0, end-start)
+			for _, rec := range recs[start:end] {
+				kr := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: time.Unix(0, rec.EventTime)}
+				if r.opts.ManualPartitions {
+					kr.Partition = rec.Partition
+				}
+				batch = append(batch, kr)
+			}
+			if err := r.client.ProduceSync(r.Ctx, batch...).FirstErr(); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(pause)
+		}
+		done <- nil
+	}()
+	return func() {
+		r.T.Helper()
+		r.must(<-done)
+	}
+}
