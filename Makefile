@@ -38,6 +38,16 @@ down: build
 status: build
 	./$(KOALA) stack status
 
+# Benchmarks against the local stack (about 12 min on 2 cores): go test
+# hot-path benchmarks, steady state per core, disruption per protocol; writes
+# BENCHMARKS.md and results/bench/. BENCH_RUN_DIR is the stack's run directory
+# (worker PID files); BENCH_FLAGS go to `koala bench` (see koala bench --help).
+BENCH_RUN_DIR ?= $(if $(KOALA_HOME),$(KOALA_HOME),.koala)/run
+BENCH_FLAGS   ?=
+bench: build
+	./$(KOALA) stack up --run-dir $(BENCH_RUN_DIR)
+	GO=$(GO) ./$(KOALA) bench --run-dir $(BENCH_RUN_DIR) $(BENCH_FLAGS)
+
 vet:
 	$(GO) vet $(PKGS)
 

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -9,28 +10,68 @@ import (
 	"koala/workflows/plan"
 )
 
-// PlanInput asks for a new deployment of one operator at a new parallelism.
+// Reconfiguration kinds PlanScale dispatches on (the values of
+// workflows.ReconfigSpec.Type; repeated here because workflows imports
+// this package).
+const (
+	kindScaleUp       = "scaleup"
+	kindScaleDown     = "scaledown"
+	kindRebalance     = "rebalance"
+	kindTaskMigration = "task-migration"
+)
+
+// PlanInput asks for the plan of one reconfiguration of one operator.
+// Kind selects the planner: scaleup/scaledown (or empty, for inputs
+// recorded before kinds existed) use Parallelism, rebalance uses
+// BucketLoad, task-migration uses TaskID and TargetWorker.
 type PlanInput struct {
-	Current     control.Deployment   `json:"current"`
-	Operator    string               `json:"operator"`
-	Parallelism int                  `json:"parallelism"`
-	Workers     []control.WorkerInfo `json:"workers"`
-	Step        StepInfo             `json:"step"`
+	Current      control.Deployment   `json:"current"`
+	Operator     string               `json:"operator"`
+	Parallelism  int                  `json:"parallelism"`
+	Workers      []control.WorkerInfo `json:"workers"`
+	Step         StepInfo             `json:"step"`
+	Kind         string               `json:"kind,omitempty"`
+	BucketLoad   []float64            `json:"bucket_load,omitempty"`
+	TaskID       string               `json:"task_id,omitempty"`
+	TargetWorker string               `json:"target_worker,omitempty"`
 }
 
-// PlanScale computes the reconfiguration plan. The planning itself is the
-// pure function plan.Scale; running it as an activity puts the plan, with
-// its bucket moves, into the workflow history. An invalid request is not
-// retryable and its message names the problem.
+// PlanScale computes the reconfiguration plan of any kind. The planning
+// itself is a pure function of package plan (Scale, Rebalance,
+// MigrateTask); running it as an activity puts the plan, with its bucket
+// moves, into the workflow history. An invalid request is not retryable
+// and its message names the problem.
 func (a *Activities) PlanScale(ctx context.Context, in PlanInput) (plan.Plan, error) {
 	var p plan.Plan
 	err := a.step(ctx, in.Step, func() error {
 		var err error
-		p, err = plan.Scale(in.Current, in.Operator, in.Parallelism, in.Workers)
+		p, err = planFor(in)
 		if err != nil {
 			return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidReconfiguration", err)
 		}
 		return nil
 	})
 	return p, err
+}
+
+func planFor(in PlanInput) (plan.Plan, error) {
+	switch in.Kind {
+	case "", kindScaleUp, kindScaleDown:
+		return plan.Scale(in.Current, in.Operator, in.Parallelism, in.Workers)
+	case kindRebalance:
+		if len(in.BucketLoad) == 0 {
+			return plan.Plan{}, fmt.Errorf("rebalance of operator %q: no per-bucket load given (BucketLoad is empty)", in.Operator)
+		}
+		return plan.Rebalance(in.Current, in.Operator, in.BucketLoad, in.Workers)
+	case kindTaskMigration:
+		if in.TaskID == "" || in.TargetWorker == "" {
+			return plan.Plan{}, fmt.Errorf("task-migration needs TaskID and TargetWorker (got %q, %q)", in.TaskID, in.TargetWorker)
+		}
+		p, err := plan.MigrateTask(in.Current, in.TaskID, in.TargetWorker, in.Workers)
+		if err == nil && in.Operator != "" && p.Operator != in.Operator {
+			return plan.Plan{}, fmt.Errorf("task-migration: task %q belongs to operator %q, not TargetOperator %q", in.TaskID, p.Operator, in.Operator)
+		}
+		return p, err
+	}
+	return plan.Plan{}, fmt.Errorf("reconfiguration type %q is unknown (known: %s, %s, %s, %s)", in.Kind, kindScaleUp, kindScaleDown, kindRebalance, kindTaskMigration)
 }

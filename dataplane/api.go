@@ -280,14 +280,27 @@ func (q *QueryBuilder) Build() ([]control.OperatorSpec, error) {
 		kinds = append(kinds, k)
 	}
 	slices.Sort(kinds)
+	registryMu.Lock()
 	for _, k := range kinds {
-		if err := RegisterOperator(k, q.kinds[k]); err != nil {
-			return nil, fmt.Errorf("query %q: %w", q.name, err)
+		if _, dup := operators[k]; dup && !builtKinds[k] {
+			registryMu.Unlock()
+			return nil, fmt.Errorf("query %q: operator kind %q is already registered by other code", q.name, k)
 		}
 	}
+	// A kind a builder registered may be registered again by a builder of
+	// the same query (a test or an example run twice in one process).
+	for _, k := range kinds {
+		operators[k] = q.kinds[k]
+		builtKinds[k] = true
+	}
+	registryMu.Unlock()
 	q.built, q.builtOK = slices.Clone(q.ops), true
 	return slices.Clone(q.built), nil
 }
+
+// builtKinds are the operator kinds registered by query builders
+// (guarded by registryMu).
+var builtKinds = map[string]bool{}
 
 // MustBuild is Build for package init functions.
 func (q *QueryBuilder) MustBuild() []control.OperatorSpec {

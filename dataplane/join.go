@@ -42,9 +42,6 @@ func (t *task) tagInputs(f *Frame) []Record {
 	}
 	side := inputIndex(t.spec.Inputs, f.FromTask)
 	if side < 0 {
-		for i := range f.Records {
-			f.Records[i].Partition = 0
-		}
 		return f.Records
 	}
 	tag := int32(inputTagBase - side)

@@ -107,6 +107,7 @@ type watermarks struct {
 	lastActive map[int32]time.Time
 	started    time.Time
 	sentAt     time.Time
+	lastCheck  time.Time
 
 	// Every task: what was last sent downstream.
 	sent     int64
@@ -171,6 +172,16 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 	if w.started.IsZero() {
 		w.started = now
 	}
+	// A source that did not poll for a while (paused for a reconfiguration,
+	// blocked by backpressure) did not see its partitions idle: shift their
+	// activity clocks by the gap so none is declared idle for it.
+	if gap := now.Sub(w.lastCheck); !w.lastCheck.IsZero() && gap > 5*WatermarkInterval {
+		w.started = w.started.Add(gap)
+		for p, at := range w.lastActive {
+			w.lastActive[p] = at.Add(gap)
+		}
+	}
+	w.lastCheck = now
 	if final {
 		if w.sent == MaxWatermark && !w.sentIdle {
 			return nil

@@ -37,7 +37,7 @@ const sec = int64(time.Second)
 var t0 = int64(1_700_000_000) * sec
 
 // TestWindowAcrossLazyRescale rescales a window operator 2→4→2 with the
-// lazy protocol under fetch-on-demand while windows are pending, including
+// lazy protocol (both migration modes) and stop-and-restart while windows are pending, including
 // windows of keys that receive no record after the move: every (key,
 // window) must fire exactly once with its full count.
 func TestWindowAcrossLazyRescale(t *testing.T) {
@@ -45,11 +45,14 @@ func TestWindowAcrossLazyRescale(t *testing.T) {
 		t.Skip("in-process cluster test")
 	}
 	for _, mode := range []string{dataplane.ModeFetchOnDemand, dataplane.ModeEventual} {
-		t.Run(mode, func(t *testing.T) { runWindowRescale(t, mode) })
+		t.Run("lazy-"+mode, func(t *testing.T) { runWindowRescale(t, workflows.ReconfigureLazy, mode) })
 	}
+	t.Run("stop-and-restart", func(t *testing.T) {
+		runWindowRescale(t, workflows.ReconfigureStopAndRestart, dataplane.ModeEventual)
+	})
 }
 
-func runWindowRescale(t *testing.T, mode string) {
+func runWindowRescale(t *testing.T, protocol any, mode string) {
 	const numKeys = 40
 	phase := func(from, to int64, extra ...dataplane.Record) []dataplane.Record {
 		var out []dataplane.Record
@@ -89,9 +92,9 @@ func runWindowRescale(t *testing.T, mode string) {
 		Backend: "pebble",
 		Workers: 3,
 		Phases: []qtest.Phase{
-			{Records: p1, Until: fired(firstWindow), Then: func(r *qtest.Run) { r.Rescale(workflows.ReconfigureLazy, "window", 4) }},
+			{Records: p1, Until: fired(firstWindow), Then: func(r *qtest.Run) { r.Rescale(protocol, "window", 4) }},
 			{Records: p2, Until: fired(string(dataplane.WindowResultKey([]byte(dataplane.KeyName(0)), t0+4*sec))),
-				Then: func(r *qtest.Run) { r.Rescale(workflows.ReconfigureLazy, "window", 2) }},
+				Then: func(r *qtest.Run) { r.Rescale(protocol, "window", 2) }},
 			{Records: p3},
 		},
 	})
@@ -124,5 +127,5 @@ func runWindowRescale(t *testing.T, mode string) {
 	if n := res.Counter("window", "late_records"); n != 0 {
 		t.Fatalf("%d late records, want none", n)
 	}
-	t.Logf("%s: %d windows exact across 2→4→2", mode, len(want))
+	t.Logf("%s: %d windows exact across 2→4→2", t.Name(), len(want))
 }

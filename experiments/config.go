@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/workflows"
 )
@@ -149,13 +150,32 @@ var topFields = []string{
 	"QueryName", "Experiment", "TotalRuntimeSeconds", "Reconfigurations",
 	"ReconfigProtocol", "StateBackendType", "NumBuckets", "BatchSize",
 	"NumPartitions", "RatePerSecond", "NumKeys", "Seed", "ValueSize",
-	"Generator", "NumProducers", "MinWorkers", "Workers",
+	"Generator", "Skew", "NumProducers", "MinWorkers", "Workers",
 	"DrainTimeoutSeconds", "KafkaBrokers",
 }
 
 // reconfigFields are the canonical names inside a Reconfigurations entry;
 // "TargetParallelism" is accepted as an alias of the artifact's spelling.
-var reconfigFields = []string{"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"}
+// Which of them an entry needs depends on its type (see requiredFields).
+var reconfigFields = []string{"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", "BucketLoad", "TaskID", "TargetWorker"}
+
+// requiredFields and allowedFields per kind. A rebalance without
+// "BucketLoad" plans from the load the declared generator implies (see
+// parse); a task-migration's operator follows from its "TaskID".
+var (
+	requiredFields = map[string][]string{
+		workflows.KindScaleUp:       {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"},
+		workflows.KindScaleDown:     {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"},
+		workflows.KindRebalance:     {"TriggerTimeSeconds", "Type", "TargetOperator"},
+		workflows.KindTaskMigration: {"TriggerTimeSeconds", "Type", "TaskID", "TargetWorker"},
+	}
+	allowedFields = map[string][]string{
+		workflows.KindScaleUp:       {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", targetAlias},
+		workflows.KindScaleDown:     {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", targetAlias},
+		workflows.KindRebalance:     {"TriggerTimeSeconds", "Type", "TargetOperator", "BucketLoad"},
+		workflows.KindTaskMigration: {"TriggerTimeSeconds", "Type", "TargetOperator", "TaskID", "TargetWorker"},
+	}
+)
 
 const targetAlias = "TargetParallelism"
 
@@ -172,8 +192,8 @@ var reconfigTypes = map[string]string{
 	"scale-down":     workflows.KindScaleDown,
 	"scale-in":       workflows.KindScaleDown,
 	"scalein":        workflows.KindScaleDown,
-	"rebalance":      "",
-	"task-migration": "",
+	"rebalance":      workflows.KindRebalance,
+	"task-migration": workflows.KindTaskMigration,
 }
 
 // supportedTypes lists the accepted "Type" values that are implemented.
@@ -272,6 +292,13 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 			if v, ok := p.str(raw, at); ok {
 				in.Producer.Generator = v
 			}
+		case "Skew":
+			var v float64
+			if err := json.Unmarshal(raw, &v); err != nil || v < 0 || v > 10 {
+				p.errorf("%s: expected a number between 0 and 10 (the Zipf exponent of the \"zipf\" generator), got %s", at, compact(raw))
+			} else {
+				in.Producer.Skew = v
+			}
 		case "NumProducers":
 			p.intTo(&in.Producer.Producers, raw, at, 1, math.MaxInt32)
 		case "MinWorkers":
@@ -349,6 +376,37 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 		}
 		if r.TargetParallelism > in.NumBuckets {
 			p.errorf("%s: %d is out of range (must be between 1 and NumBuckets (%d))", where(reconfigMeta[i].target, loc), r.TargetParallelism, in.NumBuckets)
+		}
+		if r.Type == workflows.KindRebalance {
+			switch {
+			case len(r.BucketLoad) > 0 && len(r.BucketLoad) != in.NumBuckets:
+				p.errorf("%s: has %d entries, NumBuckets is %d", where("BucketLoad", loc), len(r.BucketLoad), in.NumBuckets)
+			case len(r.BucketLoad) == 0:
+				// Plan from the load the declared key distribution implies.
+				skew := in.Producer.Skew
+				switch in.Producer.Generator {
+				case dataplane.ZipfGenerator:
+				case DefaultGenerator, "":
+					skew = 0
+				default:
+					p.errorf("%s: rebalance without \"BucketLoad\" plans from the declared key distribution, which generator %q does not have (use %q or %q, or give \"BucketLoad\")", loc, in.Producer.Generator, dataplane.ZipfGenerator, DefaultGenerator)
+					continue
+				}
+				z, err := dataplane.NewZipfKeys(in.Producer.NumKeys, skew)
+				if err != nil {
+					p.errorf("%s: %v", loc, err)
+					continue
+				}
+				reconfigs[i].BucketLoad = z.BucketLoad(in.NumBuckets)
+			}
+		}
+	}
+	// A task migration is two reconfigurations with the same spec (see
+	// workflows.KindTaskMigration); the second queues behind the first.
+	for i := 0; i < len(reconfigs); i++ {
+		if reconfigs[i].Type == workflows.KindTaskMigration {
+			reconfigs = slices.Insert(reconfigs, i+1, reconfigs[i])
+			i++
 		}
 	}
 	slices.SortStableFunc(reconfigs, func(a, b workflows.ReconfigSpec) int { return a.TriggerTimeSeconds - b.TriggerTimeSeconds })
@@ -433,8 +491,6 @@ func (p *parser) reconfigurations(raw json.RawMessage) (out []workflows.Reconfig
 				switch {
 				case !known:
 					p.errorf("%s: unknown type %q (allowed: %s)", at, typ, strings.Join(supportedTypes(), ", "))
-				case kind == "":
-					p.errorf("%s: reconfiguration type %q is not supported yet (supported: scaleup, scaledown)", at, typ)
 				default:
 					r.Type = kind
 				}
@@ -442,6 +498,21 @@ func (p *parser) reconfigurations(raw json.RawMessage) (out []workflows.Reconfig
 				r.TargetOperator, _ = p.str(m.raw, at)
 			case "TargetParrallelism", targetAlias:
 				p.intTo(&r.TargetParallelism, m.raw, at, 1, math.MaxInt32)
+			case "TaskID":
+				r.TaskID, _ = p.str(m.raw, at)
+			case "TargetWorker":
+				r.TargetWorker, _ = p.str(m.raw, at)
+			case "BucketLoad":
+				if err := json.Unmarshal(m.raw, &r.BucketLoad); err != nil || len(r.BucketLoad) == 0 {
+					p.errorf("%s: expected a non-empty array of numbers ≥ 0 (one per bucket), got %s", at, compact(m.raw))
+					r.BucketLoad = nil
+					break
+				}
+				for b, l := range r.BucketLoad {
+					if l < 0 {
+						p.errorf("%s: entry %d is %v, loads must be ≥ 0", at, b, l)
+					}
+				}
 			default:
 				p.errorf("unknown field %q in %s%s", m.name, loc, suggest(m.name, reconfigFields))
 			}
@@ -449,9 +520,20 @@ func (p *parser) reconfigurations(raw json.RawMessage) (out []workflows.Reconfig
 		if seen["TargetParrallelism"] && seen[targetAlias] {
 			p.errorf("%s: both \"TargetParrallelism\" and %q are given; use one", loc, targetAlias)
 		}
-		for _, f := range reconfigFields {
+		required, allowed := requiredFields[r.Type], allowedFields[r.Type]
+		if r.Type == "" { // bad or missing type, reported above
+			required, allowed = []string{"TriggerTimeSeconds", "Type"}, append(slices.Clone(reconfigFields), targetAlias)
+		}
+		for _, f := range required {
 			if !seen[f] && !(f == "TargetParrallelism" && seen[targetAlias]) {
 				p.errorf("%s: missing required field %q", loc, f)
+			}
+		}
+		for _, m := range members {
+			if slices.Contains(reconfigFields, m.name) || m.name == targetAlias {
+				if !slices.Contains(allowed, m.name) {
+					p.errorf("%s: field %q does not apply to type %q (fields of that type: %s)", loc, m.name, r.Type, strings.Join(allowed, ", "))
+				}
 			}
 		}
 		name := "TargetParrallelism"

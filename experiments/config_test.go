@@ -222,12 +222,19 @@ func TestErrors(t *testing.T) {
 			[]string{`field "StateBackendType": unknown value "tikv" (allowed: pebble, remote-pebble, memory)`}},
 		{"migration mode", `{"QueryName":"q","LazyByKeyCancellingTaskMigrationMode":"lazy"}`,
 			[]string{`field "LazyByKeyCancellingTaskMigrationMode": unknown value "lazy" (allowed: fetch-on-demand, eventual)`}},
-		{"rebalance", `{"QueryName":"q","Reconfigurations":[{"TriggerTimeSeconds":1,"Type":"rebalance","TargetOperator":"m","TargetParrallelism":2}]}`,
-			[]string{`field "Type" in Reconfigurations[0]: reconfiguration type "rebalance" is not supported yet`}},
-		{"task migration", `{"QueryName":"q","Reconfigurations":[{"TriggerTimeSeconds":1,"Type":"task-migration","TargetOperator":"m","TargetParrallelism":2}]}`,
-			[]string{`reconfiguration type "task-migration" is not supported yet`}},
+		{"rebalance with parallelism", `{"QueryName":"q","Reconfigurations":[{"TriggerTimeSeconds":1,"Type":"rebalance","TargetOperator":"m","TargetParrallelism":2}]}`,
+			[]string{`Reconfigurations[0]: field "TargetParrallelism" does not apply to type "rebalance" (fields of that type: TriggerTimeSeconds, Type, TargetOperator, BucketLoad)`}},
+		{"rebalance load length", `{"QueryName":"q","NumBuckets":4,"Reconfigurations":[{"TriggerTimeSeconds":1,"Type":"rebalance","TargetOperator":"m","BucketLoad":[1,2]}]}`,
+			[]string{`field "BucketLoad" in Reconfigurations[0]: has 2 entries, NumBuckets is 4`}},
+		{"rebalance load negative", `{"QueryName":"q","NumBuckets":2,"Reconfigurations":[{"TriggerTimeSeconds":1,"Type":"rebalance","TargetOperator":"m","BucketLoad":[1,-2]}]}`,
+			[]string{`field "BucketLoad" in Reconfigurations[0]: entry 1 is -2, loads must be ≥ 0`}},
+		{"rebalance unknown generator", `{"QueryName":"q","Generator":"sequential","Reconfigurations":[{"TriggerTimeSeconds":1,"Type":"rebalance","TargetOperator":"m"}]}`,
+			[]string{`Reconfigurations[0]: rebalance without "BucketLoad" plans from the declared key distribution, which generator "sequential" does not have`}},
+		{"skew", `{"QueryName":"q","Skew":"high"}`, []string{`field "Skew": expected a number between 0 and 10`}},
+		{"task migration missing", `{"QueryName":"q","Reconfigurations":[{"TriggerTimeSeconds":1,"Type":"task-migration","TargetOperator":"m","TargetParrallelism":2}]}`,
+			[]string{`Reconfigurations[0]: field "TargetParrallelism" does not apply to type "task-migration"`, `Reconfigurations[0]: missing required field "TaskID"`, `Reconfigurations[0]: missing required field "TargetWorker"`}},
 		{"bad type", `{"QueryName":"q","Reconfigurations":[{"TriggerTimeSeconds":1,"Type":"grow","TargetOperator":"m","TargetParrallelism":2}]}`,
-			[]string{`field "Type" in Reconfigurations[0]: unknown type "grow" (allowed: scale-down, scale-in, scale-out, scale-up, scaledown, scalein, scaleout, scaleup)`}},
+			[]string{`field "Type" in Reconfigurations[0]: unknown type "grow" (allowed: rebalance, scale-down, scale-in, scale-out, scale-up, scaledown, scalein, scaleout, scaleup, task-migration)`}},
 		{"trigger negative", `{"QueryName":"q","Reconfigurations":[{"TriggerTimeSeconds":-1,"Type":"scaleup","TargetOperator":"m","TargetParrallelism":2}]}`,
 			[]string{`field "TriggerTimeSeconds" in Reconfigurations[0]: -1 is out of range (must be at least 0)`}},
 		{"trigger after end", `{"QueryName":"q","TotalRuntimeSeconds":60,"Reconfigurations":[{"TriggerTimeSeconds":60,"Type":"scaleup","TargetOperator":"m","TargetParrallelism":2}]}`,
@@ -308,5 +315,34 @@ func TestLevenshtein(t *testing.T) {
 		if got := levenshtein(tc.a, tc.b); got != tc.d {
 			t.Errorf("levenshtein(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
 		}
+	}
+}
+
+func TestRebalanceAndMigrationConfig(t *testing.T) {
+	in, err := ParseConfig("skew", []byte(`{"QueryName":"counter","NumBuckets":16,"Generator":"zipf","Skew":1.2,"NumKeys":500,
+		"TotalRuntimeSeconds":60,"Reconfigurations":[
+		{"TriggerTimeSeconds":10,"Type":"rebalance","TargetOperator":"counter"},
+		{"TriggerTimeSeconds":20,"Type":"task-migration","TaskID":"counter-0","TargetWorker":"w2"},
+		{"TriggerTimeSeconds":30,"Type":"rebalance","TargetOperator":"counter","BucketLoad":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,9]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Producer.Generator != "zipf" || in.Producer.Skew != 1.2 {
+		t.Fatalf("producer %+v", in.Producer)
+	}
+	rs := in.Reconfigurations
+	if len(rs) != 4 {
+		t.Fatalf("%d reconfigurations, want 4 (the migration is two steps): %+v", len(rs), rs)
+	}
+	if rs[0].Type != "rebalance" || len(rs[0].BucketLoad) != 16 || rs[0].BucketLoad[0] <= 0 {
+		t.Fatalf("rebalance with declared skew: %+v", rs[0])
+	}
+	for _, r := range rs[1:3] {
+		if r.Type != "task-migration" || r.TaskID != "counter-0" || r.TargetWorker != "w2" || r.TriggerTimeSeconds != 20 {
+			t.Fatalf("migration step: %+v", r)
+		}
+	}
+	if rs[3].BucketLoad[15] != 9 {
+		t.Fatalf("explicit load: %+v", rs[3])
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
 	"koala/dataplane"
@@ -153,6 +154,7 @@ func reconfigure(t *testing.T, acts *activities.Activities, wf any, dep control.
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(2 * time.Minute)
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	env.RegisterActivity(acts)
 	env.ExecuteWorkflow(wf, workflows.ReconfigureInput{
 		ReconfigID: id, Current: dep, Workers: workers,

@@ -30,10 +30,7 @@ func ReconfigureDRRS(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 	r := newStepRunner(ctx, in, ProtocolDRRS)
 
 	var p plan.Plan
-	if err := r.run("plan", a.PlanScale, activities.PlanInput{
-		Current: in.Current, Operator: in.Spec.TargetOperator, Parallelism: in.Spec.TargetParallelism,
-		Workers: in.Workers, Step: r.info("plan"),
-	}, &p); err != nil {
+	if err := r.run("plan", a.PlanScale, planInput(in, r.info("plan")), &p); err != nil {
 		return r.result(in.Current), err
 	}
 	n, err := plan.NumSubscales(in.Current.Job.Params)

@@ -24,10 +24,7 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 	r := newStepRunner(ctx, in, ProtocolLazy)
 
 	var p plan.Plan
-	if err := r.run("plan", a.PlanScale, activities.PlanInput{
-		Current: in.Current, Operator: in.Spec.TargetOperator, Parallelism: in.Spec.TargetParallelism,
-		Workers: in.Workers, Step: r.info("plan"),
-	}, &p); err != nil {
+	if err := r.run("plan", a.PlanScale, planInput(in, r.info("plan")), &p); err != nil {
 		return r.result(in.Current), err
 	}
 	if added := taskIDs(p.AddedTasks); len(added) > 0 {

@@ -15,10 +15,7 @@ func ReconfigureStopAndRestart(ctx workflow.Context, in ReconfigureInput) (Recon
 	r := newStepRunner(ctx, in, ProtocolStopAndRestart)
 
 	var p plan.Plan
-	if err := r.run("plan", a.PlanScale, activities.PlanInput{
-		Current: in.Current, Operator: in.Spec.TargetOperator, Parallelism: in.Spec.TargetParallelism,
-		Workers: in.Workers, Step: r.info("plan"),
-	}, &p); err != nil {
+	if err := r.run("plan", a.PlanScale, planInput(in, r.info("plan")), &p); err != nil {
 		return r.result(in.Current), err
 	}
 	var drained activities.DrainReport

@@ -8,4 +8,5 @@ func Register(w worker.WorkflowRegistry) {
 	w.RegisterWorkflow(ReconfigureStopAndRestart)
 	w.RegisterWorkflow(ReconfigureLazy)
 	w.RegisterWorkflow(ReconfigureDRRS)
+	w.RegisterWorkflow(RunSuite)
 }

@@ -51,6 +51,17 @@ type ReconfigOutcome struct {
 // RunExperiment deploys a job, feeds it from the producer, fires each
 // reconfiguration on a durable timer as a child workflow, ends the input at
 // TotalRuntimeSeconds, drains and reports exactness and throughput.
+//
+// Overlapping reconfigurations queue: they run one at a time in trigger
+// order (ties: config order), each planned from the deployment the previous
+// one left. One whose trigger time passes while another is still running
+// (e.g. still draining its migration) starts the moment that one finishes,
+// and its StartSec shows the delay. Reconfigurations of different operators
+// at the same time are queued too, back to back, rather than run as
+// concurrent children: a task installs whole deployments ordered by one
+// job-wide epoch (dataplane taskView.epoch), so two children planned from
+// the same deployment would each install a deployment of epoch e+1 on the
+// tasks they share (sources, upstreams), and the second would be ignored.
 func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, error) {
 	var res ExperimentResult
 	if err := validateInput(in); err != nil {
@@ -208,6 +219,7 @@ func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.W
 			Request: control.ProduceRequest{
 				Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, Generator: in.Producer.Generator,
 				RatePerSec: rate, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed + int64(i), ValueSize: in.Producer.ValueSize,
+				Skew: in.Producer.Skew,
 			},
 		})
 	}
@@ -250,8 +262,19 @@ func validateInput(in ExperimentInput) error {
 		problems = append(problems, "KafkaBrokers must name at least one broker")
 	}
 	for i, r := range in.Reconfigurations {
-		if r.TargetParallelism <= 0 {
-			problems = append(problems, fmt.Sprintf("Reconfigurations[%d].TargetParrallelism %d must be ≥ 1", i, r.TargetParallelism))
+		switch r.Type {
+		case KindRebalance:
+			if len(r.BucketLoad) == 0 {
+				problems = append(problems, fmt.Sprintf("Reconfigurations[%d]: rebalance needs a per-bucket load (BucketLoad)", i))
+			}
+		case KindTaskMigration:
+			if r.TaskID == "" || r.TargetWorker == "" {
+				problems = append(problems, fmt.Sprintf("Reconfigurations[%d]: task-migration needs TaskID and TargetWorker", i))
+			}
+		default:
+			if r.TargetParallelism <= 0 {
+				problems = append(problems, fmt.Sprintf("Reconfigurations[%d].TargetParrallelism %d must be ≥ 1", i, r.TargetParallelism))
+			}
 		}
 		if r.TriggerTimeSeconds < 0 || r.TriggerTimeSeconds >= in.TotalRuntimeSeconds {
 			problems = append(problems, fmt.Sprintf("Reconfigurations[%d].TriggerTimeSeconds %d must be in [0, TotalRuntimeSeconds=%d)", i, r.TriggerTimeSeconds, in.TotalRuntimeSeconds))

@@ -4,7 +4,10 @@
 // planning in package workflows/plan.
 package workflows
 
-import "koala/dataplane/control"
+import (
+	"koala/activities"
+	"koala/dataplane/control"
+)
 
 // TaskQueue is the Temporal task queue served by `koala controller`.
 const TaskQueue = "koala-control"
@@ -20,6 +23,16 @@ const (
 const (
 	KindScaleUp   = "scaleup"
 	KindScaleDown = "scaledown"
+	// KindRebalance moves hot buckets from the most loaded task of
+	// TargetOperator to the least loaded ones (plan.Rebalance), planned from
+	// ReconfigSpec.BucketLoad; parallelism and placement stay.
+	KindRebalance = "rebalance"
+	// KindTaskMigration moves task TaskID, keeping its buckets, to worker
+	// TargetWorker. It takes two reconfigurations with the same spec (see
+	// plan.MigrateTask): the first frees the operator's last task index,
+	// the second places a task with that index on TargetWorker.
+	// experiments.ParseConfig expands one config entry into both.
+	KindTaskMigration = "task-migration"
 )
 
 // ReconfigSpec is one entry of "Reconfigurations".
@@ -28,6 +41,22 @@ type ReconfigSpec struct {
 	Type               string `json:"type"`
 	TargetOperator     string `json:"target_operator"`
 	TargetParallelism  int    `json:"target_parallelism"`
+	// BucketLoad is the per-bucket load a rebalance plans from
+	// (NumBuckets entries, any unit); rebalance only.
+	BucketLoad []float64 `json:"bucket_load,omitempty"`
+	// TaskID and TargetWorker name the task to move and where; task-migration only.
+	TaskID       string `json:"task_id,omitempty"`
+	TargetWorker string `json:"target_worker,omitempty"`
+}
+
+// planInput is the plan step's request for spec: PlanScale dispatches on
+// the kind.
+func planInput(in ReconfigureInput, step activities.StepInfo) activities.PlanInput {
+	return activities.PlanInput{
+		Current: in.Current, Operator: in.Spec.TargetOperator, Parallelism: in.Spec.TargetParallelism,
+		Workers: in.Workers, Step: step,
+		Kind: in.Spec.Type, BucketLoad: in.Spec.BucketLoad, TaskID: in.Spec.TaskID, TargetWorker: in.Spec.TargetWorker,
+	}
 }
 
 // ProducerSpec describes the input generator of an experiment.
@@ -38,6 +67,8 @@ type ProducerSpec struct {
 	Seed       int64  `json:"seed"`
 	ValueSize  int    `json:"value_size"`
 	Producers  int    `json:"producers"` // parallel generator instances
+	// Skew is the Zipf exponent of the "zipf" generator (0 = uniform).
+	Skew float64 `json:"skew,omitempty"`
 }
 
 // ExperimentInput is everything RunExperiment needs; experiments/ builds it

@@ -354,6 +354,7 @@ type ProduceRequest struct {
 	Seed         int64    `json:"seed"`
 	MaxEvents    int64    `json:"max_events,omitempty"` // 0 = until stopped
 	ValueSize    int      `json:"value_size,omitempty"`
+	Skew         float64  `json:"skew,omitempty"` // Zipf exponent of the "zipf" generator (0 = uniform)
 }
 
 // ProduceReport answers VerbProduceStop: what Kafka acknowledged.

@@ -1,0 +1,136 @@
+package experiments
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"koala/dataplane/metrics"
+)
+
+const goBenchOut = `goos: linux
+goarch: amd64
+pkg: koala/dataplane
+cpu: AMD EPYC
+BenchmarkFrameEncode-2       	    4893	     47857 ns/op	2320.39 MB/s	        47.86 ns/record	       0 B/op	       0 allocs/op
+BenchmarkOutputsBatching/targets=2-2         	    1153	    195683 ns/op	       195.7 ns/record	  184800 B/op	      22 allocs/op
+PASS
+ok  	koala/dataplane	2.227s
+pkg: koala/statesvc
+BenchmarkKLTLookup/hit/batch-2 	 50000	 21000 ns/op	 21.00 ns/key	 0 B/op	 0 allocs/op
+BenchmarkKLTMemory-2 	 1	 900000000 ns/op	 5.000 B/key-counted	 14.00 B/key-heap	 6.000 B/key-heap-excl-key	 60.00 B/key-gomap
+--- FAIL: BenchmarkBroken
+`
+
+func TestParseGoBench(t *testing.T) {
+	rs := ParseGoBench(goBenchOut)
+	if len(rs) != 4 {
+		t.Fatalf("parsed %d results, want 4: %+v", len(rs), rs)
+	}
+	if rs[0].Name != "FrameEncode" || rs[0].Package != "koala/dataplane" || rs[0].N != 4893 || rs[0].Metrics["ns/op"] != 47857 || rs[0].Metrics["MB/s"] != 2320.39 {
+		t.Errorf("first result: %+v", rs[0])
+	}
+	if rs[1].Name != "OutputsBatching/targets=2" {
+		t.Errorf("sub-benchmark name: %q", rs[1].Name)
+	}
+	k, ok := FindMicro(rs, "KLTLookup/hit/batch")
+	if !ok || k.Package != "koala/statesvc" || k.Metrics["ns/key"] != 21 {
+		t.Errorf("KLT lookup: %+v %v", k, ok)
+	}
+}
+
+func TestProcCPUTicks(t *testing.T) {
+	stat := "1234 (koala worker) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 12 0 100 0 0"
+	got, err := ProcCPUTicks(stat)
+	if err != nil || got != 325 {
+		t.Fatalf("ticks = %d, %v; want 325", got, err)
+	}
+	if _, err := ProcCPUTicks("garbage"); err == nil {
+		t.Error("garbage parsed")
+	}
+}
+
+func TestCPUAt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := []CPUSample{{t0, 10}, {t0.Add(time.Second), 12}, {t0.Add(3 * time.Second), 14}}
+	for _, c := range []struct {
+		at   time.Duration
+		want float64
+		ok   bool
+	}{{0, 10, true}, {500 * time.Millisecond, 11, true}, {2 * time.Second, 13, true}, {4 * time.Second, 0, false}, {-time.Second, 0, false}} {
+		got, ok := CPUAt(s, t0.Add(c.at))
+		if ok != c.ok || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("at %v: %v %v, want %v %v", c.at, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestComputeSteady(t *testing.T) {
+	start := time.Unix(2000, 0)
+	var sink []metrics.Point
+	for s := 0; s < 20; s++ {
+		sink = append(sink, metrics.Point{Sec: float64(s), Value: 1000})
+	}
+	cpu := []CPUSample{{start, 0}, {start.Add(20 * time.Second), 10}} // 0.5 cores
+	in := SteadyInputs{
+		Sink: sink, JobStart: start, CPU: cpu, From: 5, To: 15, TargetRate: 1000,
+		BatchAvg: map[string][]metrics.Point{"m-0": {{Sec: 6, Value: 100}, {Sec: 7, Value: 300}, {Sec: 8, Value: 200}}},
+		BatchMax: map[string][]metrics.Point{"m-0": {{Sec: 6, Value: 1000}, {Sec: 7, Value: 5000}, {Sec: 30, Value: 9e9}}},
+	}
+	s := ComputeSteady(Steady{Query: "hello"}, in)
+	if s.SinkEvents != 10000 || s.EventsPerSec != 1000 || math.Abs(s.CPUSeconds-5) > 1e-9 || math.Abs(s.CoresUsed-0.5) > 1e-9 {
+		t.Fatalf("steady: %+v", s)
+	}
+	if math.Abs(s.EventsPerCPUSec-2000) > 1e-6 || s.SustainedRatio != 1 {
+		t.Errorf("per CPU-s %v, sustained %v", s.EventsPerCPUSec, s.SustainedRatio)
+	}
+	if s.BatchP50Us != 200 || s.BatchP99Us != 5000 || s.BatchSamples != 2 {
+		t.Errorf("batch p50 %v p99 %v n %d", s.BatchP50Us, s.BatchP99Us, s.BatchSamples)
+	}
+}
+
+func TestBenchReportTargets(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	r := BenchReport{
+		Micro: ParseGoBench(goBenchOut),
+		Steady: []Steady{
+			{Query: "hello", Status: StatusOK, EventsPerCPUSec: 600_000, EventsPerSec: 50_000, CoresUsed: 0.1, Target: TargetStatelessPerCore},
+			{Query: "counter", Status: StatusOK, EventsPerCPUSec: 100_000, EventsPerSec: 20_000, CoresUsed: 0.2, Target: TargetKeyedPerCore},
+		},
+		Disruption: &Comparison{Config: "c.json", Rows: []CompareRow{
+			{Protocol: VariantLazy, Status: StatusOK, RunMetrics: RunMetrics{PreThroughput: f(100), MinThroughput: f(95), MinRatio: f(0.95), PeakBatchUs: f(4000), PreBatchP99Us: f(1000), LagRecoverySec: f(1)}},
+			{Protocol: VariantStopAndRestart, Status: StatusOK, RunMetrics: RunMetrics{LagRecoverySec: f(10)}},
+		}},
+	}
+	want := map[string]string{
+		"q1":            VerdictMet,
+		"keyed counter": VerdictMissed,
+		"min 1 s":       VerdictMet,
+		"p99 batch":     VerdictMissed,
+		"lag recovery":  VerdictMet,
+		"KLT lookup":    VerdictMet,
+		"KLT size":      VerdictMissed,
+	}
+	got := r.Targets()
+	for key, v := range want {
+		found := false
+		for _, row := range got {
+			if strings.Contains(row.Target, key) {
+				found = true
+				if row.Verdict != v {
+					t.Errorf("%s: verdict %s, want %s (%s)", key, row.Verdict, v, row.Measured)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no target row for %q", key)
+		}
+	}
+	md := r.Markdown()
+	for _, s := range []string{"## Targets", "| hello |", "KLTLookup/hit/batch", "MISSED"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q", s)
+		}
+	}
+}
