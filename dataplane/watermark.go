@@ -22,9 +22,11 @@ import (
 //
 // to every downstream task as an in-band FrameWatermark, ordered with the
 // records it sent before. A partition is idle (it does not hold the
-// watermark back) when nothing came from it for sourceIdleTimeout (1 s);
-// when every partition is idle the largest event time of all partitions
-// counts. A source that has
+// watermark back) when nothing came from it for SourceIdleTimeoutMs (1 s)
+// and the source knows of no backlog in it; when every partition is idle
+// the largest event time of all partitions counts. A partition waking up
+// wakes all of them for that long, so a burst after a quiet spell does not
+// run the watermark past partitions fetched later. A source that has
 // never seen a record and whose partitions are all idle declares itself
 // idle, so an empty source does not stall the job; its downstream tasks then
 // leave it out of their minimum until it sends a watermark again.
@@ -40,14 +42,20 @@ import (
 // in milliseconds (default 200).
 const ParamMaxOutOfOrderness = "MaxOutOfOrdernessMs"
 
+// ParamSourceIdleTimeout is the job parameter after which a partition that
+// delivers nothing (and has no known backlog) stops holding the watermark
+// back, in milliseconds (default 1000).
+const ParamSourceIdleTimeout = "SourceIdleTimeoutMs"
+
 const (
 	// DefaultMaxOutOfOrderness is the default bound on event-time disorder.
 	DefaultMaxOutOfOrderness = 200 * time.Millisecond
 	// WatermarkInterval is the shortest time between two watermarks a
 	// source sends.
 	WatermarkInterval = 50 * time.Millisecond
-	// sourceIdleTimeout marks a partition idle when nothing came from it.
-	sourceIdleTimeout = time.Second
+	// DefaultSourceIdleTimeout marks a partition idle when nothing came
+	// from it for that long.
+	DefaultSourceIdleTimeout = time.Second
 )
 
 // MinWatermark is the watermark before any was seen; MaxWatermark ends the
@@ -100,14 +108,16 @@ type upstreamWM struct {
 // except pub, which status readers load.
 type watermarks struct {
 	// Source tasks.
-	bound      int64
-	boundSet   bool
-	partMax    map[int32]int64
-	lastPos    map[int32]int64
-	lastActive map[int32]time.Time
-	started    time.Time
-	sentAt     time.Time
-	lastCheck  time.Time
+	bound       int64
+	boundSet    bool
+	partMax     map[int32]int64
+	lastPos     map[int32]int64
+	lastActive  map[int32]time.Time
+	partMaxAt   map[int32]int64 // partMax when last checked
+	idleTimeout time.Duration
+	started     time.Time
+	sentAt      time.Time
+	lastCheck   time.Time
 
 	// Every task: what was last sent downstream.
 	sent     int64
@@ -152,13 +162,17 @@ func (w *watermarks) observe(p int32, ts int64) {
 
 // MaxOutOfOrderness parses the job parameter (milliseconds).
 func MaxOutOfOrderness(params map[string]string) (time.Duration, error) {
-	v, ok := params[ParamMaxOutOfOrderness]
+	return durationParam(params, ParamMaxOutOfOrderness, DefaultMaxOutOfOrderness)
+}
+
+func durationParam(params map[string]string, name string, def time.Duration) (time.Duration, error) {
+	v, ok := params[name]
 	if !ok || v == "" {
-		return DefaultMaxOutOfOrderness, nil
+		return def, nil
 	}
 	ms, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || ms < 0 {
-		return 0, fmt.Errorf("%s %q: want a whole number of milliseconds ≥ 0", ParamMaxOutOfOrderness, v)
+		return 0, fmt.Errorf("%s %q: want a whole number of milliseconds ≥ 0", name, v)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
@@ -192,32 +206,55 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 		return nil
 	}
 	if !w.boundSet {
-		d, err := MaxOutOfOrderness(t.view.Load().job.Params)
+		params := t.view.Load().job.Params
+		d, err := MaxOutOfOrderness(params)
 		if err != nil {
 			return fmt.Errorf("source %s: %w", t.id, err)
 		}
-		w.bound, w.boundSet = d.Nanoseconds(), true
+		idle, err := durationParam(params, ParamSourceIdleTimeout, DefaultSourceIdleTimeout)
+		if err != nil || idle <= 0 {
+			return fmt.Errorf("source %s: %s %q: want a whole number of milliseconds > 0", t.id, ParamSourceIdleTimeout, params[ParamSourceIdleTimeout])
+		}
+		w.bound, w.idleTimeout, w.boundSet = d.Nanoseconds(), idle, true
 	}
 	if w.lastPos == nil {
-		w.lastPos, w.lastActive = map[int32]int64{}, map[int32]time.Time{}
+		w.lastPos, w.lastActive, w.partMaxAt = map[int32]int64{}, map[int32]time.Time{}, map[int32]int64{}
 	}
 	s := t.source
-	activeMin, allMax := MaxWatermark, MinWatermark
-	anyActive, anyData := false, false
+	idleAfter := w.idleTimeout
 	s.mu.Lock()
+	// Partitions that made progress are active now. One waking up after
+	// being idle wakes every partition: input that resumes after a quiet
+	// spell comes in bursts, and the partition fetched first must not run
+	// the watermark past the others' backlog.
+	wake := false
 	for _, p := range s.partitions {
 		pos := s.pos[p]
-		if last, ok := w.lastPos[p]; !ok || pos != last {
-			w.lastPos[p] = pos
-			if ok {
-				w.lastActive[p] = now
-			}
+		last, seen := w.lastPos[p]
+		w.lastPos[p] = pos
+		if seen && pos == last && w.partMax[p] == w.partMaxAt[p] {
+			continue
+		}
+		w.partMaxAt[p] = w.partMax[p]
+		if prev, ok := w.lastActive[p]; !ok && now.Sub(w.started) > idleAfter || ok && now.Sub(prev) > idleAfter {
+			wake = true
+		}
+		w.lastActive[p] = now
+	}
+	activeMin, allMax := MaxWatermark, MinWatermark
+	anyActive, anyData := false, false
+	for _, p := range s.partitions {
+		if wake {
+			w.lastActive[p] = now
 		}
 		active, ok := w.lastActive[p]
 		if !ok {
 			active = w.started
 		}
-		idle := now.Sub(active) > sourceIdleTimeout
+		// A partition is idle when nothing came from it for a while and it
+		// has no backlog the source knows of.
+		hwm, known := s.hwm[p]
+		idle := now.Sub(active) > idleAfter && !(known && s.pos[p] < hwm)
 		m, has := w.partMax[p]
 		if has {
 			anyData = true

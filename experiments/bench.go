@@ -142,6 +142,49 @@ func ProcCPUSeconds(pid int) (float64, error) {
 type CPUSample struct {
 	At      time.Time `json:"at"`
 	Seconds float64   `json:"cpu_seconds"`
+	// MachineBusy is the busy time of all CPUs of the machine (/proc/stat:
+	// user+nice+system+irq+softirq+steal), in seconds.
+	MachineBusy float64 `json:"machine_busy_seconds"`
+}
+
+// MachineBusySeconds reads the busy CPU seconds of the whole machine from
+// /proc/stat.
+func MachineBusySeconds() (float64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return ParseMachineBusy(string(b))
+}
+
+// ParseMachineBusy parses the "cpu" line of /proc/stat.
+func ParseMachineBusy(stat string) (float64, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("proc stat: bad cpu line %q", line)
+	}
+	var busy uint64
+	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proc stat: %w", err)
+		}
+		busy += n
+	}
+	return float64(busy) / ClockTicks, nil
+}
+
+// machineAt is CPUAt for the machine-wide busy seconds.
+func machineAt(samples []CPUSample, t time.Time) (float64, bool) {
+	ms := make([]CPUSample, len(samples))
+	for i, s := range samples {
+		ms[i] = CPUSample{At: s.At, Seconds: s.MachineBusy}
+	}
+	return CPUAt(ms, t)
 }
 
 // CPUAt interpolates the CPU seconds at t linearly between the samples
@@ -192,6 +235,7 @@ type Steady struct {
 	EventsPerSec    float64 `json:"sink_events_per_sec"`
 	CPUSeconds      float64 `json:"worker_cpu_seconds"`
 	CoresUsed       float64 `json:"worker_cores_used"`
+	MachineCores    float64 `json:"machine_cores_busy"` // all processes of the machine, same window
 	EventsPerCPUSec float64 `json:"events_per_cpu_sec"`
 	SustainedRatio  float64 `json:"sustained_ratio"`  // sink events/s ÷ target rate
 	ProducedPerSec  float64 `json:"produced_per_sec"` // records the producer got acknowledged ÷ runtime
@@ -250,6 +294,11 @@ func ComputeSteady(s Steady, in SteadyInputs) Steady {
 			s.CoresUsed = s.CPUSeconds / span
 		}
 		s.EventsPerCPUSec = events / s.CPUSeconds
+	}
+	m0, okm0 := machineAt(in.CPU, at(in.From))
+	m1, okm1 := machineAt(in.CPU, at(in.To))
+	if okm0 && okm1 && m1 > m0 && span > 0 {
+		s.MachineCores = (m1 - m0) / span
 	}
 	for _, p := range cleanPoints(in.Lag) {
 		if p.Sec >= in.From && p.Sec+1 <= in.To {
@@ -457,10 +506,10 @@ func (r BenchReport) Markdown() string {
 	b.WriteString("\n## Steady state per core\n\n")
 	b.WriteString("Each query ran without reconfiguration at a fixed producer rate through a `RunExperiment` workflow on the local stack. " +
 		"Events/s are the sink's `records_in` from ClickHouse over the window; CPU-seconds are utime+stime from `/proc/<pid>/stat` of **all** worker processes (`<run-dir>/worker-w*.pid`), sampled every 0.5 s and interpolated at the window's bounds. " +
-		"The producer (Kafka client generating the input) runs inside one of those workers, so its CPU is counted against the pipeline. Kafka, ClickHouse, Temporal and NATS are not counted. " +
+		"The producer (Kafka client generating the input) runs inside one of those workers, so its CPU is counted against the pipeline. Kafka, ClickHouse, Temporal and NATS are not counted; *machine cores busy* is the whole machine's busy CPU (/proc/stat) over the same window, i.e. everything else that ran at the time. " +
 		"p50 = median of per-task per-second `batch_time_avg_us`, p99 = p99 of per-task per-second `batch_time_max_us` of the named operator (not an HDR histogram of individual batches).\n\n")
-	b.WriteString("| query | operator | target rate | produced ev/s | sink ev/s | sustained | worker CPU-s | cores | ev/s per CPU-s | target | verdict | batch p50 | batch p99 | max lag | lost | dup |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| query | operator | target rate | produced ev/s | sink ev/s | sustained | worker CPU-s | worker cores | machine cores busy | ev/s per CPU-s | target | verdict | batch p50 | batch p99 | max lag | lost | dup |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Steady {
 		if s.Status != StatusOK {
 			fmt.Fprintf(&b, "| %s | %s | %d | %s: %s |||||||||||| \n", s.Query, s.Operator, s.Rate, s.Status, esc(s.Reason))
@@ -470,8 +519,8 @@ func (r BenchReport) Markdown() string {
 		if s.EventsPerCPUSec > 0 {
 			v = verdict(s.EventsPerCPUSec >= s.Target)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %.0f | %.0f %% | %.1f | %.2f | %.0f | %.0f | %s | %.2f ms | %.2f ms | %.0f | %d | %d |\n",
-			s.Query, s.Operator, s.Rate, s.ProducedPerSec, s.EventsPerSec, 100*s.SustainedRatio, s.CPUSeconds, s.CoresUsed, s.EventsPerCPUSec, s.Target, v,
+		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %.0f | %.0f %% | %.1f | %.2f | %.2f | %.0f | %.0f | %s | %.2f ms | %.2f ms | %.0f | %d | %d |\n",
+			s.Query, s.Operator, s.Rate, s.ProducedPerSec, s.EventsPerSec, 100*s.SustainedRatio, s.CPUSeconds, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec, s.Target, v,
 			s.BatchP50Us/1000, s.BatchP99Us/1000, s.MaxLag, s.Lost, s.Duplicated)
 	}
 	for _, s := range r.Steady {

@@ -53,7 +53,7 @@ func TestProcCPUTicks(t *testing.T) {
 
 func TestCPUAt(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	s := []CPUSample{{t0, 10}, {t0.Add(time.Second), 12}, {t0.Add(3 * time.Second), 14}}
+	s := []CPUSample{{At: t0, Seconds: 10}, {At: t0.Add(time.Second), Seconds: 12}, {At: t0.Add(3 * time.Second), Seconds: 14}}
 	for _, c := range []struct {
 		at   time.Duration
 		want float64
@@ -72,14 +72,14 @@ func TestComputeSteady(t *testing.T) {
 	for s := 0; s < 20; s++ {
 		sink = append(sink, metrics.Point{Sec: float64(s), Value: 1000})
 	}
-	cpu := []CPUSample{{start, 0}, {start.Add(20 * time.Second), 10}} // 0.5 cores
+	cpu := []CPUSample{{At: start, Seconds: 0, MachineBusy: 0}, {At: start.Add(20 * time.Second), Seconds: 10, MachineBusy: 30}} // 0.5 cores
 	in := SteadyInputs{
 		Sink: sink, JobStart: start, CPU: cpu, From: 5, To: 15, TargetRate: 1000,
 		BatchAvg: map[string][]metrics.Point{"m-0": {{Sec: 6, Value: 100}, {Sec: 7, Value: 300}, {Sec: 8, Value: 200}}},
 		BatchMax: map[string][]metrics.Point{"m-0": {{Sec: 6, Value: 1000}, {Sec: 7, Value: 5000}, {Sec: 30, Value: 9e9}}},
 	}
 	s := ComputeSteady(Steady{Query: "hello"}, in)
-	if s.SinkEvents != 10000 || s.EventsPerSec != 1000 || math.Abs(s.CPUSeconds-5) > 1e-9 || math.Abs(s.CoresUsed-0.5) > 1e-9 {
+	if s.SinkEvents != 10000 || s.EventsPerSec != 1000 || math.Abs(s.CPUSeconds-5) > 1e-9 || math.Abs(s.CoresUsed-0.5) > 1e-9 || math.Abs(s.MachineCores-1.5) > 1e-9 {
 		t.Fatalf("steady: %+v", s)
 	}
 	if math.Abs(s.EventsPerCPUSec-2000) > 1e-6 || s.SustainedRatio != 1 {
@@ -132,5 +132,12 @@ func TestBenchReportTargets(t *testing.T) {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q", s)
 		}
+	}
+}
+
+func TestParseMachineBusy(t *testing.T) {
+	got, err := ParseMachineBusy("cpu  100 5 50 1000 20 3 2 10 0 0\ncpu0 1 2 3 4 5 6 7 8\n")
+	if err != nil || math.Abs(got-1.7) > 1e-9 {
+		t.Fatalf("busy = %v, %v; want 1.7", got, err)
 	}
 }

@@ -413,3 +413,28 @@ func TestKindsOnOtherProtocols(t *testing.T) {
 		})
 	}
 }
+
+// TestRunExperimentValidatesKinds: RunExperiment rejects a rebalance with
+// no load and a task-migration with no task, naming the entry and reason.
+func TestRunExperimentValidatesKinds(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.ExecuteWorkflow(workflows.RunExperiment, workflows.ExperimentInput{
+		QueryName: "counter", TotalRuntimeSeconds: 60, KafkaBrokers: []string{"k:9092"},
+		Reconfigurations: []workflows.ReconfigSpec{
+			{TriggerTimeSeconds: 10, Type: workflows.KindRebalance, TargetOperator: "counter"},
+			{TriggerTimeSeconds: 20, Type: workflows.KindTaskMigration, TargetWorker: "w1"},
+			{TriggerTimeSeconds: 30, Type: workflows.KindScaleUp, TargetOperator: "counter"},
+		},
+	})
+	err := env.GetWorkflowError()
+	for _, want := range []string{
+		"Reconfigurations[0]: rebalance needs a per-bucket load (BucketLoad)",
+		"Reconfigurations[1]: task-migration needs TaskID and TargetWorker",
+		"Reconfigurations[2].TargetParrallelism 0 must be ≥ 1",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err %v, want it to contain %q", err, want)
+		}
+	}
+}

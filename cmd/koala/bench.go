@@ -117,7 +117,11 @@ func runBench(ctx context.Context, o benchOpts) error {
 	fmt.Printf("koala bench %s: run dir %s, results %s\n", stamp, o.runDir, o.resultsDir)
 
 	var rawMicro string
+	phaseLoad := func(phase string) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("load average at the start of %s: %s", phase, loadAvg()))
+	}
 	if !o.skipMicro {
+		phaseLoad("micro-benchmarks")
 		t0 := time.Now()
 		rawMicro = benchMicro(ctx, o, &rep)
 		rep.MicroSec = time.Since(t0).Seconds()
@@ -138,6 +142,7 @@ func runBench(ctx context.Context, o benchOpts) error {
 	}
 
 	if !o.skipSteady && ctx.Err() == nil {
+		phaseLoad("steady state")
 		t0 := time.Now()
 		for i, c := range []struct {
 			query, cfg, op string
@@ -160,6 +165,7 @@ func runBench(ctx context.Context, o benchOpts) error {
 	}
 
 	if !o.skipDisruption && ctx.Err() == nil {
+		phaseLoad("disruption")
 		t0 := time.Now()
 		sleepCtx(ctx, o.gap)
 		cmp, dir, err := benchDisruption(ctx, o, tc, ch, stamp, &rep.Notes)
@@ -364,8 +370,8 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	if s.CPUSeconds <= 0 {
 		s.Reason = "no CPU samples over the window"
 	}
-	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at the sink (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores → %.0f ev/s per CPU-s; batch p50 %.2f ms p99 %.2f ms; lost=%d dup=%d\n",
-		label, s.ProducedPerSec, s.EventsPerSec, 100*s.SustainedRatio, s.Rate, s.CPUSeconds, s.WindowTo-s.WindowFrom, s.CoresUsed, s.EventsPerCPUSec,
+	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at the sink (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; batch p50 %.2f ms p99 %.2f ms; lost=%d dup=%d\n",
+		label, s.ProducedPerSec, s.EventsPerSec, 100*s.SustainedRatio, s.Rate, s.CPUSeconds, s.WindowTo-s.WindowFrom, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec,
 		s.BatchP50Us/1000, s.BatchP99Us/1000, s.Lost, s.Duplicated)
 	return s
 }
@@ -539,8 +545,9 @@ func startCPUSampler(pids []int, interval time.Duration) *cpuSampler {
 			}
 			sum += last[i]
 		}
+		busy, _ := experiments.MachineBusySeconds()
 		s.mu.Lock()
-		s.samples = append(s.samples, experiments.CPUSample{At: time.Now(), Seconds: sum})
+		s.samples = append(s.samples, experiments.CPUSample{At: time.Now(), Seconds: sum, MachineBusy: busy})
 		s.mu.Unlock()
 	}
 	take()

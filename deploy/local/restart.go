@@ -77,9 +77,43 @@ func StartService(ctx context.Context, c Config, name string) (int, error) {
 		return 0, fmt.Errorf("start %s: %w", name, err)
 	}
 	defer unlock()
+	if pid, _ := p.running(c.RunDir); pid == 0 {
+		// The ports of a service that was just killed can be briefly taken:
+		// the stack's ports come from the ephemeral range, so an outgoing
+		// connection of any process (or a client redialing the dead
+		// service, which can connect to itself) may hold one for a moment.
+		if err := waitPortsFree(ctx, p.ports, 30*time.Second); err != nil {
+			return 0, fmt.Errorf("start %s: %w", name, err)
+		}
+	}
 	pid, err := upOne(ctx, c, p, true)
 	if err != nil {
 		return 0, fmt.Errorf("start %s: %w", name, err)
 	}
 	return pid, nil
+}
+
+// waitPortsFree polls until every port can be bound on Host, ctx ends or
+// the timeout passes.
+func waitPortsFree(ctx context.Context, ports []int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var err error
+		for _, port := range ports {
+			if err = portFree(port); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still taken after %s: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

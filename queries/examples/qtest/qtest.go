@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
 	"koala/dataplane"
@@ -264,6 +265,9 @@ func (r *Run) Rescale(protocol any, op string, parallelism int) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(2 * time.Minute)
+	// Activities run inside the workflow goroutine in the test environment;
+	// on a loaded machine (-race) they can exceed the 1 s deadlock detector.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	env.RegisterActivity(r.Acts)
 	typ := workflows.KindScaleUp
 	if parallelism < len(r.Dep.TasksOf(op)) {
