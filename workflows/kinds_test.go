@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
 	"koala/dataplane"
@@ -91,6 +92,7 @@ func runReconfig(t *testing.T, acts *activities.Activities, wf any, dep control.
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute}) // loaded machines
 	env.SetTestTimeout(2 * time.Minute)
 	env.RegisterActivity(acts)
 	env.ExecuteWorkflow(wf, workflows.ReconfigureInput{ReconfigID: id, Current: dep, Workers: workers, Spec: spec})
@@ -348,6 +350,7 @@ func TestInvalidKindsFailNonRetryable(t *testing.T) {
 		for _, wf := range []any{workflows.ReconfigureLazy, workflows.ReconfigureStopAndRestart, workflows.ReconfigureDRRS} {
 			var s testsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
+			env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute}) // loaded machines
 			env.RegisterActivity(acts)
 			env.ExecuteWorkflow(wf, workflows.ReconfigureInput{ReconfigID: "bad", Current: dep, Workers: ws, Spec: tc.spec})
 			err := env.GetWorkflowError()
@@ -419,6 +422,7 @@ func TestKindsOnOtherProtocols(t *testing.T) {
 func TestRunExperimentValidatesKinds(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute}) // loaded machines
 	env.ExecuteWorkflow(workflows.RunExperiment, workflows.ExperimentInput{
 		QueryName: "counter", TotalRuntimeSeconds: 60, KafkaBrokers: []string{"k:9092"},
 		Reconfigurations: []workflows.ReconfigSpec{

@@ -363,7 +363,7 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 		offset = res.StartedAt.Sub(jobStart).Seconds()
 	}
 	sin.JobStart, sin.CPU, sin.TargetRate = jobStart, samples, s.Rate
-	sin.From = float64(int(offset+experiments.CompareWarmupSec+2)) // whole seconds
+	sin.From = float64(int(offset + experiments.CompareWarmupSec + 2)) // whole seconds
 	sin.To = float64(int(offset + float64(in.TotalRuntimeSeconds) - 1))
 	s = experiments.ComputeSteady(s, sin)
 	s.Status = experiments.StatusOK

@@ -281,3 +281,34 @@ func TestGenerator(t *testing.T) {
 		t.Error("OutputEventNumber does not resume the stream")
 	}
 }
+
+// BenchmarkGenerator reports generated (JSON-encoded) events/s.
+func BenchmarkGenerator(b *testing.B) {
+	g := testGenerator()
+	var r dataplane.Record
+	bytes := 0
+	for i := 0; i < b.N; i++ {
+		g.Next(int64(i), &r)
+		bytes += len(r.Value)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.SetBytes(int64(bytes / max(b.N, 1)))
+}
+
+// BenchmarkParse reports parsed events/s (the first step of every query).
+func BenchmarkParse(b *testing.B) {
+	g := testGenerator()
+	vals := make([][]byte, 1000)
+	for i := range vals {
+		var r dataplane.Record
+		g.Next(int64(i), &r)
+		vals[i] = r.Value
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := nexmark.Parse(vals[i%len(vals)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
