@@ -132,6 +132,8 @@ var artifactKnobs = map[string]knob{
 	"NexmarkLogicalSourceConfigs":          {kind: knobRaw},
 	"DummyFieldSize":                       {kind: knobInt, min: 0},
 	"WindowDuration":                       {kind: knobScalar},
+	"MaxOutOfOrdernessMs":                  {kind: knobInt, min: 0},
+	"SourceIdleTimeoutMs":                  {kind: knobInt, min: 0},
 	"IsWarmUp":                             {kind: knobBool},
 	"LoadWarmUpData":                       {kind: knobBool},
 	"StateMigrationChunkSize":              {kind: knobInt, min: 1},

@@ -14,7 +14,9 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
-	_ "koala/queries" // registers query generators
+	_ "koala/queries"
+	_ "koala/queries/examples" // example queries
+	_ "koala/queries/nexmark"  // Nexmark generator and queries // registers query generators
 )
 
 func init() {

@@ -10,7 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"koala/dataplane"
-	_ "koala/queries" // registers the query operators this worker can run
+	_ "koala/queries"
+	_ "koala/queries/examples" // example queries
+	_ "koala/queries/nexmark"  // Nexmark generator and queries // registers the query operators this worker can run
 )
 
 func init() {
