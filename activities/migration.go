@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,8 +60,37 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) error {
 				return a.onWorkersOf(ctx, in.Previous, oldOwners, control.VerbHandoff, in.Step.ReconfigID, func(ids []string) any {
 					return control.HandoffRequest{Deployment: dep, TaskIDs: ids, Mode: mode}
 				})
+			},
+			// A retry after a controller crash may have missed the events:
+			// the new owners also report the handoffs they completed.
+			func(done func(string)) error {
+				st, err := a.taskStatus(ctx, dep, newOwners(in.Pairs))
+				if err != nil {
+					return err
+				}
+				prefix := in.Step.ReconfigID + "/"
+				for _, s := range st {
+					for _, h := range s.KLTInstalled {
+						if strings.HasPrefix(h, prefix) {
+							done(strings.TrimPrefix(h, prefix) + ">" + s.TaskID)
+						}
+					}
+				}
+				return nil
 			})
 	})
+}
+
+func newOwners(pairs []OwnerPair) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range pairs {
+		if !seen[p.To] {
+			seen[p.To] = true
+			out = append(out, p.To)
+		}
+	}
+	return out
 }
 
 // SwapInput switches the upstreams of an operator to the new routing.
@@ -118,6 +148,22 @@ func (a *Activities) SwapRoutes(ctx context.Context, in SwapInput) error {
 				for _, wid := range dep.Workers() {
 					if err := a.request(ctx, wid, control.VerbRouting, dep.Job.JobID, in.Step.ReconfigID, control.RoutingRequest{Deployment: dep}, nil); err != nil {
 						return err
+					}
+				}
+				return nil
+			},
+			// A retry after a controller crash may have missed the events;
+			// old owners also report the route barriers they aligned.
+			func(done func(string)) error {
+				st, err := a.taskStatus(ctx, in.Previous, in.OldOwners)
+				if err != nil {
+					return err
+				}
+				for _, s := range st {
+					for _, b := range s.RouteBarriers {
+						if b == barrier {
+							done(s.TaskID)
+						}
 					}
 				}
 				return nil

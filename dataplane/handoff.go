@@ -257,6 +257,7 @@ func (t *task) endKLT(f *Frame) {
 		t.keyed.eager = true
 	}
 	t.keyed.pending = f.BarrierID
+	t.keyed.installed.Store(f.BarrierID+"/"+f.FromTask, true)
 	t.w.log.Debug("klt installed", "task", t.id, "from", f.FromTask, "reconfig", f.BarrierID, "entries", t.keyed.klt.Len())
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Event: control.EventKLTInstalled, From: f.FromTask, Remaining: t.keyed.klt.Len()})
 }
@@ -291,5 +292,6 @@ func (t *task) onRouteBarrier(view *taskView, f *Frame) {
 	if !t.align(view, f) {
 		return
 	}
+	t.routeDone.Store(f.BarrierID, true)
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Event: control.EventForwardingDone})
 }

@@ -85,6 +85,10 @@ type keyedState struct {
 
 	lookupBuf []string // owners of a batch's keys ("" = local), reused
 
+	// installed remembers completed handoffs ("reconfig/fromTask") so a
+	// retried fast-forward can learn they happened without a new event.
+	installed sync.Map
+
 	// shared: every task reads and writes one state service (remote-pebble),
 	// so a bucket's values need no moving — only its ownership changes.
 	shared bool

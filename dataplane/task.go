@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,8 +64,10 @@ type task struct {
 	source *sourceState // source tasks
 	ledger *sinkLedger  // terminal tasks
 	op     Operator     // processing tasks
-	keyed  *keyedState  // stateful operators
-	values *keyValues   // collecting sinks
+	// routeDone remembers aligned route barriers for retried swaps.
+	routeDone sync.Map
+	keyed     *keyedState // stateful operators
+	values    *keyValues  // collecting sinks
 
 	started atomic.Bool
 	startMu sync.Mutex
@@ -321,8 +324,18 @@ func (t *task) status(withValues bool) control.TaskStatus {
 	if t.values != nil && withValues {
 		st.KeyValues = t.values.snapshot()
 	}
+	t.routeDone.Range(func(k, _ any) bool {
+		st.RouteBarriers = append(st.RouteBarriers, k.(string))
+		return true
+	})
+	sort.Strings(st.RouteBarriers)
 	if t.keyed != nil {
 		st.KLTSize = t.keyed.klt.Len()
+		t.keyed.installed.Range(func(k, _ any) bool {
+			st.KLTInstalled = append(st.KLTInstalled, k.(string))
+			return true
+		})
+		sort.Strings(st.KLTInstalled)
 		st.KeysFetched = t.keyed.keysFetched.Load()
 		st.BytesMoved = t.keyed.bytesMoved.Load()
 	}

@@ -321,9 +321,13 @@ type TaskStatus struct {
 	SinkDistinct   uint64 `json:"sink_distinct,omitempty"`
 	SinkDuplicates uint64 `json:"sink_duplicates,omitempty"`
 	// Keyed state: entries still in the key lookup table, keys fetched so far.
-	KLTSize     int    `json:"klt_size,omitempty"`
-	KeysFetched uint64 `json:"keys_fetched,omitempty"`
-	BytesMoved  uint64 `json:"bytes_moved,omitempty"`
+	KLTSize int `json:"klt_size,omitempty"`
+	// RouteBarriers lists the route barriers this task aligned (forwarding done).
+	RouteBarriers []string `json:"route_barriers,omitempty"`
+	// KLTInstalled lists the handoffs this task received: "reconfig/fromTask".
+	KLTInstalled []string `json:"klt_installed,omitempty"`
+	KeysFetched  uint64   `json:"keys_fetched,omitempty"`
+	BytesMoved   uint64   `json:"bytes_moved,omitempty"`
 	// KeyValues holds a collecting sink's latest value per key (tests, oracles).
 	KeyValues map[string]uint64 `json:"key_values,omitempty"`
 	// Source positions: next offset to read per partition.

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // Kafka modes.
@@ -91,15 +92,42 @@ func FreePortConfig(home, runDir string) (Config, error) {
 			ln.Close()
 		}
 	}()
+	// Ports from the kernel's ephemeral range can be taken for a moment by
+	// any outgoing connection, which breaks restarting a service on its
+	// port; pick below that range, starting at a random offset.
+	lo, hi := nonEphemeralRange()
+	next := lo + int(time.Now().UnixNano()%int64(hi-lo))
 	for _, p := range ports {
-		ln, err := net.Listen("tcp", net.JoinHostPort(Host, "0"))
-		if err != nil {
-			return Config{}, fmt.Errorf("free port for %s: %w", p.name, err)
+		var ln net.Listener
+		for tries := 0; ln == nil; tries++ {
+			if tries == hi-lo {
+				return Config{}, fmt.Errorf("free port for %s: nothing free in %d..%d", p.name, lo, hi)
+			}
+			port := lo + (next-lo)%(hi-lo)
+			next++
+			l, err := net.Listen("tcp", net.JoinHostPort(Host, strconv.Itoa(port)))
+			if err == nil {
+				ln = l
+			}
 		}
 		lns = append(lns, ln) // keep it open so the next pick differs
 		*p.ptr = ln.Addr().(*net.TCPAddr).Port
 	}
 	return c, nil
+}
+
+// nonEphemeralRange is a port range below the kernel's ephemeral ports.
+func nonEphemeralRange() (lo, hi int) {
+	lo, hi = 20000, 32768
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	var elo, ehi int
+	if _, err := fmt.Sscan(string(data), &elo, &ehi); err == nil && elo > lo+1000 {
+		hi = elo
+	}
+	return lo, hi
 }
 
 type portField struct {
