@@ -128,7 +128,14 @@ func runExactness(t *testing.T, tc exactnessCase) {
 	for n := int64(0); n < rep.Acked; n++ {
 		oracle[dataplane.KeyName(dataplane.UniformKeyIndex(seed, numKeys, n))]++
 	}
-	got := sinkStatus(t, ctx, acts, dep, true).KeyValues
+	assertMatchesOracle(t, sinkStatus(t, ctx, acts, dep, true).KeyValues, oracle, rep.Acked)
+	t.Logf("%s: %d records, %d keys exact after 2→4→2", tc.name, rep.Acked, len(oracle))
+}
+
+// assertMatchesOracle fails the test unless the sink's per-key counts equal
+// the oracle's exactly (no key missing, none extra, none off by any amount).
+func assertMatchesOracle(t *testing.T, got, oracle map[string]uint64, records int64) {
+	t.Helper()
 	wrong := 0
 	for k, want := range oracle {
 		if got[k] != want {
@@ -142,9 +149,8 @@ func runExactness(t *testing.T, tc exactnessCase) {
 		t.Errorf("sink has %d keys, oracle %d", len(got), len(oracle))
 	}
 	if wrong > 0 {
-		t.Fatalf("%d of %d keys differ from the oracle (%d records)", wrong, len(oracle), rep.Acked)
+		t.Fatalf("%d of %d keys differ from the oracle (%d records)", wrong, len(oracle), records)
 	}
-	t.Logf("%s: %d records, %d keys exact after 2→4→2", tc.name, rep.Acked, len(oracle))
 }
 
 // reconfigure runs one reconfiguration workflow with the real activities

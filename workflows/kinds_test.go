@@ -137,22 +137,7 @@ func (r *kindsRun) finish(what string) {
 	for n := int64(0); n < rep.Acked; n++ {
 		oracle[r.keyOf(n)]++
 	}
-	got := sinkStatus(t, r.ctx, r.acts, r.dep, true).KeyValues
-	wrong := 0
-	for k, want := range oracle {
-		if got[k] != want {
-			if wrong < 5 {
-				t.Errorf("key %s: count %d at the sink, oracle %d", k, got[k], want)
-			}
-			wrong++
-		}
-	}
-	if len(got) != len(oracle) {
-		t.Errorf("sink has %d keys, oracle %d", len(got), len(oracle))
-	}
-	if wrong > 0 {
-		t.Fatalf("%d of %d keys differ from the oracle (%d records)", wrong, len(oracle), rep.Acked)
-	}
+	assertMatchesOracle(t, sinkStatus(t, r.ctx, r.acts, r.dep, true).KeyValues, oracle, rep.Acked)
 	t.Logf("%s: %d records, %d keys exact", what, rep.Acked, len(oracle))
 	must(t, r.acts.StopTasks(r.ctx, activities.TasksInput{Deployment: r.dep}))
 }
