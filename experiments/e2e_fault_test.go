@@ -180,6 +180,26 @@ func TestFaultControllerCrash(t *testing.T) {
 	}
 }
 
+// awaitTriggerTimer waits until experiment id runs and sleeps on the
+// durable timer of its first reconfiguration.
+func awaitTriggerTimer(ctx context.Context, t *testing.T, tc client.Client, id string) {
+	t.Helper()
+	if err := poll(ctx, 90*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
+		evs, err := historyEvents(ctx, tc, id)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s has not started its trigger timer yet", id)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFaultTemporalRestart kills Temporal (kill -9) while the experiment
 // runs, before its reconfiguration fires, and starts it again on the same
 // SQLite file: the experiment goes on and completes exactly.
@@ -197,20 +217,7 @@ func TestFaultTemporalRestart(t *testing.T) {
 	startDetached(ctx, t, cfg, path, id)
 
 	// Wait until the job runs and the workflow sleeps on its trigger timer.
-	if err := poll(ctx, 90*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
-		evs, err := historyEvents(ctx, tc, id)
-		if err != nil {
-			return err
-		}
-		for _, ev := range evs {
-			if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s has not started its trigger timer yet", id)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	awaitTriggerTimer(ctx, t, tc, id)
 	killedAt := time.Now()
 	pid, err := local.KillService(cfg, "temporal")
 	if err != nil {
@@ -245,20 +252,7 @@ func TestFaultNATSRestart(t *testing.T) {
 	guardRun(t, cfg, tc, id, "nats")
 	startDetached(ctx, t, cfg, path, id)
 
-	if err := poll(ctx, 90*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
-		evs, err := historyEvents(ctx, tc, id)
-		if err != nil {
-			return err
-		}
-		for _, ev := range evs {
-			if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s has not started its trigger timer yet", id)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	awaitTriggerTimer(ctx, t, tc, id)
 	killedAt := time.Now()
 	pid, err := local.KillService(cfg, "nats")
 	if err != nil {
