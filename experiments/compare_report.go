@@ -1,0 +1,315 @@
+package experiments
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+var compareHeader = []string{
+	"protocol", "pre ev/s", "pre min", "min ev/s", "min/pre", "lag recovery", "peak lag",
+	"peak batch", "pre p99 batch", "migrated", "control plane", "lost", "dup",
+}
+
+// cells renders one row's table cells (without the status note).
+func (r CompareRow) cells() []string {
+	if r.Status != StatusOK {
+		return nil
+	}
+	ratio := "n/a"
+	if r.MinRatio != nil {
+		ratio = fmt.Sprintf("%.2f", *r.MinRatio)
+		if *r.MinRatio < TargetMinRatio {
+			ratio += " <0.9"
+		}
+	}
+	rec := "n/a"
+	if r.LagRecoverySec != nil {
+		rec = fmt.Sprintf("%.1f s", *r.LagRecoverySec)
+		if r.LagNote == LagNoRise {
+			rec += " (no rise)"
+		}
+	} else if short := lagNoteShort[r.LagNote]; short != "" {
+		rec = "n/a (" + short + ")"
+	}
+	lost, dup := fmt.Sprint(r.Lost), fmt.Sprint(r.Duplicated)
+	if r.Lost != 0 {
+		lost += " !!"
+	}
+	if r.Duplicated != 0 {
+		dup += " !!"
+	}
+	return []string{
+		r.Protocol, numOrNA(r.PreThroughput, "%.0f"), numOrNA(r.PreMinThroughput, "%.0f"), numOrNA(r.MinThroughput, "%.0f"), ratio, rec,
+		numOrNA(r.PeakLag, "%.0f"), usOrNA(r.PeakBatchUs), usOrNA(r.PreBatchP99Us),
+		bytesText(r.BytesMigrated), msText(r.ControlPlaneMs, len(r.Reconfigs) > 0), lost, dup,
+	}
+}
+
+func numOrNA(v *float64, format string) string {
+	if v == nil || !isFinite(*v) {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+func usOrNA(v *float64) string {
+	if v == nil || !isFinite(*v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f ms", *v/1000)
+}
+
+func msText(ms float64, ok bool) string {
+	if !ok || !isFinite(ms) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f ms", ms)
+}
+
+// bytesText renders a byte count in B, KB, MB or GB (powers of 1000).
+func bytesText(b float64) string {
+	switch {
+	case !isFinite(b):
+		return "n/a"
+	case b < 1000:
+		return fmt.Sprintf("%.0f B", b)
+	case b < 1e6:
+		return fmt.Sprintf("%.1f KB", b/1e3)
+	case b < 1e9:
+		return fmt.Sprintf("%.1f MB", b/1e6)
+	}
+	return fmt.Sprintf("%.2f GB", b/1e9)
+}
+
+func (r CompareRow) note() string {
+	s := r.Status
+	if r.Reason != "" {
+		s += ": " + r.Reason
+	}
+	return s
+}
+
+func (r CompareRow) stepsText() string {
+	var parts []string
+	for _, rc := range r.Reconfigs {
+		var steps []string
+		for _, st := range rc.Steps {
+			steps = append(steps, fmt.Sprintf("%s %.0f", st.Step, st.Millis))
+		}
+		parts = append(parts, fmt.Sprintf("%.0f ms = %s", rc.Millis, strings.Join(steps, " + ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// WriteTable writes the comparison as an aligned text table, one row per
+// protocol, then the control-plane steps of each run and any exactness
+// violation in capitals.
+func (c Comparison) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	rows := [][]string{compareHeader}
+	for _, r := range c.Rows {
+		if cs := r.cells(); cs != nil {
+			rows = append(rows, cs)
+		}
+	}
+	widths := make([]int, len(compareHeader))
+	for _, row := range rows {
+		for i, cell := range row {
+			widths[i] = max(widths[i], len([]rune(cell)))
+		}
+	}
+	line := func(row []string) {
+		for i, cell := range row {
+			pad := widths[i] - len([]rune(cell))
+			if i == 0 {
+				b.WriteString(cell + strings.Repeat(" ", pad))
+			} else {
+				b.WriteString("  " + strings.Repeat(" ", pad) + cell)
+			}
+		}
+		b.WriteString("\n")
+	}
+	line(compareHeader)
+	for _, r := range c.Rows {
+		if cs := r.cells(); cs != nil {
+			line(cs)
+		} else {
+			fmt.Fprintf(&b, "%-*s  %s\n", widths[0], r.Protocol, r.note())
+		}
+	}
+	b.WriteString("\ncontrol plane (ms per step)\n")
+	for _, r := range c.Rows {
+		if r.Status == StatusOK {
+			fmt.Fprintf(&b, "  %-*s  %s\n", widths[0], r.Protocol, orDash(r.stepsText()))
+		}
+	}
+	if notes := c.notes(); len(notes) > 0 {
+		b.WriteString("\nnotes\n")
+		for _, n := range notes {
+			fmt.Fprintf(&b, "  %s\n", n)
+		}
+	}
+	if v := c.Violations(); len(v) > 0 {
+		b.WriteString("\n!!! EXACTNESS VIOLATED (lost and duplicated must be 0): " + strings.Join(v, "; ") + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// notes explains, per completed run, a lag recovery that is not a number
+// and a failed metrics read.
+func (c Comparison) notes() []string {
+	var out []string
+	for _, r := range c.Rows {
+		if r.Status != StatusOK {
+			continue
+		}
+		if r.LagRecoverySec == nil && r.LagNote != "" {
+			n := r.Protocol + ": lag recovery n/a: " + r.LagNote
+			if r.LagNote == LagNotMeasured {
+				n += " (the source's kafka_lag stayed under the threshold although the sink delivered nothing for a second or more)"
+			}
+			out = append(out, n)
+		}
+		if r.MetricsError != "" {
+			out = append(out, r.Protocol+": metrics: "+r.MetricsError)
+		}
+	}
+	return out
+}
+
+// Markdown renders the comparison as a markdown document with the metrics
+// table and the control-plane steps.
+func (c Comparison) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Protocol comparison: %s\n\n", c.Experiment)
+	fmt.Fprintf(&b, "Config `%s`, started %s. Each protocol ran the same experiment once, one after another.\n\n",
+		c.Config, c.Started.UTC().Format(time.RFC3339))
+	b.WriteString("| " + strings.Join(compareHeader, " | ") + " |\n")
+	b.WriteString("|" + strings.Repeat("---|", len(compareHeader)) + "\n")
+	for _, r := range c.Rows {
+		cs := r.cells()
+		if cs == nil {
+			cs = make([]string, len(compareHeader))
+			cs[0] = r.Protocol
+			cs[1] = r.note()
+		}
+		for i := range cs {
+			cs[i] = strings.ReplaceAll(cs[i], "|", `\|`)
+		}
+		b.WriteString("| " + strings.Join(cs, " | ") + " |\n")
+	}
+	b.WriteString("\n## Control plane\n\n| protocol | workflow | steps (ms) |\n|---|---|---|\n")
+	for _, r := range c.Rows {
+		if r.Status == StatusOK {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", r.Protocol, r.WorkflowID, orDash(r.stepsText()))
+		}
+	}
+	if notes := c.notes(); len(notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range notes {
+			b.WriteString("- " + n + "\n")
+		}
+	}
+	if v := c.Violations(); len(v) > 0 {
+		b.WriteString("\n**EXACTNESS VIOLATED** (lost and duplicated must be 0): " + strings.Join(v, "; ") + "\n")
+	}
+	fmt.Fprintf(&b, "\n## Definitions\n\n"+
+		"- *pre ev/s*: mean sink events/s over the seconds before the first reconfiguration, skipping the first %.0f s.\n"+
+		"- *pre min*: smallest 1 s sink throughput in that window (the noise floor of *min ev/s*).\n"+
+		"- *min ev/s*: minimum 1 s sink throughput from reconfiguration start to end + %.0f s (≥ %d missing seconds count as 0); *min/pre* target ≥ %.1f.\n"+
+		"- *lag recovery*: from reconfiguration start until the source Kafka lag is ≤ max(%.1f × pre mean, pre mean + %d) for %.0f s; \"no rise\" = it never exceeded that.\n"+
+		"- *peak batch*: max batch_time_max_us of the target operator's tasks in [start, end + %.0f s]; *pre p99 batch*: p%.0f of the same per-task samples before the reconfiguration.\n"+
+		"- *migrated*: sum of bytes_transferred of the target operator; *control plane*: total reconfiguration workflow time.\n",
+		CompareWarmupSec, ResumeSlackSec, stallMissingSeconds, TargetMinRatio, LagFactor, LagSlackRecords, LagStaySec, LatencySlackSec, BatchLatencyPctl)
+	return b.String()
+}
+
+// Files written by WriteFiles.
+const (
+	CompareJSONFile       = "compare.json"
+	CompareMarkdownFile   = "compare.md"
+	CompareThroughputFile = "throughput.png"
+	CompareLagFile        = "kafka-lag.png"
+)
+
+// WriteFiles writes compare.json, compare.md and, when some run has
+// series, the throughput and Kafka lag plots (one line per protocol, aligned
+// on the reconfiguration start) into dir. It returns the paths written.
+func (c Comparison) WriteFiles(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("compare: encode json: %w", err)
+	}
+	p := filepath.Join(dir, CompareJSONFile)
+	if err := os.WriteFile(p, append(data, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	paths = append(paths, p)
+	p = filepath.Join(dir, CompareMarkdownFile)
+	if err := os.WriteFile(p, []byte(c.Markdown()), 0o644); err != nil {
+		return paths, err
+	}
+	paths = append(paths, p)
+
+	var sink, lag []Series
+	var markers []Marker
+	for _, r := range c.Rows {
+		if r.Status != StatusOK {
+			continue
+		}
+		if len(r.SinkAligned) > 0 {
+			sink = append(sink, Series{Label: r.Protocol, Points: r.SinkAligned})
+		}
+		if len(r.LagAligned) > 0 {
+			lag = append(lag, Series{Label: r.Protocol, Points: r.LagAligned})
+		}
+		if len(r.ReconfigSpan) > 0 {
+			sp := r.ReconfigSpan
+			markers = append(markers, Marker{Sec: sp[len(sp)-1].End - sp[0].Start, Label: r.Protocol + " done"})
+		}
+	}
+	if len(sink) == 0 && len(lag) == 0 {
+		return paths, nil
+	}
+	markers = append([]Marker{{Sec: 0, Label: "reconfiguration start"}}, markers...)
+	if len(sink) > 0 {
+		p = filepath.Join(dir, CompareThroughputFile)
+		if err := WriteTimeSeriesPNG(p, c.Experiment+": sink throughput per protocol", "events/s", sink, markers); err != nil {
+			return paths, err
+		}
+		paths = append(paths, p)
+	}
+	if len(lag) > 0 {
+		p = filepath.Join(dir, CompareLagFile)
+		title := c.Experiment + ": source Kafka lag per protocol"
+		if allZero(lag) {
+			title += " (all zero)"
+		}
+		if err := WriteTimeSeriesPNG(p, title, "records", lag, markers); err != nil {
+			return paths, err
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+func allZero(series []Series) bool {
+	for _, s := range series {
+		for _, p := range s.Points {
+			if p.Value != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
