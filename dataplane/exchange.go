@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 )
 
@@ -109,8 +109,9 @@ var exchangeDesc = grpc.ServiceDesc{
 }
 
 // newExchangeServer builds the gRPC server that accepts frames for h.
-func newExchangeServer(h frameHandler) *grpc.Server {
-	s := grpc.NewServer(grpc.ForceServerCodec(frameCodec{}), grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes))
+// creds are the transport credentials (plaintext or TLS, see GRPCTLS).
+func newExchangeServer(h frameHandler, creds credentials.TransportCredentials) *grpc.Server {
+	s := grpc.NewServer(grpc.Creds(orPlaintext(creds)), grpc.ForceServerCodec(frameCodec{}), grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes))
 	s.RegisterService(&exchangeDesc, h)
 	return s
 }
@@ -119,6 +120,7 @@ func newExchangeServer(h frameHandler) *grpc.Server {
 // sends, so frames to any task on that worker keep the order they were queued in.
 type peer struct {
 	addr   string
+	creds  credentials.TransportCredentials
 	queue  chan *Frame
 	log    *slog.Logger
 	sent   atomic.Uint64
@@ -132,10 +134,11 @@ type peers struct {
 	byAdr map[string]*peer
 	ctx   context.Context
 	log   *slog.Logger
+	creds credentials.TransportCredentials
 }
 
-func newPeers(ctx context.Context, log *slog.Logger) *peers {
-	return &peers{byAdr: map[string]*peer{}, ctx: ctx, log: log}
+func newPeers(ctx context.Context, log *slog.Logger, creds credentials.TransportCredentials) *peers {
+	return &peers{byAdr: map[string]*peer{}, ctx: ctx, log: log, creds: creds}
 }
 
 func (ps *peers) get(addr string) *peer {
@@ -143,7 +146,7 @@ func (ps *peers) get(addr string) *peer {
 	defer ps.mu.Unlock()
 	p, ok := ps.byAdr[addr]
 	if !ok {
-		p = &peer{addr: addr, queue: make(chan *Frame, 256), log: ps.log, done: make(chan struct{})}
+		p = &peer{addr: addr, creds: ps.creds, queue: make(chan *Frame, 256), log: ps.log, done: make(chan struct{})}
 		ps.byAdr[addr] = p
 		go p.run(ps.ctx)
 	}
@@ -186,7 +189,7 @@ func (p *peer) run(ctx context.Context) {
 // failed is kept in *pending and sent first on the next stream.
 func (p *peer) stream(ctx context.Context, pending **Frame) error {
 	conn, err := grpc.NewClient(p.addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(orPlaintext(p.creds)),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(frameCodec{}), grpc.MaxCallSendMsgSize(maxMessageBytes)))
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", p.addr, err)

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"koala/dataplane/control"
 	"koala/statesvc"
@@ -59,6 +59,7 @@ func (w *Worker) takeState(req *fetchRequest) (*fetchReply, error) {
 
 // stateConns keeps one client connection per remote worker for fetches.
 type stateConns struct {
+	creds credentials.TransportCredentials // set once by NewWorker
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
@@ -70,7 +71,7 @@ func (sc *stateConns) get(addr string) (*grpc.ClientConn, error) {
 		return c, nil
 	}
 	c, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(orPlaintext(sc.creds)),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(frameCodec{}), grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("state plane: dial %s: %w", addr, err)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"koala/dataplane/control"
 	"koala/statesvc"
 )
@@ -102,12 +104,13 @@ type keyedState struct {
 	distinctKeys atomic.Uint64
 }
 
-func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string) (*keyedState, error) {
+// remoteCreds secure connections to remote-pebble servers (nil: plaintext).
+func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string, remoteCreds credentials.TransportCredentials) (*keyedState, error) {
 	backend := job.StateBackend
 	if backend == "" {
 		backend = "pebble"
 	}
-	store, err := statesvc.Open(statesvc.Options{Backend: backend, Dir: dir, Addrs: statesvc.ParseAddrs(job.Params[ParamRemotePebbleAddrs])})
+	store, err := statesvc.Open(statesvc.Options{Backend: backend, Dir: dir, Addrs: statesvc.ParseAddrs(job.Params[ParamRemotePebbleAddrs]), RemoteCreds: remoteCreds})
 	if err != nil {
 		return nil, fmt.Errorf("open %s state for %s: %w", backend, opName, err)
 	}

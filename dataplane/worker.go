@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc/credentials"
 
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
@@ -31,6 +32,10 @@ type Options struct {
 	Logger   *slog.Logger
 	// KafkaOpts are added to every Kafka client (tests, TLS, SASL).
 	KafkaOpts []kgo.Opt
+	// NATSSecurity and GRPCTLS secure the control and data connections
+	// (zero values: no credentials, plaintext).
+	NATSSecurity NATSSecurity
+	GRPCTLS      GRPCTLS
 	// HeartbeatInterval defaults to one second.
 	HeartbeatInterval time.Duration
 }
@@ -62,6 +67,12 @@ func (o *Options) Validate() error {
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = time.Second
 	}
+	if err := o.NATSSecurity.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("worker option NATSSecurity: %w", err))
+	}
+	if err := o.GRPCTLS.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("worker option GRPCTLS: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -72,6 +83,9 @@ type Worker struct {
 	nc   *nats.Conn
 	lis  net.Listener
 	addr string
+	// grpcServerCreds and grpcClientCreds secure the record exchange and
+	// state fetches (plaintext unless Options.GRPCTLS is set).
+	grpcServerCreds, grpcClientCreds credentials.TransportCredentials
 
 	mu        sync.Mutex
 	tasks     map[string]*task // by job/task
@@ -87,17 +101,28 @@ func NewWorker(opts Options) (*Worker, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(opts.NATSURL, nats.Name("koala-worker-"+opts.ID), nats.MaxReconnects(-1), nats.Timeout(3*time.Second))
+	serverCreds, err := opts.GRPCTLS.ServerCredentials()
 	if err != nil {
-		return nil, fmt.Errorf("worker %s: connect to NATS at %s: %w", opts.ID, opts.NATSURL, err)
+		return nil, fmt.Errorf("worker %s: %w", opts.ID, err)
+	}
+	clientCreds, err := opts.GRPCTLS.ClientCredentials()
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: %w", opts.ID, err)
+	}
+	nc, err := ConnectNATS(opts.NATSURL, opts.NATSSecurity, nats.Name("koala-worker-"+opts.ID), nats.MaxReconnects(-1), nats.Timeout(3*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: %w", opts.ID, err)
 	}
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("worker %s: listen on %s: %w", opts.ID, opts.Listen, err)
 	}
+	log := opts.Logger.With("worker", opts.ID)
+	warnPlaintext(log, "data-plane gRPC", lis.Addr(), opts.GRPCTLS)
 	return &Worker{
-		opts: opts, log: opts.Logger.With("worker", opts.ID), nc: nc, lis: lis, addr: lis.Addr().String(),
+		opts: opts, log: log, nc: nc, lis: lis, addr: lis.Addr().String(),
+		grpcServerCreds: serverCreds, grpcClientCreds: clientCreds, state: stateConns{creds: clientCreds},
 		tasks: map[string]*task{}, producers: map[string]*producer{},
 	}, nil
 }
@@ -111,8 +136,8 @@ func (w *Worker) ID() string { return w.opts.ID }
 // Run serves until ctx ends, then stops every task and producer.
 func (w *Worker) Run(ctx context.Context) error {
 	w.ctx = ctx
-	w.peers = newPeers(ctx, w.log)
-	srv := newExchangeServer(w)
+	w.peers = newPeers(ctx, w.log, w.grpcClientCreds)
+	srv := newExchangeServer(w, w.grpcServerCreds)
 	go func() { _ = srv.Serve(w.lis) }()
 	defer srv.Stop()
 	defer w.nc.Close()
@@ -129,7 +154,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.nc.Flush(); err != nil {
 		return fmt.Errorf("worker %s: NATS flush: %w", w.opts.ID, err)
 	}
-	w.log.Info("worker ready", "data_addr", w.addr, "nats", w.opts.NATSURL)
+	w.log.Info("worker ready", "data_addr", w.addr, "nats", RedactURL(w.opts.NATSURL), "grpc_tls", w.opts.GRPCTLS.Enabled())
 
 	hb := time.NewTicker(w.opts.HeartbeatInterval)
 	defer hb.Stop()
@@ -326,7 +351,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 		if dataDir == "" && dep.Job.StateBackend != "memory" {
 			return nil, fmt.Errorf("task %s: %s state needs the worker's data directory (--data-dir)", ref.ID, dep.Job.StateBackend)
 		}
-		ks, err := newKeyedState(sop, dep.Job, ref.Operator, filepath.Join(dataDir, "state"))
+		ks, err := newKeyedState(sop, dep.Job, ref.Operator, filepath.Join(dataDir, "state"), w.grpcClientCreds)
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -34,6 +35,8 @@ type RemoteOptions struct {
 	// ScanPagePairs and ScanPageBytes size the pages of a scan (0 = defaults).
 	ScanPagePairs int
 	ScanPageBytes int
+	// Creds are the transport credentials (TLS); nil means plaintext.
+	Creds credentials.TransportCredentials
 }
 
 // ParseAddrs splits a comma-separated host:port list (as in the job
@@ -93,8 +96,12 @@ func OpenRemote(addrs []string, o RemoteOptions) (*Remote, error) {
 	}
 	r := &Remote{timeout: o.Timeout, pairs: o.ScanPagePairs, bytes: o.ScanPageBytes}
 	r.cond.L = &r.mu
+	creds := o.Creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	dopts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(stateCodec{}),
 			grpc.MaxCallSendMsgSize(maxStateMessageBytes), grpc.MaxCallRecvMsgSize(maxStateMessageBytes)),
 	}

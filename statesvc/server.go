@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -33,6 +35,9 @@ type ServerOptions struct {
 	Listen string
 	// Listener, if set, is served instead of binding Listen (tests).
 	Listener net.Listener
+	// Creds are the transport credentials (TLS, mutual TLS); nil means
+	// plaintext, meant for loopback.
+	Creds credentials.TransportCredentials
 	// CacheBytes and MemTableBytes size Pebble as in Options (0 = defaults).
 	CacheBytes    int64
 	MemTableBytes int64
@@ -76,6 +81,10 @@ func NewServer(o ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("statesvc: server listen on %s: %w", addr, err)
 		}
 	}
+	creds := o.Creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	store, err := OpenPebble(Options{Backend: BackendPebble, Dir: o.Dir, CacheBytes: o.CacheBytes, MemTableBytes: o.MemTableBytes, Logger: log})
 	if err != nil {
 		_ = lis.Close()
@@ -86,7 +95,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 		lis:   lis,
 		log:   log.With("component", "statesvc-server", "addr", lis.Addr().String()),
 		done:  make(chan struct{}),
-		grpc: grpc.NewServer(grpc.ForceServerCodecV2(stateCodec{}),
+		grpc: grpc.NewServer(grpc.Creds(creds), grpc.ForceServerCodecV2(stateCodec{}),
 			grpc.MaxRecvMsgSize(maxStateMessageBytes), grpc.MaxSendMsgSize(maxStateMessageBytes)),
 	}
 	s.grpc.RegisterService(&stateServiceDesc, s)

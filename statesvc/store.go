@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+
+	"google.golang.org/grpc/credentials"
 )
 
 // KV is one write of a MultiPut. A nil Value deletes Key; an empty non-nil
@@ -68,6 +70,9 @@ type Options struct {
 	CacheBytes int64
 	// MemTableBytes is the Pebble memtable size; 0 means DefaultMemTableBytes.
 	MemTableBytes int64
+	// RemoteCreds are the transport credentials of "remote-pebble"
+	// connections; nil means plaintext.
+	RemoteCreds credentials.TransportCredentials
 	// Logger receives Pebble's messages (informational ones at debug level,
 	// background errors at warn); nil means slog.Default().
 	Logger *slog.Logger
@@ -107,7 +112,7 @@ func Open(o Options) (Store, error) {
 	case BackendMemory:
 		return NewMemory(), nil
 	case BackendRemotePebble:
-		return OpenRemote(o.Addrs, RemoteOptions{})
+		return OpenRemote(o.Addrs, RemoteOptions{Creds: o.RemoteCreds})
 	default:
 		return OpenPebble(o)
 	}

@@ -14,6 +14,29 @@ const (
 	envDataDir    = "KOALA_DATA_DIR"
 	envHome       = "KOALA_HOME" // install cache and run directory of the local stack
 
+	// NATS client credentials and TLS (controller, workers); the embedded
+	// `koala nats-server` requires the same user/password or token.
+	envNATSUser     = "KOALA_NATS_USER"
+	envNATSPassword = "KOALA_NATS_PASSWORD"
+	envNATSToken    = "KOALA_NATS_TOKEN"
+	envNATSCreds    = "KOALA_NATS_CREDS"   // NATS .creds file (JWT + nkey seed)
+	envNATSTLSCA    = "KOALA_NATS_TLS_CA"  // PEM bundle verifying the server
+	envNATSTLSCert  = "KOALA_NATS_TLS_CERT" // client certificate, for servers that verify clients
+	envNATSTLSKey   = "KOALA_NATS_TLS_KEY"
+	// TLS of `koala nats-server` itself.
+	envNATSServerTLSCert = "KOALA_NATS_SERVER_TLS_CERT"
+	envNATSServerTLSKey  = "KOALA_NATS_SERVER_TLS_KEY"
+	envNATSServerTLSCA   = "KOALA_NATS_SERVER_TLS_CA" // set: clients must present a certificate it signed
+
+	// TLS of the data-plane gRPC services (record exchange, state fetch,
+	// statesvc): this process's certificate, the CA verifying peers, and
+	// whether servers require client certificates.
+	envGRPCTLSCert       = "KOALA_GRPC_TLS_CERT"
+	envGRPCTLSKey        = "KOALA_GRPC_TLS_KEY"
+	envGRPCTLSCA         = "KOALA_GRPC_TLS_CA"
+	envGRPCTLSMutual     = "KOALA_GRPC_TLS_MUTUAL" // "1"/"true"
+	envGRPCTLSServerName = "KOALA_GRPC_TLS_SERVER_NAME"
+
 	defTemporal   = "127.0.0.1:7233"
 	defNamespace  = "default"
 	defTemporalUI = "http://127.0.0.1:8233"

@@ -15,12 +15,14 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
+	"koala/dataplane"
 	"koala/dataplane/metrics"
 	"koala/workflows"
 )
 
 func init() {
 	var temporalAddr, namespace, natsURL, chURL string
+	var natsSec dataplane.NATSSecurity
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the control plane: the Temporal worker for experiment and reconfiguration workflows",
@@ -33,7 +35,8 @@ func init() {
 				return err
 			}
 			defer tc.Close()
-			nc, err := dialNATS(natsURL, "koala-controller")
+			resolveNATSSecrets(&natsSec)
+			nc, err := dialNATS(natsURL, natsSec, "koala-controller")
 			if err != nil {
 				return err
 			}
@@ -53,7 +56,7 @@ func init() {
 				return fmt.Errorf("start Temporal worker on task queue %s: %w", workflows.TaskQueue, err)
 			}
 			defer w.Stop()
-			fmt.Fprintf(os.Stderr, "controller ready (temporal %s, task queue %s, nats %s)\n", temporalAddr, workflows.TaskQueue, natsURL)
+			fmt.Fprintf(os.Stderr, "controller ready (temporal %s, task queue %s, nats %s)\n", temporalAddr, workflows.TaskQueue, dataplane.RedactURL(natsURL))
 			<-ctx.Done()
 			return nil
 		},
@@ -63,6 +66,7 @@ func init() {
 	f.StringVar(&namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&natsURL, "nats", envOr(envNATS, defNATS), "NATS URL (env "+envNATS+")")
 	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL, or \"none\" (env "+envClickHouse+")")
+	addNATSSecurityFlags(f, &natsSec)
 	rootCmd.AddCommand(cmd)
 }
 
@@ -77,10 +81,11 @@ func dialTemporal(ctx context.Context, addr, namespace string) (client.Client, e
 	return c, nil
 }
 
-func dialNATS(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.Timeout(3*time.Second), nats.MaxReconnects(-1))
+// dialNATS connects with sec; its error names the address, never the credentials.
+func dialNATS(url string, sec dataplane.NATSSecurity, name string) (*nats.Conn, error) {
+	nc, err := dataplane.ConnectNATS(url, sec, nats.Name(name), nats.Timeout(3*time.Second), nats.MaxReconnects(-1))
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w — is `koala stack up` running?", url, err)
+		return nil, fmt.Errorf("%w — is `koala stack up` running?", err)
 	}
 	return nc, nil
 }

@@ -26,6 +26,7 @@ func init() {
 			defer stop()
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			opts.Logger = log
+			resolveNATSSecrets(&opts.NATSSecurity)
 			if opts.ID == "" {
 				host, _ := os.Hostname()
 				opts.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -52,6 +53,8 @@ func init() {
 	f.StringVar(&opts.Listen, "listen", envOr(envListen, defListen), "data-plane gRPC listen address (env "+envListen+")")
 	f.StringVar(&opts.DataDir, "data-dir", envOr(envDataDir, ""), "directory for task state (env "+envDataDir+")")
 	f.IntVar(&opts.Slots, "slots", 0, "task slots (0 = unlimited)")
+	addNATSSecurityFlags(f, &opts.NATSSecurity)
+	addGRPCTLSFlags(f, &opts.GRPCTLS)
 	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for metrics, or \"none\" (env "+envClickHouse+")")
 	rootCmd.AddCommand(cmd)
 }
