@@ -1,0 +1,102 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"koala/dataplane"
+	"koala/dataplane/dptest/testpki"
+)
+
+// startEmbeddedNATS starts the server `koala nats-server` would run with c.
+func startEmbeddedNATS(t *testing.T, c natsServerConfig) (*natsserver.Server, *natsserver.Options) {
+	t.Helper()
+	opts, err := natsServerOptions(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.NoLog = true
+	ns, err := natsserver.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("embedded NATS not ready")
+	}
+	return ns, opts
+}
+
+func TestNATSServerRequiresCredentials(t *testing.T) {
+	const pw = "embedded-pw-42"
+	ns, opts := startEmbeddedNATS(t, natsServerConfig{Addr: "127.0.0.1:-1", User: "koala", Password: pw})
+	addr := ns.Addr().String()
+	url := "nats://" + addr
+
+	_, err := dialNATS(url, dataplane.NATSSecurity{}, "test")
+	if err == nil {
+		t.Fatal("connected without credentials")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "NATS") || !strings.Contains(msg, addr) || !strings.Contains(msg, "Authorization") {
+		t.Errorf("error %q: want it to name NATS, %s and the authorization failure", msg, addr)
+	}
+	nc, err := dialNATS(url, dataplane.NATSSecurity{User: "koala", Password: pw}, "test")
+	if err != nil {
+		t.Fatalf("with credentials: %v", err)
+	}
+	defer nc.Close()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := natsServerAuthSummary(opts); strings.Contains(got, pw) || !strings.Contains(got, "user koala") {
+		t.Errorf("auth summary %q", got)
+	}
+}
+
+func TestNATSServerTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := testpki.NewCA(dir, "nats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ca.Issue("nats-server", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := startEmbeddedNATS(t, natsServerConfig{Addr: "127.0.0.1:-1", Token: "tok", TLSCert: srv.CertFile, TLSKey: srv.KeyFile})
+	url := "nats://" + ns.Addr().String()
+	if _, err := dialNATS(url, dataplane.NATSSecurity{Token: "tok"}, "test"); err == nil {
+		t.Error("connected without the CA")
+	}
+	nc, err := dialNATS(url, dataplane.NATSSecurity{Token: "tok", TLSCA: ca.CertFile}, "test")
+	if err != nil {
+		t.Fatalf("with the CA: %v", err)
+	}
+	defer nc.Close()
+	if !nc.TLSRequired() {
+		t.Error("not TLS")
+	}
+}
+
+func TestNATSServerOptionsRejectBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		c    natsServerConfig
+		want string
+	}{
+		{natsServerConfig{Addr: "127.0.0.1"}, "--addr"},
+		{natsServerConfig{Addr: "127.0.0.1:-1", User: "u"}, "--user and --password"},
+		{natsServerConfig{Addr: "127.0.0.1:-1", User: "u", Password: "p", Token: "t"}, "not both"},
+		{natsServerConfig{Addr: "127.0.0.1:-1", TLSCert: "c.pem"}, "--tls-key"},
+		{natsServerConfig{Addr: "127.0.0.1:-1", TLSCA: "ca.pem"}, "--tls-ca needs"},
+		{natsServerConfig{Addr: "127.0.0.1:-1", TLSCert: "/nonexistent.pem", TLSKey: "/nonexistent-key.pem"}, "/nonexistent.pem"},
+	} {
+		_, err := natsServerOptions(tc.c)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one containing %q", tc.c, err, tc.want)
+		}
+	}
+}
