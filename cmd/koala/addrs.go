@@ -19,8 +19,8 @@ const (
 	envNATSUser     = "KOALA_NATS_USER"
 	envNATSPassword = "KOALA_NATS_PASSWORD"
 	envNATSToken    = "KOALA_NATS_TOKEN"
-	envNATSCreds    = "KOALA_NATS_CREDS"   // NATS .creds file (JWT + nkey seed)
-	envNATSTLSCA    = "KOALA_NATS_TLS_CA"  // PEM bundle verifying the server
+	envNATSCreds    = "KOALA_NATS_CREDS"    // NATS .creds file (JWT + nkey seed)
+	envNATSTLSCA    = "KOALA_NATS_TLS_CA"   // PEM bundle verifying the server
 	envNATSTLSCert  = "KOALA_NATS_TLS_CERT" // client certificate, for servers that verify clients
 	envNATSTLSKey   = "KOALA_NATS_TLS_KEY"
 	// TLS of `koala nats-server` itself.
