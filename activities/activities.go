@@ -55,10 +55,30 @@ func (a *Activities) request(ctx context.Context, workerID, verb, jobID, reconfi
 	}
 	rctx, cancel := context.WithTimeout(ctx, a.timeout())
 	defer cancel()
+	// Heartbeat while the worker has not answered, so that an unreachable
+	// worker fails the activity with this request's error, which names the
+	// worker, rather than with a bare heartbeat timeout.
+	stopBeat := make(chan struct{})
+	defer close(stopBeat)
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopBeat:
+				return
+			case <-tick.C:
+				heartbeat(ctx, fmt.Sprintf("waiting for worker %s to answer %s", workerID, verb))
+			}
+		}
+	}()
 	msg, err := a.NC.RequestWithContext(rctx, control.WorkerSubject(workerID, verb), data)
 	if err != nil {
 		if err == nats.ErrNoResponders {
 			return fmt.Errorf("worker %q does not answer %s (is `koala worker` running with this id and NATS at %s?): %w", workerID, verb, a.NC.ConnectedUrlRedacted(), err)
+		}
+		if ctx.Err() == nil && rctx.Err() != nil {
+			return fmt.Errorf("%s on worker %q: no answer within %s (worker unreachable or stuck): %w", verb, workerID, a.timeout(), err)
 		}
 		return fmt.Errorf("%s on worker %q: %w", verb, workerID, err)
 	}
