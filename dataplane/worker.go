@@ -52,8 +52,11 @@ func (o *Options) Validate() error {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:0"
 	}
-	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+	if host, port, err := net.SplitHostPort(o.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("worker option Listen %q: want host:port: %w", o.Listen, err))
+	} else if host == "" {
+		// ":port" stays on loopback; other interfaces take an explicit host.
+		o.Listen = net.JoinHostPort("127.0.0.1", port)
 	}
 	if o.Slots < 0 {
 		errs = append(errs, fmt.Errorf("worker option Slots %d: must be ≥ 0 (0 = unlimited)", o.Slots))

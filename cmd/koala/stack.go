@@ -54,6 +54,7 @@ Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`
 		if c.RunDir == "" {
 			c.RunDir = c.Home + "/run"
 		}
+		c.NATSSecurity = natsSecurityFromEnv()
 		if err := c.Validate(); err != nil {
 			return c, err
 		}

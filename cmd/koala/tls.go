@@ -43,3 +43,13 @@ func addGRPCTLSFlags(f *pflag.FlagSet, g *dataplane.GRPCTLS) {
 	f.BoolVar(&g.Mutual, "grpc-tls-mutual", mutual, "servers require client certificates signed by --grpc-tls-ca (env "+envGRPCTLSMutual+")")
 	f.StringVar(&g.ServerName, "grpc-tls-server-name", envOr(envGRPCTLSServerName, ""), "name verified in server certificates instead of the dialled host (env "+envGRPCTLSServerName+")")
 }
+
+// natsSecurityFromEnv is the client side of the KOALA_NATS_* variables, for
+// the stack's own checks of the NATS server it starts.
+func natsSecurityFromEnv() dataplane.NATSSecurity {
+	return dataplane.NATSSecurity{
+		User: os.Getenv(envNATSUser), Password: os.Getenv(envNATSPassword), Token: os.Getenv(envNATSToken),
+		CredsFile: os.Getenv(envNATSCreds),
+		TLSCA:     os.Getenv(envNATSTLSCA), TLSCert: os.Getenv(envNATSTLSCert), TLSKey: os.Getenv(envNATSTLSKey),
+	}
+}

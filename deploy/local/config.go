@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"koala/dataplane"
 )
 
 // Kafka modes.
@@ -51,6 +53,10 @@ type Config struct {
 	Controller  bool
 	Workers     int
 	Progress    io.Writer // where install/start progress lines go (nil = io.Discard)
+	// NATSSecurity is what the stack's own NATS checks authenticate with;
+	// the processes it starts read the same settings from the inherited
+	// KOALA_NATS_* environment.
+	NATSSecurity dataplane.NATSSecurity
 }
 
 // DefaultConfig returns the default stack: real Kafka, default ports, home

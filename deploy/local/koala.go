@@ -68,7 +68,7 @@ func workerProcess(c Config, id string) *process {
 		// Workers are checked together by waitWorkers; alone, a worker
 		// is ready when it answers a ping.
 		ready: func(ctx context.Context, _ *process, _ time.Time, _ int64) error {
-			got, err := PingWorkers(ctx, c.NATSURL(), 500*time.Millisecond)
+			got, err := PingWorkers(ctx, c.NATSURL(), 500*time.Millisecond, c.NATSSecurity)
 			if err != nil {
 				return err
 			}
@@ -153,7 +153,7 @@ func waitWorkers(ctx context.Context, c Config, procs []*process, pids []int, ti
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	nc, err := natsConnect(ctx, c.NATSURL())
+	nc, err := natsConnect(ctx, c.NATSURL(), c.NATSSecurity)
 	if err != nil {
 		return fmt.Errorf("workers: connect %s: %w", c.NATSURL(), err)
 	}

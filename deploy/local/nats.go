@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"koala/dataplane"
 )
 
 // natsProcess runs the NATS server embedded in the koala binary
@@ -19,7 +21,7 @@ func natsProcess(c Config) *process {
 		argv:  []string{c.KoalaBinary, "nats-server", "--addr", hostPort(c.NATSPort)},
 		ports: []int{c.NATSPort},
 		ready: func(ctx context.Context, _ *process, _ time.Time, _ int64) error {
-			nc, err := natsConnect(ctx, u)
+			nc, err := natsConnect(ctx, u, c.NATSSecurity)
 			if err != nil {
 				return err
 			}
@@ -31,12 +33,12 @@ func natsProcess(c Config) *process {
 	}
 }
 
-func natsConnect(ctx context.Context, u string) (*nats.Conn, error) {
+func natsConnect(ctx context.Context, u string, sec dataplane.NATSSecurity) (*nats.Conn, error) {
 	timeout := 2 * time.Second
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = max(time.Until(d), 10*time.Millisecond)
 	}
-	return nats.Connect(u, nats.Name("koala-stack"), nats.Timeout(timeout), nats.NoReconnect())
+	return dataplane.ConnectNATS(u, sec, nats.Name("koala-stack"), nats.Timeout(timeout), nats.NoReconnect())
 }
 
 // kafkaFakeProcess runs franz-go's kfake in the koala binary
@@ -58,9 +60,13 @@ func kafkaFakeProcess(c Config) *process {
 const WorkerPingSubject = "koala.workers.ping"
 
 // PingWorkers publishes one ping and collects the worker ids that answer
-// within wait.
-func PingWorkers(ctx context.Context, natsURL string, wait time.Duration) (map[string]bool, error) {
-	nc, err := natsConnect(ctx, natsURL)
+// within wait; sec, if given, authenticates the connection.
+func PingWorkers(ctx context.Context, natsURL string, wait time.Duration, sec ...dataplane.NATSSecurity) (map[string]bool, error) {
+	var s dataplane.NATSSecurity
+	if len(sec) > 0 {
+		s = sec[0]
+	}
+	nc, err := natsConnect(ctx, natsURL, s)
 	if err != nil {
 		return nil, fmt.Errorf("ping workers: %w", err)
 	}
