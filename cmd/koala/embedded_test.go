@@ -6,6 +6,8 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"koala/dataplane"
 	"koala/dataplane/dptest/testpki"
@@ -99,4 +101,37 @@ func TestNATSServerOptionsRejectBadConfig(t *testing.T) {
 			t.Errorf("%+v: error %v, want one containing %q", tc.c, err, tc.want)
 		}
 	}
+}
+
+// Secrets set in the environment must not show in --help output, which
+// prints flag defaults.
+func TestHelpDoesNotPrintSecrets(t *testing.T) {
+	t.Setenv(envNATSPassword, "env-secret-pw")
+	t.Setenv(envNATSToken, "env-secret-token")
+	for _, cmd := range []*cobra.Command{newNATSServerCmd(), subcommand(t, "worker"), subcommand(t, "controller")} {
+		usage := cmd.Flags().FlagUsages()
+		if strings.Contains(usage, "env-secret") {
+			t.Errorf("%s --help shows a secret from the environment:\n%s", cmd.Name(), usage)
+		}
+	}
+	var s dataplane.NATSSecurity
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	addNATSSecurityFlags(fs, &s)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	resolveNATSSecrets(&s)
+	if s.Password != "env-secret-pw" || s.Token != "env-secret-token" {
+		t.Errorf("secrets from the environment not applied: %+v", s)
+	}
+}
+
+func subcommand(t *testing.T, name string) *cobra.Command {
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == name {
+			return c
+		}
+	}
+	t.Fatalf("no subcommand %q", name)
+	return nil
 }

@@ -71,6 +71,23 @@ func newHostNet(t *testing.T, ip string, n int) *hostNet {
 	tag := fmt.Sprintf("%04x", pid&0xffff)
 	subnet := fmt.Sprintf("10.213.%d", pid%250+1)
 	hn := &hostNet{bridge: "kbr" + tag, hostIP: subnet + ".1"}
+	// Registered first, so it runs after every other cleanup: nothing this
+	// test created may be left behind.
+	t.Cleanup(func() {
+		if exec.Command(ip, "link", "show", hn.bridge).Run() == nil {
+			t.Errorf("bridge %s still exists after cleanup", hn.bridge)
+		}
+		out, _ := exec.Command(ip, "netns", "list").Output()
+		for _, ns := range hn.nsNames {
+			if strings.Contains(string(out), ns) {
+				t.Errorf("namespace %s still exists after cleanup", ns)
+			}
+		}
+		links, _ := exec.Command(ip, "-o", "link", "show").Output()
+		if strings.Contains(string(links), "kvh"+tag) {
+			t.Errorf("veth kvh%s* still exists after cleanup", tag)
+		}
+	})
 
 	run(t, ip, "link", "add", hn.bridge, "type", "bridge")
 	t.Cleanup(func() { runQuiet(t, ip, "link", "del", hn.bridge) })
