@@ -6,7 +6,6 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"koala/dataplane"
@@ -104,34 +103,27 @@ func TestNATSServerOptionsRejectBadConfig(t *testing.T) {
 }
 
 // Secrets set in the environment must not show in --help output, which
-// prints flag defaults.
+// prints flag defaults. The flags are built after the environment is set.
 func TestHelpDoesNotPrintSecrets(t *testing.T) {
 	t.Setenv(envNATSPassword, "env-secret-pw")
 	t.Setenv(envNATSToken, "env-secret-token")
-	for _, cmd := range []*cobra.Command{newNATSServerCmd(), subcommand(t, "worker"), subcommand(t, "controller")} {
-		usage := cmd.Flags().FlagUsages()
+	t.Setenv(envNATSUser, "env-user")
+	var s dataplane.NATSSecurity
+	fs := pflag.NewFlagSet("client", pflag.ContinueOnError)
+	addNATSSecurityFlags(fs, &s)
+	for name, usage := range map[string]string{"nats-server": newNATSServerCmd().Flags().FlagUsages(), "client flags": fs.FlagUsages()} {
 		if strings.Contains(usage, "env-secret") {
-			t.Errorf("%s --help shows a secret from the environment:\n%s", cmd.Name(), usage)
+			t.Errorf("%s --help shows a secret from the environment:\n%s", name, usage)
+		}
+		if !strings.Contains(usage, "env-user") {
+			t.Errorf("%s --help lacks the user from the environment (flags built before Setenv?):\n%s", name, usage)
 		}
 	}
-	var s dataplane.NATSSecurity
-	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
-	addNATSSecurityFlags(fs, &s)
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
 	resolveNATSSecrets(&s)
-	if s.Password != "env-secret-pw" || s.Token != "env-secret-token" {
-		t.Errorf("secrets from the environment not applied: %+v", s)
+	if s.User != "env-user" || s.Password != "env-secret-pw" || s.Token != "env-secret-token" {
+		t.Errorf("settings from the environment not applied: %+v", s)
 	}
-}
-
-func subcommand(t *testing.T, name string) *cobra.Command {
-	for _, c := range rootCmd.Commands() {
-		if c.Name() == name {
-			return c
-		}
-	}
-	t.Fatalf("no subcommand %q", name)
-	return nil
 }
