@@ -257,6 +257,8 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 		}
 	}
 
+	p.artifactFields(&in, seen)
+
 	// Cross-field checks, in a fixed order.
 	for _, op := range sortedKeys(parallelismFrom) {
 		if v := in.Parallelism[op]; v > in.NumBuckets {
