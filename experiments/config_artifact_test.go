@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"koala/dataplane/control"
+	"koala/queries"
 	_ "koala/queries/nexmark" // the artifact's query names
 	"koala/workflows"
 )
@@ -136,5 +137,37 @@ func TestArtifactFields(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNexmarkExampleConfigs checks the example configs of q4, q6* and q8:
+// a lazy 2 → 4 scale-out of a stateful operator the query has.
+func TestNexmarkExampleConfigs(t *testing.T) {
+	for _, q := range []string{"q4", "q6", "q8"} {
+		path := "queries/nexmark-" + q + ".json"
+		in, err := LoadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, err := queries.Operators(in.QueryName, in.Parallelism)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(in.Reconfigurations) != 1 || in.ReconfigProtocol != workflows.ProtocolLazy || in.Producer.Nexmark == nil {
+			t.Fatalf("%s: %d reconfigurations, protocol %s, nexmark %v: want one lazy rescale of a Nexmark stream", path, len(in.Reconfigurations), in.ReconfigProtocol, in.Producer.Nexmark)
+		}
+		r := in.Reconfigurations[0]
+		found := false
+		for _, op := range ops {
+			if op.Name == r.TargetOperator {
+				found = true
+				if !op.Stateful || op.Parallelism != 2 || r.TargetParallelism != 4 || r.Type != workflows.KindScaleUp {
+					t.Errorf("%s: %s stateful %v, %d → %d (%s), want a stateful 2 → 4 scale-out", path, op.Name, op.Stateful, op.Parallelism, r.TargetParallelism, r.Type)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: query %s has no operator %q", path, in.QueryName, r.TargetOperator)
+		}
 	}
 }

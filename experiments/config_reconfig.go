@@ -37,7 +37,8 @@ var (
 
 const targetAlias = "TargetParallelism"
 
-var parallelismField = regexp.MustCompile(`^[A-Za-z0-9]+Parallelism$`)
+// Operator names may hold hyphens ("Q4-closeParallelism" sets "q4-close").
+var parallelismField = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*Parallelism$`)
 
 // reconfigTypes maps accepted "Type" values to koala's kinds; "" marks
 // kinds that are recognised but not supported yet.
