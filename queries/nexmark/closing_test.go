@@ -78,7 +78,7 @@ func findAuction(t *testing.T, atMs int64) nexmark.Auction {
 	return nexmark.Auction{}
 }
 
-func registerRecordQuery(t *testing.T, q string) string {
+func registerRecordQuery(t testing.TB, q string) string {
 	t.Helper()
 	name := "nexmark-" + q + "-records"
 	if _, dup := registered.LoadOrStore(name, true); !dup {
