@@ -89,6 +89,10 @@ type JoinSpec struct {
 	// watermark on arrival) instead of them being dropped; they are counted
 	// either way.
 	OnLate func(r Record, emit Emit)
+	// WindowParam, when set, names a job parameter that overrides Window
+	// at run time (e.g. the artifact's "WindowDuration"), read like
+	// WindowSpec.SizeParam; it only applies to a windowed join.
+	WindowParam string
 }
 
 // NewJoinFactory returns the factory of a keyed two-input join.
@@ -106,6 +110,14 @@ func NewJoinFactory(spec JoinSpec) (OperatorFactory, error) {
 		log := ctx.Logger
 		if log == nil {
 			log = slog.Default()
+		}
+		spec := spec
+		if v := ctx.Job.Params[spec.WindowParam]; spec.Window > 0 && spec.WindowParam != "" && v != "" {
+			d, err := ParseDurationParam(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("join %s: parameter %s %q: want milliseconds or a duration such as \"10s\"", ctx.Spec.Name, spec.WindowParam, v)
+			}
+			spec.Window = d
 		}
 		j := &joinOperator{spec: spec, wm: MinWatermark, log: log}
 		if spec.Window > 0 {

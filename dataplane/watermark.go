@@ -92,6 +92,36 @@ type stateIndexer interface {
 	indexValue(state string, key, value []byte)
 }
 
+// StateTimers is stateIndexer for operators outside this package (e.g.
+// queries whose timers are per key, like an auction's expiry): the runtime
+// calls ResetTimers and then IndexTimers with every value of TimerStates
+// this task owns whenever its keys may have changed, so timers of keys that
+// arrived by migration fire here.
+type StateTimers interface {
+	TimerStates() []string
+	ResetTimers()
+	IndexTimers(state string, key, value []byte)
+}
+
+type stateTimers struct{ StateTimers }
+
+func (s stateTimers) indexedStates() []string { return s.TimerStates() }
+func (s stateTimers) resetIndex()             { s.ResetTimers() }
+func (s stateTimers) indexValue(state string, key, value []byte) {
+	s.IndexTimers(state, key, value)
+}
+
+// indexerOf returns the timer index of op, if it keeps one.
+func indexerOf(op StatefulOperator) (stateIndexer, bool) {
+	if ix, ok := op.(stateIndexer); ok {
+		return ix, true
+	}
+	if st, ok := op.(StateTimers); ok {
+		return stateTimers{st}, true
+	}
+	return nil, false
+}
+
 // CounterReporter is implemented by operators that count noteworthy
 // records (late events, malformed input). Worker.OperatorCounters reads it.
 type CounterReporter interface {
@@ -401,7 +431,7 @@ func (t *task) fireWatermark(ctx context.Context, view *taskView, wm int64) erro
 // keys still held by another task), runs the hook and writes back.
 func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop WatermarkOperator, wm int64) error {
 	ks := t.keyed
-	if ix, ok := ks.op.(stateIndexer); ok {
+	if ix, ok := indexerOf(ks.op); ok {
 		if err := t.recoverIndex(ctx, view, ix); err != nil {
 			return err
 		}

@@ -213,13 +213,17 @@ func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.W
 		if i < in.Producer.RatePerSec%n {
 			rate++
 		}
+		events := in.Producer.MaxEvents / int64(n)
+		if int64(i) < in.Producer.MaxEvents%int64(n) {
+			events++
+		}
 		out = append(out, activities.ProducerInput{
 			JobID:    job.JobID,
 			WorkerID: workers[i%len(workers)].ID,
 			Request: control.ProduceRequest{
 				Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, Generator: in.Producer.Generator,
 				RatePerSec: rate, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed + int64(i), ValueSize: in.Producer.ValueSize,
-				Skew: in.Producer.Skew,
+				Skew: in.Producer.Skew, MaxEvents: events, Nexmark: in.Producer.Nexmark,
 			},
 		})
 	}

@@ -69,6 +69,11 @@ type ProducerSpec struct {
 	Producers  int    `json:"producers"` // parallel generator instances
 	// Skew is the Zipf exponent of the "zipf" generator (0 = uniform).
 	Skew float64 `json:"skew,omitempty"`
+	// MaxEvents bounds the records produced over all producers (0 = until
+	// the run ends).
+	MaxEvents int64 `json:"max_events,omitempty"`
+	// Nexmark shapes the "nexmark" generator.
+	Nexmark *control.NexmarkSource `json:"nexmark,omitempty"`
 }
 
 // ExperimentInput is everything RunExperiment needs; experiments/ builds it

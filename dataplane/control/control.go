@@ -359,6 +359,26 @@ type ProduceRequest struct {
 	MaxEvents    int64    `json:"max_events,omitempty"` // 0 = until stopped
 	ValueSize    int      `json:"value_size,omitempty"`
 	Skew         float64  `json:"skew,omitempty"` // Zipf exponent of the "zipf" generator (0 = uniform)
+	// Nexmark shapes the "nexmark" generator (nil: its defaults).
+	Nexmark *NexmarkSource `json:"nexmark,omitempty"`
+}
+
+// NexmarkSource is the artifact's NexmarkSourceConfig: how the Nexmark
+// generator shapes its stream. Zero fields take the generator's defaults.
+type NexmarkSource struct {
+	// EventTypes restricts the stream to these kinds ("Person", "Auction",
+	// "Bid"), keeping their order and event times; empty means all.
+	EventTypes      []string `json:"event_types,omitempty"`
+	NumActivePeople int      `json:"num_active_people,omitempty"`
+	// Hot ratios: 1 in N auctions (bids) goes to a cold seller (auction,
+	// bidder), the rest to the current hot one.
+	HotSellersRatio  int `json:"hot_sellers_ratio,omitempty"`
+	HotAuctionsRatio int `json:"hot_auctions_ratio,omitempty"`
+	HotBiddersRatio  int `json:"hot_bidders_ratio,omitempty"`
+	// OutputEventNumber is the number of the first event generated (the
+	// resume point after a warm-up); the stream from there is the same for
+	// a seed whatever came before.
+	OutputEventNumber int64 `json:"output_event_number,omitempty"`
 }
 
 // ProduceReport answers VerbProduceStop: what Kafka acknowledged.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"koala/dataplane"
@@ -44,9 +45,14 @@ type Config struct {
 	HotSellersRatio, HotAuctionRatio, HotBiddersRatio int
 	// Average encoded sizes (bytes); events are padded with "extra".
 	AvgPersonBytes, AvgAuctionBytes, AvgBidBytes int
-	// OutputEventNumber is the event number of Next(0): the resume point
-	// after a warm-up.
+	// OutputEventNumber is the position in the output stream of Next(0):
+	// the resume point after a warm-up.
 	OutputEventNumber int64
+	// Kinds restricts the stream to these kinds ("person", "auction",
+	// "bid"); empty means all. Next(n) is then the n-th event of those
+	// kinds, with the event number and event time it has in the full
+	// stream.
+	Kinds []string
 	// BaseTime is the event time of event 0 (unix ns) and InterEventNanos
 	// the event-time distance between events. BaseTime 0 stamps every event
 	// with the wall clock when it is generated instead.
@@ -92,10 +98,39 @@ func (c Config) withDefaults() Config {
 
 // Generator makes the Nexmark stream; event n depends only on the config
 // and n, so any range can be regenerated (oracles, parallel producers).
-type Generator struct{ cfg Config }
+type Generator struct {
+	cfg Config
+	// offsets are the positions within one proportion cycle of the
+	// selected kinds (all of them without Kinds).
+	offsets []int64
+}
 
-// NewGenerator returns a generator for cfg.
-func NewGenerator(cfg Config) *Generator { return &Generator{cfg: cfg.withDefaults()} }
+// NewGenerator returns a generator for cfg; unknown Kinds are an error.
+func NewGenerator(cfg Config) (*Generator, error) {
+	g := &Generator{cfg: cfg.withDefaults()}
+	want := map[string]bool{}
+	for _, k := range cfg.Kinds {
+		switch kk := strings.ToLower(k); kk {
+		case "person", "auction", "bid":
+			want[kk] = true
+		default:
+			return nil, fmt.Errorf("nexmark event type %q: allowed are Person, Auction, Bid", k)
+		}
+	}
+	for off := int64(0); off < totalProportion; off++ {
+		if len(want) == 0 || want[KindOf(off)] {
+			g.offsets = append(g.offsets, off)
+		}
+	}
+	return g, nil
+}
+
+// EventNumber is the event number (in the full stream) of Next(n).
+func (g *Generator) EventNumber(n int64) int64 {
+	m := g.cfg.OutputEventNumber + n
+	k := int64(len(g.offsets))
+	return m/k*totalProportion + g.offsets[m%k]
+}
 
 // Config returns the generator's configuration with defaults filled in.
 func (g *Generator) Config() Config { return g.cfg }
@@ -241,7 +276,7 @@ func pad(rng *rand.Rand, avg int, e Event) string {
 // Next fills r with event n of the stream: key = event number, value =
 // the JSON event, event time from the config (or the wall clock).
 func (g *Generator) Next(n int64, r *dataplane.Record) {
-	e := g.cfg.OutputEventNumber + n
+	e := g.EventNumber(n)
 	ts := time.Now().UnixNano()
 	if g.cfg.BaseTime != 0 {
 		ts = g.Timestamp(e)
@@ -261,13 +296,36 @@ const GeneratorName = "nexmark"
 
 func init() {
 	if err := dataplane.RegisterGenerator(GeneratorName, func(req control.ProduceRequest) (dataplane.Generator, error) {
-		cfg := DefaultConfig()
-		cfg.Seed = req.Seed
-		if req.NumKeys > 0 {
-			cfg.NumActivePeople = req.NumKeys
-		}
-		return NewGenerator(cfg), nil
+		return NewGenerator(ConfigOf(req))
 	}); err != nil {
 		panic(err)
 	}
+}
+
+// ConfigOf is the generator configuration a produce request asks for:
+// NumKeys bounds the active people unless the Nexmark source config says
+// otherwise.
+func ConfigOf(req control.ProduceRequest) Config {
+	cfg := DefaultConfig()
+	cfg.Seed = req.Seed
+	if req.NumKeys > 0 {
+		cfg.NumActivePeople = req.NumKeys
+	}
+	if n := req.Nexmark; n != nil {
+		if n.NumActivePeople > 0 {
+			cfg.NumActivePeople = n.NumActivePeople
+		}
+		if n.HotSellersRatio > 0 {
+			cfg.HotSellersRatio = n.HotSellersRatio
+		}
+		if n.HotAuctionsRatio > 0 {
+			cfg.HotAuctionRatio = n.HotAuctionsRatio
+		}
+		if n.HotBiddersRatio > 0 {
+			cfg.HotBiddersRatio = n.HotBiddersRatio
+		}
+		cfg.OutputEventNumber = n.OutputEventNumber
+		cfg.Kinds = n.EventTypes
+	}
+	return cfg
 }

@@ -2,8 +2,11 @@
 // event generator (people, auctions and bids in the proportion 1:3:46,
 // JSON-encoded, registered as dataplane generator "nexmark") and the
 // queries q1 (currency conversion), q2 (selection), q3 (person ⋈ auction by
-// seller), q5 (sliding-window bid count per auction) and q7 (tumbling-window
-// highest bid), registered as "nexmark-q1" … "nexmark-q7".
+// seller), q4 (average closing price per category), q5 (sliding-window bid
+// count per auction), q6* (large-state average of each seller's last closing
+// prices), q7 (tumbling-window highest bid) and q8 (windowed person ⋈
+// auction), registered as "nexmark-q1" … "nexmark-q8" and under the
+// artifact's names "nexmark_query1" … "nexmark_query8".
 //
 // Malformed input (bad JSON, an unknown event kind, a missing required
 // field) is never fatal: the parsing operator counts it in its

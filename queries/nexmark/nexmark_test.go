@@ -20,8 +20,16 @@ const (
 	base      = int64(1_700_000_000_000) * int64(time.Millisecond)
 )
 
-func testGenerator() *nexmark.Generator {
-	return nexmark.NewGenerator(nexmark.Config{Seed: 42, BaseTime: base, InterEventNanos: int64(time.Millisecond)})
+func testGenerator() *nexmark.Generator { return mustGenerator(nexmark.Config{Seed: 42}) }
+
+// mustGenerator returns the generator of cfg with the tests' event times.
+func mustGenerator(cfg nexmark.Config) *nexmark.Generator {
+	cfg.BaseTime, cfg.InterEventNanos = base, int64(time.Millisecond)
+	g, err := nexmark.NewGenerator(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return g
 }
 
 // malformed are bad records mixed into every input: the parsers must
@@ -266,14 +274,14 @@ func TestGenerator(t *testing.T) {
 	if top < 46000/len(auctions)*10 {
 		t.Errorf("busiest auction has %d of 46000 bids over %d auctions: no hot auction", top, len(auctions))
 	}
-	other := nexmark.NewGenerator(nexmark.Config{Seed: 43, BaseTime: base, InterEventNanos: int64(time.Millisecond)})
+	other := mustGenerator(nexmark.Config{Seed: 43})
 	var a, b dataplane.Record
 	g.Next(7, &a)
 	other.Next(7, &b)
 	if string(a.Value) == string(b.Value) {
 		t.Error("two seeds gave the same event")
 	}
-	resumed := nexmark.NewGenerator(nexmark.Config{Seed: 42, BaseTime: base, InterEventNanos: int64(time.Millisecond), OutputEventNumber: 1000})
+	resumed := mustGenerator(nexmark.Config{Seed: 42, OutputEventNumber: 1000})
 	var c dataplane.Record
 	resumed.Next(0, &c)
 	g.Next(1000, &a)

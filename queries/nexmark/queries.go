@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,9 @@ const (
 	Q5 = "nexmark-q5"
 	Q7 = "nexmark-q7"
 )
+
+// queryNames are the queries Build knows.
+var queryNames = []string{"q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8"}
 
 // Query parameters.
 const (
@@ -50,7 +54,7 @@ func CountSink(s *dataplane.Stream) *dataplane.QueryBuilder { return s.Sink("sin
 // RecordSink keeps the output in memory (dataplane.CollectedRecords).
 func RecordSink(s *dataplane.Stream) *dataplane.QueryBuilder { return s.RecordSink("sink") }
 
-// Build returns query q ("q1", "q2", "q3", "q5", "q7") named name, ending in sink.
+// Build returns query q (one of queryNames) named name, ending in sink.
 func Build(q, name string, sink Sink) (*dataplane.QueryBuilder, error) {
 	b := dataplane.NewQuery(name)
 	src := b.Source("source", 1)
@@ -66,6 +70,15 @@ func Build(q, name string, sink Sink) (*dataplane.QueryBuilder, error) {
 		persons := src.Process("q3-persons", parser(q3Person), false)
 		auctions := src.Process("q3-auctions", parser(q3Auction), false)
 		sink(persons.Join("q3-join", auctions, dataplane.JoinSpec{Join: q3Join}))
+	case "q4":
+		b.Describe("Nexmark q4: average closing price of auctions per category")
+		buildQ4(src, sink)
+	case "q6":
+		b.Describe(fmt.Sprintf("Nexmark q6*: average of the last %d closing prices per seller, with DummyFieldSize bytes of state per price", Q6Keep))
+		buildQ6(src, sink)
+	case "q8":
+		b.Describe("Nexmark q8: new people ⋈ their new auctions in tumbling event-time windows")
+		buildQ8(src, sink)
 	case "q5":
 		b.Describe("Nexmark q5: bids per auction in sliding event-time windows")
 		bids := src.Process("q5-bids", parser(bidsByAuction), false)
@@ -77,13 +90,13 @@ func Build(q, name string, sink Sink) (*dataplane.QueryBuilder, error) {
 		sink(bids.Window("q7-window", dataplane.WindowSpec{Size: Q7WindowSize, SizeParam: "WindowDuration"},
 			func() dataplane.Aggregator { return maxBid{} }))
 	default:
-		return nil, fmt.Errorf("nexmark query %q: known are q1, q2, q3, q5, q7", q)
+		return nil, fmt.Errorf("nexmark query %q: known are %s", q, strings.Join(queryNames, ", "))
 	}
 	return b, nil
 }
 
 func init() {
-	for _, q := range []string{"q1", "q2", "q3", "q5", "q7"} {
+	for _, q := range queryNames {
 		b, err := Build(q, "nexmark-"+q, CountSink)
 		if err != nil {
 			panic(err)
