@@ -26,7 +26,7 @@ const (
 	// badRecordColumnDefs were added to task_metrics after its first
 	// release; EnsureSchema adds them to older tables (addedTaskColumns).
 	badRecordColumnDefs = `malformed_records UInt64, oversize_records UInt64, dead_lettered UInt64, late_events UInt64`
-	reconfigColumnDefs = `ts DateTime, ts_ms UInt64, experiment String, job String, reconfig_id String, protocol String, ` +
+	reconfigColumnDefs  = `ts DateTime, ts_ms UInt64, experiment String, job String, reconfig_id String, protocol String, ` +
 		`step String, phase String, millis Float64, detail String`
 )
 
