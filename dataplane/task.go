@@ -66,8 +66,8 @@ type task struct {
 	op     Operator     // processing tasks
 	// routeDone remembers aligned route barriers for retried swaps.
 	routeDone sync.Map
-	keyed     *keyedState // stateful operators
-	values    *keyValues  // collecting sinks
+	keyed     *keyedState  // stateful operators
+	values    *keyValues   // collecting sinks
 	dead      *DeadLetters // rejected records (deadletter.go)
 
 	started atomic.Bool
