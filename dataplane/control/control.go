@@ -359,6 +359,13 @@ type ProduceRequest struct {
 	MaxEvents    int64    `json:"max_events,omitempty"` // 0 = until stopped
 	ValueSize    int      `json:"value_size,omitempty"`
 	Skew         float64  `json:"skew,omitempty"` // Zipf exponent of the "zipf" generator (0 = uniform)
+
+	// Rate schedule (the artifact's RateLimiterConfig, see
+	// dataplane.RateSchedule). When RateLimit is set it replaces RatePerSec:
+	// RateLimit[i] events per 200 ms interval for RateChangeInterval[i]
+	// intervals, the last rate holding until the producer stops.
+	RateLimit          []int64 `json:"rate_limit,omitempty"`
+	RateChangeInterval []int64 `json:"rate_change_interval,omitempty"`
 }
 
 // ProduceReport answers VerbProduceStop: what Kafka acknowledged.
