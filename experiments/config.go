@@ -113,6 +113,7 @@ const (
 	knobNested                  // JSON object or array (stored compact)
 	knobScalar                  // number or string (stored as written)
 	knobEnum                    // one of values
+	knobRateLimiter             // dataplane.ParseRateLimiterConfig's object (stored compact)
 )
 
 type knob struct {
@@ -128,7 +129,7 @@ var artifactKnobs = map[string]knob{
 	"LazyByKeyCancellingTaskMigrationMode": {kind: knobEnum, values: []string{"fetch-on-demand", "eventual"}},
 	"LazyByKeyGradualMigrationBatchSize":   {kind: knobInt, min: -1},
 	"BufferSize":                           {kind: knobInt, min: 1},
-	"RateLimiterConfig":                    {kind: knobNested},
+	"RateLimiterConfig":                    {kind: knobRateLimiter},
 	"NexmarkLogicalSourceConfigs":          {kind: knobRaw},
 	"DummyFieldSize":                       {kind: knobInt, min: 0},
 	"WindowDuration":                       {kind: knobScalar},
@@ -572,6 +573,18 @@ func (p *parser) knob(k knob, raw json.RawMessage, at string) (string, bool) {
 	case knobNested:
 		if kd := kindOf(raw); kd != "object" && kd != "array" {
 			p.errorf("%s: expected an object or an array, got %s", at, kd)
+			return "", false
+		}
+		return compact(raw), true
+	case knobRateLimiter:
+		if _, err := dataplane.ParseRateLimiterConfig(raw); err != nil {
+			errs := []error{err}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				errs = j.Unwrap()
+			}
+			for _, e := range errs {
+				p.errorf("%s: %v", at, e)
+			}
 			return "", false
 		}
 		return compact(raw), true
