@@ -105,16 +105,18 @@ func where(field, in string) string {
 type knobKind int
 
 const (
-	knobString      knobKind = iota // non-empty string
-	knobInt                         // whole number ≥ min
-	knobBool                        // true or false
-	knobStrings                     // list of non-empty strings (stored comma-joined)
-	knobRaw                         // any JSON (stored compact)
-	knobNested                      // JSON object or array (stored compact)
-	knobScalar                      // number or string (stored as written)
-	knobEnum                        // one of values
-	knobRateLimiter                 // dataplane.ParseRateLimiterConfig's object (stored compact)
+	knobString  knobKind = iota // non-empty string
+	knobInt                     // whole number ≥ min
+	knobBool                    // true or false
+	knobStrings                 // list of non-empty strings (stored comma-joined)
+	knobRaw                     // any JSON (stored compact)
+	knobNested                  // JSON object or array (stored compact)
+	knobScalar                  // number or string (stored as written)
+	knobEnum                    // one of values
 )
+
+// knobRateLimiter is dataplane.ParseRateLimiterConfig's object (stored compact).
+const knobRateLimiter = knobEnum + 1
 
 type knob struct {
 	kind   knobKind
