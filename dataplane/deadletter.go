@@ -124,6 +124,7 @@ func newDeadLetters(job control.JobSpec, operator, task string, extra []kgo.Opt,
 			kgo.SeedBrokers(job.KafkaBrokers...),
 			kgo.DefaultProduceTopic(d.topic),
 			kgo.AllowAutoTopicCreation(),
+			kgo.RecordDeliveryTimeout(sinkDeliveryTimeout),
 			kgo.ProducerBatchMaxBytes(int32(min(maxBytes+(64<<10), math.MaxInt32))),
 		}, extra...)
 	}

@@ -70,6 +70,8 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 			kgo.DefaultProduceTopic(t),
 			kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 			kgo.AllowAutoTopicCreation(),
+			// An unreachable cluster fails the task instead of blocking it.
+			kgo.RecordDeliveryTimeout(sinkDeliveryTimeout),
 			// A batch must hold the largest record the job lets through.
 			kgo.ProducerBatchMaxBytes(int32(min(dead.MaxRecordBytes()+(64<<10), math.MaxInt32))),
 		)
@@ -80,6 +82,10 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 		return &kafkaSink{name: ctx.Spec.Name, topic: t, client: cl, dead: dead, ctx: cctx, cancel: cancel}, nil
 	}
 }
+
+// sinkDeliveryTimeout bounds how long a Kafka sink or dead-letter write
+// retries before it fails.
+const sinkDeliveryTimeout = time.Minute
 
 type kafkaSink struct {
 	name, topic string

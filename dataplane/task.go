@@ -258,6 +258,7 @@ func (t *task) onBarrier(ctx context.Context, view *taskView, f *Frame) error {
 	if !t.align(view, f) {
 		return nil
 	}
+	t.dead.flush(ctx) // records rejected outside a data batch (e.g. on a watermark)
 	if len(view.routes) == 0 {
 		t.w.announceBarrier(t.jobID, t.id, f.BarrierID)
 		return nil

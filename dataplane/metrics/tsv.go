@@ -24,7 +24,7 @@ const (
 		`bytes_transferred UInt64, keys_fetched UInt64, klt_size UInt64, klt_bytes UInt64, ` +
 		badRecordColumnDefs
 	// badRecordColumnDefs were added to task_metrics after its first
-	// release; EnsureSchema adds them to older tables (addedTaskColumns).
+	// release; EnsureSchema adds them to older tables (addMissingColumns).
 	badRecordColumnDefs = `malformed_records UInt64, oversize_records UInt64, dead_lettered UInt64, late_events UInt64`
 	reconfigColumnDefs  = `ts DateTime, ts_ms UInt64, experiment String, job String, reconfig_id String, protocol String, ` +
 		`step String, phase String, millis Float64, detail String`
