@@ -124,7 +124,6 @@ func newDeadLetters(job control.JobSpec, operator, task string, extra []kgo.Opt,
 			kgo.SeedBrokers(job.KafkaBrokers...),
 			kgo.DefaultProduceTopic(d.topic),
 			kgo.AllowAutoTopicCreation(),
-			kgo.RecordDeliveryTimeout(sinkDeliveryTimeout),
 			kgo.ProducerBatchMaxBytes(int32(min(maxBytes+(64<<10), math.MaxInt32))),
 		}, extra...)
 	}
@@ -229,6 +228,8 @@ func (d *DeadLetters) flush(ctx context.Context) {
 		return
 	}
 	var firstErr error
+	ctx, cancel := context.WithTimeout(ctx, sinkDeliveryTimeout)
+	defer cancel()
 	for _, res := range d.client.ProduceSync(ctx, recs...) {
 		if res.Err != nil {
 			d.failed.Add(1)

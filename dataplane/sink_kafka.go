@@ -70,8 +70,6 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 			kgo.DefaultProduceTopic(t),
 			kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 			kgo.AllowAutoTopicCreation(),
-			// An unreachable cluster fails the task instead of blocking it.
-			kgo.RecordDeliveryTimeout(sinkDeliveryTimeout),
 			// A batch must hold the largest record the job lets through.
 			kgo.ProducerBatchMaxBytes(int32(min(dead.MaxRecordBytes()+(64<<10), math.MaxInt32))),
 		)
@@ -84,7 +82,9 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 }
 
 // sinkDeliveryTimeout bounds how long a Kafka sink or dead-letter write
-// retries before it fails.
+// waits, so an unreachable cluster fails the task instead of blocking it.
+// (kgo.RecordDeliveryTimeout cannot be used: franz-go measures it from the
+// record's timestamp, which is the event time here, often long past.)
 const sinkDeliveryTimeout = time.Minute
 
 type kafkaSink struct {
@@ -119,7 +119,9 @@ func (k *kafkaSink) ProcessBatch(in []Record, _ Emit) error {
 		return nil
 	}
 	n := len(recs)
-	err := k.client.ProduceSync(k.ctx, recs...).FirstErr()
+	ctx, cancel := context.WithTimeout(k.ctx, sinkDeliveryTimeout)
+	err := k.client.ProduceSync(ctx, recs...).FirstErr()
+	cancel()
 	clear(recs)
 	k.recs = recs[:0]
 	if err != nil {
