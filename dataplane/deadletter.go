@@ -58,6 +58,10 @@ const (
 	HeaderError     = "koala-error"
 	HeaderPartition = "koala-source-partition" // input partition and offset, when known
 	HeaderOffset    = "koala-source-offset"
+	// HeaderOriginalBytes is set when the record was cut to MaxRecordBytes
+	// (key first, then value) so it fits the dead-letter topic: the
+	// original len(key)+len(value).
+	HeaderOriginalBytes = "koala-original-bytes"
 )
 
 // deadLetterLogEvery is the minimum time between two log lines of one task
@@ -181,9 +185,17 @@ func (d *DeadLetters) Reject(r Record, reason string, cause error) {
 	msg := ""
 	if cause != nil {
 		msg = cause.Error()
+		msg = msg[:min(len(msg), 1024)] // headers must fit the batch limit's slack
+	}
+	key, value := r.Key, r.Value
+	var cut []kgo.RecordHeader
+	if size := len(key) + len(value); size > d.maxBytes {
+		key = key[:min(len(key), d.maxBytes)]
+		value = value[:min(len(value), d.maxBytes-len(key))]
+		cut = append(cut, kgo.RecordHeader{Key: HeaderOriginalBytes, Value: strconv.AppendInt(nil, int64(size), 10)})
 	}
 	rec := &kgo.Record{
-		Key: slices.Clone(r.Key), Value: slices.Clone(r.Value),
+		Key: slices.Clone(key), Value: slices.Clone(value),
 		Headers: []kgo.RecordHeader{
 			{Key: HeaderOperator, Value: []byte(d.operator)},
 			{Key: HeaderTask, Value: []byte(d.task)},
@@ -193,6 +205,7 @@ func (d *DeadLetters) Reject(r Record, reason string, cause error) {
 			{Key: HeaderOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
 		},
 	}
+	rec.Headers = append(rec.Headers, cut...)
 	if r.EventTime > 0 {
 		rec.Timestamp = time.Unix(0, r.EventTime)
 	}

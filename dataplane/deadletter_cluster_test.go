@@ -73,10 +73,10 @@ func TestDeadLetterPipeline(t *testing.T) {
 			wantBad[v] = bad{"parse", dataplane.ReasonMalformed}
 		case i%107 == 13:
 			v = fmt.Sprintf(`{"id": %d, "junk": "%s"}`, i, strings.Repeat("j", maxBytes)) // too large at the source
-			wantBad[v] = bad{"source", dataplane.ReasonOversize}
+			wantBad[v[:maxBytes-len(key)]] = bad{"source", dataplane.ReasonOversize}      // cut to fit
 		case i%109 == 17:
 			v = fmt.Sprintf(`{"id": %d, "pad": %d}`, i, maxBytes) // output too large at the sink
-			wantBad[fmt.Sprintf("%d:%s", i, strings.Repeat("p", maxBytes))] = bad{"sink", dataplane.ReasonOversize}
+			wantBad[fmt.Sprintf("%d:%s", i, strings.Repeat("p", maxBytes))[:maxBytes-len(key)]] = bad{"sink", dataplane.ReasonOversize}
 		default:
 			v = fmt.Sprintf(`{"id": %d, "pad": 3}`, i)
 			good = append(good, i)
@@ -139,7 +139,8 @@ func TestDeadLetterPipeline(t *testing.T) {
 		}
 		delete(wantBad, string(r.Value))
 		if h[dataplane.HeaderOperator] != w.operator || h[dataplane.HeaderReason] != w.reason ||
-			!strings.HasPrefix(h[dataplane.HeaderTask], w.operator+"-") || h[dataplane.HeaderError] == "" {
+			!strings.HasPrefix(h[dataplane.HeaderTask], w.operator+"-") || h[dataplane.HeaderError] == "" ||
+			(w.reason == dataplane.ReasonOversize) != (h[dataplane.HeaderOriginalBytes] != "") {
 			t.Fatalf("dead letter %.60q: headers %v, want operator %s, reason %s", r.Value, h, w.operator, w.reason)
 		}
 		byReason[w.operator+"/"+w.reason]++

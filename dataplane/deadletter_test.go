@@ -70,13 +70,13 @@ func TestDeadLettersWriteWithHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kc.Close()
-	job := control.JobSpec{KafkaBrokers: kc.ListenAddrs(), Params: map[string]string{ParamDeadLetterTopic: "dlq"}}
+	job := control.JobSpec{KafkaBrokers: kc.ListenAddrs(), Params: map[string]string{ParamDeadLetterTopic: "dlq", ParamMaxRecordBytes: "8"}}
 	d, err := newDeadLetters(job, "parse", "parse-3", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Reject(Record{Key: []byte("a"), Value: []byte("{bad"), Partition: 2, Offset: 41, EventTime: 5e9}, ReasonMalformed, errors.New("unexpected end"))
-	d.Reject(Record{Key: []byte("b"), Value: []byte("big"), Partition: 1, Offset: 7}, ReasonOversize, nil)
+	d.Reject(Record{Key: []byte("b"), Value: []byte("big record"), Partition: 1, Offset: 7}, ReasonOversize, nil)
 	d.flush(context.Background())
 	d.close()
 	if c := d.Counts(); c != (DeadLetterCounts{Malformed: 1, Oversize: 1, Written: 2}) {
@@ -94,8 +94,13 @@ func TestDeadLettersWriteWithHeaders(t *testing.T) {
 			t.Errorf("header %s = %q, want %q", k, h[k], v)
 		}
 	}
-	if string(recs[0].Value) != "{bad" || recs[0].Timestamp.UnixNano() != 5e9 || string(recs[1].Value) != "big" {
-		t.Fatalf("records %q@%v, %q", recs[0].Value, recs[0].Timestamp, recs[1].Value)
+	if string(recs[0].Value) != "{bad" || recs[0].Timestamp.UnixNano() != 5e9 {
+		t.Fatalf("record %q@%v", recs[0].Value, recs[0].Timestamp)
+	}
+	// The oversize record is cut to the limit so the topic takes it.
+	last := recs[1].Headers[len(recs[1].Headers)-1]
+	if string(recs[1].Key) != "b" || string(recs[1].Value) != "big rec" || last.Key != HeaderOriginalBytes || string(last.Value) != "11" {
+		t.Fatalf("oversize record %q=%q, last header %s=%s", recs[1].Key, recs[1].Value, last.Key, last.Value)
 	}
 
 	// Without a topic: counted, nothing to write.
