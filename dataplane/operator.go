@@ -36,6 +36,8 @@ type OperatorContext struct {
 	Index   int
 	DataDir string
 	Logger  *slog.Logger
+	// DeadLetters takes the records the operator cannot use (deadletter.go).
+	DeadLetters *DeadLetters
 }
 
 // OperatorFactory builds the operator of one task.

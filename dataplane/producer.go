@@ -165,6 +165,11 @@ func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error)
 	if req.RatePerSec < 0 {
 		return nil, fmt.Errorf("produce: RatePerSec %d must be ≥ 0 (0 = unlimited)", req.RatePerSec)
 	}
+	if len(req.RateLimit) > 0 || len(req.RateChangeInterval) > 0 {
+		if err := (RateSchedule{RateLimit: req.RateLimit, RateChangeInterval: req.RateChangeInterval}).Validate(); err != nil {
+			return nil, fmt.Errorf("produce: %w", err)
+		}
+	}
 	gen, err := NewGenerator(req)
 	if err != nil {
 		return nil, fmt.Errorf("produce: %w", err)
@@ -182,11 +187,26 @@ func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error)
 	return &producer{req: req, gen: gen, client: cl, perPart: map[int32]int64{}}, nil
 }
 
-// run paces records in 10 ms slots so the rate is smooth, and waits for
-// every outstanding acknowledgement before returning.
+// run paces records by the request's rate schedule or, without one, by
+// RatePerSec, and waits for every outstanding acknowledgement before
+// returning.
 func (p *producer) run(ctx context.Context) {
 	defer p.client.Close()
 	p.started = time.Now()
+	if len(p.req.RateLimit) > 0 {
+		p.runSchedule(ctx, RateSchedule{RateLimit: p.req.RateLimit, RateChangeInterval: p.req.RateChangeInterval})
+	} else {
+		p.runSmooth(ctx)
+	}
+	if err := p.client.Flush(context.Background()); err != nil {
+		p.setErr(fmt.Errorf("produce: flush: %w", err))
+	}
+	p.elapsed = time.Since(p.started)
+}
+
+// runSmooth produces RatePerSec records per second in 10 ms slots (all at
+// once when RatePerSec is 0).
+func (p *producer) runSmooth(ctx context.Context) {
 	const slot = 10 * time.Millisecond
 	tick := time.NewTicker(slot)
 	defer tick.Stop()
@@ -216,19 +236,54 @@ func (p *producer) run(ctx context.Context) {
 			due -= float64(batch)
 		}
 		for i := 0; i < batch && (p.req.MaxEvents == 0 || n < p.req.MaxEvents); i++ {
-			rec := &kgo.Record{}
-			var r Record
-			p.gen.Next(n, &r)
-			rec.Key, rec.Value = r.Key, r.Value
-			rec.Timestamp = time.Unix(0, r.EventTime)
+			p.produce(n)
 			n++
-			p.client.Produce(context.Background(), rec, p.ack)
 		}
 	}
-	if err := p.client.Flush(context.Background()); err != nil {
-		p.setErr(fmt.Errorf("produce: flush: %w", err))
+}
+
+// runSchedule follows a rate schedule: interval k starts at
+// started + k·RateInterval (absolute times, so delays do not accumulate)
+// and produces the interval's quota at once, as the artifact's limiter
+// lets a burst through and then blocks until the interval ends.
+func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
+	report := time.NewTicker(time.Second)
+	defer report.Stop()
+	wait := time.NewTimer(0)
+	defer wait.Stop()
+	var n int64
+	for k := int64(0); ctx.Err() == nil; k++ {
+		if p.req.MaxEvents > 0 && n >= p.req.MaxEvents {
+			return
+		}
+		wait.Reset(time.Until(p.started.Add(time.Duration(k) * RateInterval)))
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-report.C:
+				if p.onTick != nil {
+					p.onTick(p.report())
+				}
+			case <-wait.C:
+				break waiting
+			}
+		}
+		quota, _ := sched.RateAt(k)
+		for i := int64(0); i < quota && (p.req.MaxEvents == 0 || n < p.req.MaxEvents); i++ {
+			p.produce(n)
+			n++
+		}
 	}
-	p.elapsed = time.Since(p.started)
+}
+
+// produce generates record n and writes it asynchronously.
+func (p *producer) produce(n int64) {
+	var r Record
+	p.gen.Next(n, &r)
+	rec := &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: time.Unix(0, r.EventTime)}
+	p.client.Produce(context.Background(), rec, p.ack)
 }
 
 func (p *producer) ack(r *kgo.Record, err error) {

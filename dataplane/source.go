@@ -205,7 +205,7 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 	start := time.Now()
 	view := t.view.Load()
 	t.out.begin(view, t.index, t.jobID, t.id)
-	n := 0
+	n, rejected := 0, 0
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		s.mu.Lock()
 		s.hwm[fp.Partition] = fp.HighWatermark
@@ -216,15 +216,24 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 					continue
 				}
 			}
-			t.out.emit(Record{Key: r.Key, Value: r.Value, EventTime: r.Timestamp.UnixNano(), Partition: r.Partition, Offset: r.Offset})
-			t.wm.observe(r.Partition, r.Timestamp.UnixNano()) // watermark.go
-			n++
+			rec := Record{Key: r.Key, Value: r.Value, EventTime: r.Timestamp.UnixNano(), Partition: r.Partition, Offset: r.Offset}
+			if t.dead.TooLarge(rec) {
+				t.dead.Reject(rec, ReasonOversize, fmt.Errorf("%d bytes of key and value exceed %s %d", len(r.Key)+len(r.Value), ParamMaxRecordBytes, t.dead.MaxRecordBytes()))
+				rejected++
+			} else {
+				t.out.emit(rec)
+				t.wm.observe(r.Partition, r.Timestamp.UnixNano()) // watermark.go
+				n++
+			}
 			s.mu.Lock()
 			s.pos[r.Partition] = r.Offset + 1
 			s.mu.Unlock()
 		}
 	})
 	t.stats.kafkaLag.Store(s.lag())
+	if rejected > 0 {
+		t.dead.flush(ctx) // before the records after them and any barrier
+	}
 	if n == 0 {
 		return nil
 	}

@@ -66,8 +66,9 @@ type task struct {
 	op     Operator     // processing tasks
 	// routeDone remembers aligned route barriers for retried swaps.
 	routeDone sync.Map
-	keyed     *keyedState // stateful operators
-	values    *keyValues  // collecting sinks
+	keyed     *keyedState  // stateful operators
+	values    *keyValues   // collecting sinks
+	dead      *DeadLetters // rejected records (deadletter.go)
 
 	started atomic.Bool
 	startMu sync.Mutex
@@ -83,6 +84,8 @@ type task struct {
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64
+	lastDead                                DeadLetterCounts
+	lastLate                                uint64
 }
 
 func (t *task) key() string { return t.jobID + "/" + t.id }
@@ -147,6 +150,9 @@ func (t *task) stop(ctx context.Context) error {
 }
 
 func (t *task) closeResources() error {
+	if t.dead != nil {
+		t.dead.close()
+	}
 	if t.source != nil {
 		t.source.close()
 	}
@@ -213,6 +219,9 @@ func (t *task) handleFrame(ctx context.Context, f *Frame) error {
 		if err != nil {
 			return err
 		}
+		// Rejected records are written before the batch's output and any
+		// later barrier leave the task.
+		t.dead.flush(ctx)
 		n, err := t.out.flush(ctx, t.w)
 		t.stats.recordsOut.Add(uint64(n))
 		t.stats.observeBatch(time.Since(start))
@@ -249,6 +258,7 @@ func (t *task) onBarrier(ctx context.Context, view *taskView, f *Frame) error {
 	if !t.align(view, f) {
 		return nil
 	}
+	t.dead.flush(ctx) // records rejected outside a data batch (e.g. on a watermark)
 	if len(view.routes) == 0 {
 		t.w.announceBarrier(t.jobID, t.id, f.BarrierID)
 		return nil

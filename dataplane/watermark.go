@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"sync/atomic"
@@ -563,8 +564,20 @@ func (w *Worker) Watermarks(jobID string) map[string]int64 {
 func (w *Worker) OperatorCounters(jobID string) map[string]map[string]uint64 {
 	out := map[string]map[string]uint64{}
 	for _, t := range w.jobTasks(jobID, nil) {
+		var cs map[string]uint64
 		if c, ok := t.op.(CounterReporter); ok {
-			out[t.id] = c.Counters()
+			cs = c.Counters()
+		}
+		if t.dead != nil {
+			if dc := t.dead.Counts(); !dc.zero() {
+				if cs == nil {
+					cs = map[string]uint64{}
+				}
+				maps.Copy(cs, dc.counters())
+			}
+		}
+		if cs != nil {
+			out[t.id] = cs
 		}
 	}
 	return out

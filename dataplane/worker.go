@@ -301,6 +301,15 @@ func (w *Worker) emitMetrics(now time.Time) {
 			t.lastFetched, t.lastMoved = fetched, moved
 			row.KLTSize, row.KLTBytes = uint64(ks.klt.Len()), ks.klt.Bytes()
 		}
+		dead := t.dead.Counts()
+		row.Malformed, row.Oversize = dead.Malformed-t.lastDead.Malformed, dead.Oversize-t.lastDead.Oversize
+		row.DeadLettered = dead.Written - t.lastDead.Written
+		t.lastDead = dead
+		if c, ok := t.op.(CounterReporter); ok {
+			late := c.Counters()["late_records"]
+			row.LateEvents = late - t.lastLate
+			t.lastLate = late
+		}
 		// Rows carry per-second deltas; the absolute counters stay for status.
 		in, out := row.RecordsIn, row.RecordsOut
 		row.RecordsIn = in - t.lastIn
@@ -318,6 +327,11 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	}
 	t := &task{w: w, jobID: dep.Job.JobID, id: ref.ID, opName: ref.Operator, index: ref.Index, spec: spec}
 	t.view.Store(newTaskView(dep, ref.Operator))
+	dead, err := newDeadLetters(dep.Job, ref.Operator, ref.ID, w.opts.KafkaOpts, w.log)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
+	}
+	t.dead = dead
 	if spec.Kind == KindKafkaSource {
 		parallelism := len(dep.TasksOf(ref.Operator))
 		parts := sourcePartitions(dep.Job.Partitions, parallelism, ref.Index)
@@ -335,7 +349,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 			return nil, fmt.Errorf("task %s: data dir: %w", ref.ID, err)
 		}
 	}
-	op, err := newOperator(OperatorContext{Job: dep.Job, Spec: spec, TaskID: ref.ID, Index: ref.Index, DataDir: dataDir, Logger: w.log.With("task", ref.ID)})
+	op, err := newOperator(OperatorContext{Job: dep.Job, Spec: spec, TaskID: ref.ID, Index: ref.Index, DataDir: dataDir, Logger: w.log.With("task", ref.ID), DeadLetters: dead})
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 	}

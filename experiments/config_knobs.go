@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"koala/dataplane"
 )
 
 // Top-level field kinds handled generically: the value is validated and
@@ -14,14 +16,15 @@ import (
 type knobKind int
 
 const (
-	knobString  knobKind = iota // non-empty string
-	knobInt                     // whole number ≥ min
-	knobBool                    // true or false
-	knobStrings                 // list of non-empty strings (stored comma-joined)
-	knobRaw                     // any JSON (stored compact)
-	knobNested                  // JSON object or array (stored compact)
-	knobScalar                  // number or string (stored as written)
-	knobEnum                    // one of values
+	knobString      knobKind = iota // non-empty string
+	knobInt                         // whole number ≥ min
+	knobBool                        // true or false
+	knobStrings                     // list of non-empty strings (stored comma-joined)
+	knobRaw                         // any JSON (stored compact)
+	knobNested                      // JSON object or array (stored compact)
+	knobScalar                      // number or string (stored as written)
+	knobEnum                        // one of values
+	knobRateLimiter                 // dataplane.ParseRateLimiterConfig's object (stored compact)
 )
 
 type knob struct {
@@ -37,7 +40,7 @@ var artifactKnobs = map[string]knob{
 	"LazyByKeyCancellingTaskMigrationMode": {kind: knobEnum, values: []string{"fetch-on-demand", "eventual"}},
 	"LazyByKeyGradualMigrationBatchSize":   {kind: knobInt, min: -1},
 	"BufferSize":                           {kind: knobInt, min: 1},
-	"RateLimiterConfig":                    {kind: knobNested},
+	"RateLimiterConfig":                    {kind: knobRateLimiter},
 	"NexmarkLogicalSourceConfigs":          {kind: knobNested},
 	"NumActivePeople":                      {kind: knobInt, min: 1},
 	"HotSellersRatio":                      {kind: knobInt, min: 1},
@@ -90,6 +93,18 @@ func (p *parser) knob(k knob, raw json.RawMessage, at string) (string, bool) {
 	case knobStrings:
 		v, ok := p.strs(raw, at, false)
 		return strings.Join(v, ","), ok
+	case knobRateLimiter:
+		if _, err := dataplane.ParseRateLimiterConfig(raw); err != nil {
+			errs := []error{err}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				errs = j.Unwrap()
+			}
+			for _, e := range errs {
+				p.errorf("%s: %v", at, e)
+			}
+			return "", false
+		}
+		return compact(raw), true
 	case knobNested:
 		if kd := kindOf(raw); kd != "object" && kd != "array" {
 			p.errorf("%s: expected an object or an array, got %s", at, kd)

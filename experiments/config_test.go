@@ -109,7 +109,7 @@ func TestAllFieldsGolden(t *testing.T) {
 	if in.Params["LazyByKeyGradualMigrationBatchSize"] != "-1" {
 		t.Errorf("Params[LazyByKeyGradualMigrationBatchSize] = %q, want -1", in.Params["LazyByKeyGradualMigrationBatchSize"])
 	}
-	if in.Params["RateLimiterConfig"] != `[{"Rate":50000,"Until":300},{"Rate":80000}]` {
+	if in.Params["RateLimiterConfig"] != `{"RateLimit":[10000,16000],"RateChangeInterval":[1500]}` {
 		t.Errorf("RateLimiterConfig kept as %q", in.Params["RateLimiterConfig"])
 	}
 	if want := []string{"10.0.0.11:9092", "10.0.0.12:19092"}; !reflect.DeepEqual(in.KafkaBrokers, want) {
@@ -195,7 +195,12 @@ func TestErrors(t *testing.T) {
 		{"list", `{"QueryName":"q","Workers":"w1"}`, []string{`field "Workers": expected an array of strings, got string`}},
 		{"list item", `{"QueryName":"q","Workers":["w1",2]}`, []string{`field "Workers"[1]: expected a string, got number`}},
 		{"duplicate worker", `{"QueryName":"q","Workers":["w1","w1"]}`, []string{`field "Workers": "w1" is listed twice`}},
-		{"rate limiter scalar", `{"QueryName":"q","RateLimiterConfig":5}`, []string{`field "RateLimiterConfig": expected an object or an array, got number`}},
+		{"rate limiter scalar", `{"QueryName":"q","RateLimiterConfig":5}`, []string{`field "RateLimiterConfig": RateLimiterConfig: expected an object {"RateLimit": [...], "RateChangeInterval": [...]}, got 5`}},
+		{"rate limiter values", `{"QueryName":"q","RateLimiterConfig":{"RateLimit":[20000000,-1],"RateChangeInterval":[0,5]}}`, []string{
+			`field "RateLimiterConfig": RateLimiterConfig.RateLimit[0]: 20000000 is out of range (events per 200ms interval per producer, between 0 and 10000000)`,
+			`field "RateLimiterConfig": RateLimiterConfig.RateLimit[1]: -1 is out of range`,
+			`field "RateLimiterConfig": RateLimiterConfig.RateChangeInterval[0]: 0 is out of range`}},
+		{"rate limiter field", `{"QueryName":"q","RateLimiterConfig":{"RateLimits":[1]}}`, []string{`field "RateLimiterConfig": RateLimiterConfig: json: unknown field "RateLimits"`}},
 		{"window", `{"QueryName":"q","WindowDuration":true}`, []string{`field "WindowDuration": expected a number or a string, got boolean`}},
 		{"reconfigs not array", `{"QueryName":"q","Reconfigurations":{}}`, []string{`field "Reconfigurations": expected an array of objects, got object`}},
 		{"reconfig not object", `{"QueryName":"q","Reconfigurations":[3]}`, []string{`Reconfigurations[0]: expected an object, got number`}},

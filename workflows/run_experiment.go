@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"koala/activities"
+	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/workflows/plan"
@@ -207,6 +208,9 @@ func cleanup(ctx workflow.Context, dep control.Deployment, cause error) error {
 
 func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.WorkerInfo) []activities.ProducerInput {
 	n := max(in.Producer.Producers, 1)
+	// A RateLimiterConfig schedule (checked by validateInput) limits each
+	// producer, as in the artifact; RatePerSec is split among them.
+	sched, _ := dataplane.ParseRateLimiterConfig([]byte(in.Params["RateLimiterConfig"]))
 	var out []activities.ProducerInput
 	for i := 0; i < n; i++ {
 		rate := in.Producer.RatePerSec / n
@@ -224,6 +228,7 @@ func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.W
 				Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, Generator: in.Producer.Generator,
 				RatePerSec: rate, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed + int64(i), ValueSize: in.Producer.ValueSize,
 				Skew: in.Producer.Skew, MaxEvents: events, Nexmark: in.Producer.Nexmark,
+				RateLimit: sched.RateLimit, RateChangeInterval: sched.RateChangeInterval,
 			},
 		})
 	}
@@ -264,6 +269,11 @@ func validateInput(in ExperimentInput) error {
 	}
 	if len(in.KafkaBrokers) == 0 {
 		problems = append(problems, "KafkaBrokers must name at least one broker")
+	}
+	if rc := in.Params["RateLimiterConfig"]; rc != "" {
+		if _, err := dataplane.ParseRateLimiterConfig([]byte(rc)); err != nil {
+			problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
 	}
 	for i, r := range in.Reconfigurations {
 		switch r.Type {

@@ -361,6 +361,13 @@ type ProduceRequest struct {
 	Skew         float64  `json:"skew,omitempty"` // Zipf exponent of the "zipf" generator (0 = uniform)
 	// Nexmark shapes the "nexmark" generator (nil: its defaults).
 	Nexmark *NexmarkSource `json:"nexmark,omitempty"`
+
+	// Rate schedule (the artifact's RateLimiterConfig, see
+	// dataplane.RateSchedule). When RateLimit is set it replaces RatePerSec:
+	// RateLimit[i] events per 200 ms interval for RateChangeInterval[i]
+	// intervals, the last rate holding until the producer stops.
+	RateLimit          []int64 `json:"rate_limit,omitempty"`
+	RateChangeInterval []int64 `json:"rate_change_interval,omitempty"`
 }
 
 // NexmarkSource is the artifact's NexmarkSourceConfig: how the Nexmark

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"koala/dataplane"
+	"koala/dataplane/metrics"
 )
 
 // Cluster is a running in-process data plane.
@@ -31,6 +32,8 @@ type Options struct {
 	Workers int // default 3
 	// LogLevel of the workers' logs (default warn, to keep test output short).
 	LogLevel slog.Level
+	// Recorder receives every worker's metric rows (default: discarded).
+	Recorder metrics.Recorder
 }
 
 // Start brings the cluster up and registers its shutdown with t.Cleanup.
@@ -66,6 +69,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := 1; i <= opts.Workers; i++ {
 		w, err := dataplane.NewWorker(dataplane.Options{
 			ID: fmt.Sprintf("w%d", i), NATSURL: c.NATSURL, Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: log,
+			Recorder: opts.Recorder,
 		})
 		if err != nil {
 			t.Fatalf("worker %d: %v", i, err)

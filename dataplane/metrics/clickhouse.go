@@ -121,7 +121,8 @@ func ident(s string) string {
 // table returns the qualified name of a table in the database.
 func (ch *ClickHouse) table(name string) string { return ident(ch.db) + "." + name }
 
-// EnsureSchema creates the database and both tables if they do not exist.
+// EnsureSchema creates the database and both tables if they do not exist
+// and adds the task_metrics columns an older table lacks.
 func (ch *ClickHouse) EnsureSchema(ctx context.Context) error {
 	stmts := []string{
 		"CREATE DATABASE IF NOT EXISTS " + ident(ch.db),
@@ -135,7 +136,49 @@ func (ch *ClickHouse) EnsureSchema(ctx context.Context) error {
 			return err
 		}
 	}
+	return ch.addMissingColumns(ctx, TaskTable, badRecordColumnDefs)
+}
+
+// addMissingColumns adds the columns of defs that table lacks: tables
+// created by an older release get the columns added since (old rows read
+// 0). ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, so the existing
+// columns are looked up first; a concurrent EnsureSchema that added a
+// column in between is recognised by looking again.
+func (ch *ClickHouse) addMissingColumns(ctx context.Context, table, defs string) error {
+	have, err := ch.columns(ctx, table)
+	if err != nil {
+		return err
+	}
+	for _, def := range strings.Split(defs, ", ") {
+		name, _, _ := strings.Cut(def, " ")
+		if have[name] {
+			continue
+		}
+		err := ch.Exec(ctx, "ALTER TABLE "+ch.table(table)+" ADD COLUMN "+def)
+		if err == nil {
+			continue
+		}
+		if now, cerr := ch.columns(ctx, table); cerr == nil && now[name] {
+			continue
+		}
+		return fmt.Errorf("metrics: add column %s to %s: %w", name, table, err)
+	}
 	return nil
+}
+
+// columns lists the column names of a table of the database.
+func (ch *ClickHouse) columns(ctx context.Context, table string) (map[string]bool, error) {
+	rows, err := ch.Query(ctx, "SELECT name FROM system.columns WHERE database = "+quoteString(ch.db)+" AND table = "+quoteString(table))
+	if err != nil {
+		return nil, fmt.Errorf("metrics: columns of %s: %w", table, err)
+	}
+	out := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		if len(r) > 0 {
+			out[r[0]] = true
+		}
+	}
+	return out, nil
 }
 
 // RecordTask implements Recorder. A zero Time is replaced by the clock.

@@ -204,3 +204,61 @@ func TestClickHouseIntegration(t *testing.T) {
 		t.Fatalf("want error with server message, got %v", err)
 	}
 }
+
+// TestClickHouseSchemaUpgrade creates task_metrics as the first release
+// did, then lets EnsureSchema add the bad-record columns: old rows keep
+// their values and read 0 in the new columns, new rows carry them.
+func TestClickHouseSchemaUpgrade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	base := clickHouseURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db := fmt.Sprintf("koala_upgrade_%d", time.Now().UnixNano())
+	ch := NewClickHouse(base, db, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	t.Cleanup(func() { _ = ch.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	const oldDefs = `ts DateTime, ts_ms UInt64, experiment String, job String, operator String, task String, worker String, ` +
+		`records_in UInt64, records_out UInt64, batches UInt64, batch_time_avg_us Float64, batch_time_max_us Float64, ` +
+		`queue_time_avg_us Float64, kafka_lag UInt64, idle_ratio Float64, backpressure_ratio Float64, ` +
+		`multi_get_us Float64, multi_put_us Float64, key_lookup_us Float64, keys_per_batch Float64, ` +
+		`bytes_transferred UInt64, keys_fetched UInt64, klt_size UInt64, klt_bytes UInt64`
+	for _, s := range []string{
+		"CREATE DATABASE " + db,
+		"CREATE TABLE " + db + ".task_metrics (" + oldDefs + ") ENGINE = MergeTree() PARTITION BY toYYYYMMDD(ts) ORDER BY (job, ts)",
+		"INSERT INTO " + db + ".task_metrics (ts, ts_ms, job, operator, task, records_in) VALUES (1700000000, 1700000000000, 'j', 'parse', 'parse-0', 7)",
+	} {
+		if err := ch.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // idempotent on an upgraded table
+		if err := ch.EnsureSchema(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Unix(1_700_000_001, 0)
+	for sec := range 3 {
+		ch.RecordTask(TaskRow{Time: start.Add(time.Duration(sec) * time.Second), Job: "j", Operator: "parse", Task: "parse-0",
+			RecordsIn: 10, Malformed: uint64(sec + 1), Oversize: 2, DeadLettered: uint64(sec + 3), LateEvents: 5})
+	}
+	if err := ch.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ch.Query(ctx, "SELECT count(), sum(records_in), sum(malformed_records), sum(oversize_records), sum(dead_lettered), sum(late_events) FROM "+
+		db+".task_metrics WHERE job = 'j'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{"4", "37", "6", "6", "12", "15"}}; fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Fatalf("after upgrade: got %q, want %q", rows, want)
+	}
+	old, err := ch.Query(ctx, "SELECT malformed_records, dead_lettered, late_events FROM "+db+".task_metrics WHERE records_in = 7")
+	if err != nil || fmt.Sprint(old) != "[[0 0 0]]" {
+		t.Fatalf("old row reads %q %v, want zeros", old, err)
+	}
+	pts, err := ch.ColumnSeries(ctx, "j", "parse", "dead_lettered", AggSum)
+	if err != nil || len(pts) != 4 || pts[3].Value != 5 {
+		t.Fatalf("dead_lettered series %v %v", pts, err)
+	}
+}

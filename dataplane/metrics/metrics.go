@@ -27,6 +27,10 @@ type TaskRow struct {
 	KeysFetched                    uint64
 	KLTSize                        uint64 // entries in the key lookup table
 	KLTBytes                       uint64
+	// Bad input, records in this second: unparseable and over the size
+	// limit (both go the dead-letter path), written to the dead-letter
+	// topic, and late events (after the watermark passed them).
+	Malformed, Oversize, DeadLettered, LateEvents uint64
 }
 
 // Phases of a ReconfigEvent.

@@ -10,8 +10,9 @@
 //
 // Malformed input (bad JSON, an unknown event kind, a missing required
 // field) is never fatal: the parsing operator counts it in its
-// "malformed_records" counter (Worker.OperatorCounters), logs it
-// rate-limited and skips it.
+// "malformed_records" counter (Worker.OperatorCounters), hands it to the
+// task's dead-letter path (dataplane.DeadLetters: counted, written to the
+// job's DeadLetterTopic if set, logged rate-limited) and skips it.
 package nexmark
 
 import (

@@ -106,6 +106,10 @@ func run(t *testing.T, q string, params ...string) (qtest.Result, []nexmark.Even
 	if want := uint64(parsers * len(malformed)); bad != want {
 		t.Fatalf("malformed records counted %d, want %d", bad, want)
 	}
+	// ... and handed each to its task's dead-letter path.
+	if got, want := res.Counter("", "deadletter_malformed"), uint64(parsers*len(malformed)); got != want {
+		t.Fatalf("dead-letter path saw %d malformed records, want %d", got, want)
+	}
 	return res, events
 }
 

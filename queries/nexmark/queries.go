@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -108,22 +107,23 @@ func init() {
 }
 
 // parseOp parses each record as a Nexmark event and hands good ones to fn;
-// malformed records are counted, logged (rate-limited) and skipped.
+// malformed records are counted and handed to the task's dead-letter path
+// (which writes them to the job's DeadLetterTopic, if any, and logs them
+// rate-limited), then skipped.
 type parseOp struct {
 	fn        func(e Event, r dataplane.Record, emit dataplane.Emit)
-	log       *slog.Logger
+	dead      *dataplane.DeadLetters
 	parsed    atomic.Uint64
 	malformed atomic.Uint64
-	told      time.Time
 }
 
 func parser(fn func(Event, dataplane.Record, dataplane.Emit)) dataplane.OperatorFactory {
 	return func(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
-		log := ctx.Logger
-		if log == nil {
-			log = slog.Default()
+		dead := ctx.DeadLetters
+		if dead == nil { // built outside a worker
+			dead = dataplane.NewTestDeadLetters(ctx.Spec.Name)
 		}
-		return &parseOp{fn: fn, log: log}, nil
+		return &parseOp{fn: fn, dead: dead}, nil
 	}
 }
 
@@ -131,11 +131,8 @@ func (p *parseOp) ProcessBatch(in []dataplane.Record, emit dataplane.Emit) error
 	for _, r := range in {
 		e, err := Parse(r.Value)
 		if err != nil {
-			n := p.malformed.Add(1)
-			if now := time.Now(); now.Sub(p.told) >= 10*time.Second {
-				p.log.Warn("skipping malformed nexmark records", "total", n, "partition", r.Partition, "offset", r.Offset, "err", err)
-				p.told = now
-			}
+			p.malformed.Add(1)
+			p.dead.Reject(r, dataplane.ReasonMalformed, err)
 			continue
 		}
 		p.parsed.Add(1)

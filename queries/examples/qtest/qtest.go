@@ -23,6 +23,7 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/dataplane/metrics"
 	"koala/workflows"
 	"koala/workflows/plan"
 )
@@ -45,6 +46,8 @@ type Options struct {
 	// partitioning by key.
 	ManualPartitions bool
 	Timeout          time.Duration // default 2 minutes
+	// Recorder receives the workers' metric rows (default: discarded).
+	Recorder metrics.Recorder
 }
 
 // Phase is a slice of input and what to wait for after producing it.
@@ -112,7 +115,7 @@ func Start(t testing.TB, o Options) *Run {
 	if o.JobID == "" {
 		o.JobID = strings.NewReplacer("/", "-", " ", "-").Replace(o.Query + "-" + t.Name())
 	}
-	c := dptest.Start(t, dptest.Options{Workers: o.Workers})
+	c := dptest.Start(t, dptest.Options{Workers: o.Workers, Recorder: o.Recorder})
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	t.Cleanup(cancel)
 	t.Cleanup(func() { dataplane.ForgetCollected(o.JobID) })

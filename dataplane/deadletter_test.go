@@ -1,0 +1,139 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"koala/dataplane/control"
+	"koala/dataplane/metrics"
+)
+
+type lateCounter struct{ late atomic.Uint64 }
+
+func (o *lateCounter) ProcessBatch([]Record, Emit) error { return nil }
+func (o *lateCounter) Counters() map[string]uint64 {
+	return map[string]uint64{"late_records": o.late.Load()}
+}
+
+// TestMetricRowsCountBadRecords checks that the worker's metrics loop puts
+// per-second deltas of the dead-letter counts and of the operator's late
+// records into the task rows.
+func TestMetricRowsCountBadRecords(t *testing.T) {
+	mem := metrics.NewMemory()
+	w := &Worker{opts: Options{ID: "w1", Recorder: mem}, log: slog.Default(), tasks: map[string]*task{}}
+	op := &lateCounter{}
+	dead := NewTestDeadLetters("win")
+	tk := &task{w: w, jobID: "j", id: "win-0", opName: "win", op: op, dead: dead}
+	tk.view.Store(&taskView{job: control.JobSpec{JobID: "j", Experiment: "e"}})
+	tk.started.Store(true)
+	w.tasks[tk.key()] = tk
+
+	bad := func(n int, reason string) {
+		for range n {
+			dead.Reject(Record{Key: []byte("k")}, reason, errors.New("test"))
+		}
+	}
+	now := time.Unix(1_700_000_000, 0)
+	bad(3, ReasonMalformed)
+	bad(2, ReasonOversize)
+	op.late.Add(4)
+	w.emitMetrics(now)
+	bad(1, "no-such-field") // an operator's own reason counts as malformed
+	dead.written.Add(5)     // as if acknowledged by a dead-letter topic
+	op.late.Add(1)
+	w.emitMetrics(now.Add(time.Second))
+	w.emitMetrics(now.Add(2 * time.Second))
+	rows := mem.Tasks()
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	want := [][4]uint64{{3, 2, 0, 4}, {1, 0, 5, 1}, {0, 0, 0, 0}}
+	for i, r := range rows {
+		if got := [4]uint64{r.Malformed, r.Oversize, r.DeadLettered, r.LateEvents}; got != want[i] {
+			t.Errorf("row %d: malformed, oversize, dead-lettered, late = %v, want %v", i, got, want[i])
+		}
+	}
+}
+
+// TestDeadLettersWriteWithHeaders writes rejected records to a kfake topic
+// and checks counts, headers and that nothing is written without a topic.
+func TestDeadLettersWriteWithHeaders(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	job := control.JobSpec{KafkaBrokers: kc.ListenAddrs(), Params: map[string]string{ParamDeadLetterTopic: "dlq", ParamMaxRecordBytes: "8"}}
+	d, err := newDeadLetters(job, "parse", "parse-3", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Reject(Record{Key: []byte("a"), Value: []byte("{bad"), Partition: 2, Offset: 41, EventTime: 5e9}, ReasonMalformed, errors.New("unexpected end"))
+	d.Reject(Record{Key: []byte("b"), Value: []byte("big record"), Partition: 1, Offset: 7}, ReasonOversize, nil)
+	d.flush(context.Background())
+	d.close()
+	if c := d.Counts(); c != (DeadLetterCounts{Malformed: 1, Oversize: 1, Written: 2}) {
+		t.Fatalf("counts %+v", c)
+	}
+	recs := readTopic(t, kc.ListenAddrs(), "dlq", 2)[0]
+	h := map[string]string{}
+	for _, kv := range recs[0].Headers {
+		h[kv.Key] = string(kv.Value)
+	}
+	want := map[string]string{HeaderOperator: "parse", HeaderTask: "parse-3", HeaderReason: ReasonMalformed,
+		HeaderError: "unexpected end", HeaderPartition: "2", HeaderOffset: "41"}
+	for k, v := range want {
+		if h[k] != v {
+			t.Errorf("header %s = %q, want %q", k, h[k], v)
+		}
+	}
+	if string(recs[0].Value) != "{bad" || recs[0].Timestamp.UnixNano() != 5e9 {
+		t.Fatalf("record %q@%v", recs[0].Value, recs[0].Timestamp)
+	}
+	// The oversize record is cut to the limit so the topic takes it.
+	last := recs[1].Headers[len(recs[1].Headers)-1]
+	if string(recs[1].Key) != "b" || string(recs[1].Value) != "big rec" || last.Key != HeaderOriginalBytes || string(last.Value) != "11" {
+		t.Fatalf("oversize record %q=%q, last header %s=%s", recs[1].Key, recs[1].Value, last.Key, last.Value)
+	}
+
+	// Without a topic: counted, nothing to write.
+	d2, err := newDeadLetters(control.JobSpec{}, "parse", "parse-0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2.Reject(Record{}, "", nil)
+	d2.flush(context.Background())
+	if c := d2.Counts(); c != (DeadLetterCounts{Malformed: 1}) || d2.client != nil {
+		t.Fatalf("without a topic: counts %+v, client %v", c, d2.client)
+	}
+}
+
+func TestMaxRecordBytesParam(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want int
+		err  string
+	}{
+		{"", DefaultMaxRecordBytes, ""},
+		{"2048", 2048, ""},
+		{"0", 0, "MaxRecordBytes \"0\": want a whole number of bytes between 1 and"},
+		{"1k", 0, "MaxRecordBytes \"1k\""},
+		{"2000000000", 0, "MaxRecordBytes \"2000000000\""},
+	} {
+		got, err := MaxRecordBytesOf(control.JobSpec{Params: map[string]string{ParamMaxRecordBytes: tc.v}})
+		if tc.err == "" && (err != nil || got != tc.want) || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("MaxRecordBytes %q: %d, %v; want %d, error containing %q", tc.v, got, err, tc.want, tc.err)
+		}
+	}
+	if _, err := newDeadLetters(control.JobSpec{Params: map[string]string{ParamDeadLetterTopic: "dlq"}}, "op", "op-0", nil, nil); err == nil ||
+		!strings.Contains(err.Error(), ParamDeadLetterTopic) {
+		t.Fatalf("dead-letter topic without brokers: %v", err)
+	}
+}
