@@ -48,10 +48,10 @@ func (l *lineReader) next() (line []byte, tooLong bool, err error) {
 	line, err = l.rd.ReadSlice('\n')
 	for errors.Is(err, bufio.ErrBufferFull) {
 		tooLong = true
-		_, err = l.rd.ReadSlice('\n')
+		line, err = l.rd.ReadSlice('\n')
 	}
-	if err == io.EOF && len(line) > 0 && !tooLong {
-		err = nil
+	if err == io.EOF && (len(line) > 0 || tooLong) {
+		err = nil // the last line has no line ending; EOF comes next call
 	}
 	if err != nil {
 		return nil, tooLong, err

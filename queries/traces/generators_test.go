@@ -2,10 +2,14 @@ package traces_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"koala/dataplane"
 	"koala/dataplane/control"
@@ -121,7 +125,39 @@ func TestGeneratorErrors(t *testing.T) {
 			t.Errorf("%+v: error %v, want one mentioning %q", tc.req, err, tc.want)
 		}
 	}
+	// A too-long last line without a line ending is counted, not lost.
+	tail := filepath.Join(dir, "tail.csv")
+	if err := os.WriteFile(tail, []byte("0,vm1,1,2,1.5\n"+strings.Repeat("7", 70_000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if recs, bad, err := traces.ReadCSV(traces.Azure, []string{tail}); err != nil || len(recs) != 1 || bad != 1 {
+		t.Errorf("ReadCSV with a long unterminated last line: %d records, %d malformed, %v; want 1, 1", len(recs), bad, err)
+	}
 	if _, _, err := traces.ReadCSV("nexmark", nil); err == nil {
 		t.Error("ReadCSV accepted an unknown trace")
+	}
+}
+
+// TestProduceReportsMalformed: a producer replaying trace files reports
+// the lines it skipped.
+func TestProduceReportsMalformed(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	p := filepath.Join(t.TempDir(), "twitch.csv")
+	lines := "user_id,stream_id,streamer_name,time,event_type\nu1,s1,x,1,ENTER\nu1,s1,x,oops,LEAVE\nu1,s1,x,3,LEAVE\nu2;s1;x;4;ENTER\n"
+	if err := os.WriteFile(p, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := dataplane.Produce(ctx, control.ProduceRequest{Topic: "trace", KafkaBrokers: kc.ListenAddrs(), Generator: traces.Twitch, FilePath: []string{p}, MaxEvents: 5}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Acked != 5 || rep.Malformed != 2 {
+		t.Fatalf("produced %d records with %d malformed lines reported, want 5 and 2", rep.Acked, rep.Malformed)
 	}
 }
