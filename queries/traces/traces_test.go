@@ -44,8 +44,9 @@ func skipShort(t testing.TB) {
 }
 
 // runRescaled runs recs through query q with every stateful operator at
-// parallelism 2 and rescales op lazily 2→4 after the first third, while
-// the rest of the input flows.
+// parallelism 2 and rescales op lazily 2→4: the first third is in Kafka
+// when the tasks start, the second flows while the rescale runs, the last
+// is produced after it.
 func runRescaled(t *testing.T, q, op string, par map[string]int, params map[string]string, recs []dataplane.Record) qtest.Result {
 	t.Helper()
 	skipShort(t)
@@ -54,13 +55,13 @@ func runRescaled(t *testing.T, q, op string, par map[string]int, params map[stri
 		Query: recordQuery(t, q), Parallelism: par, Params: params, Backend: "pebble", Workers: 3,
 		Timeout: 4 * time.Minute,
 		Phases: []qtest.Phase{{Records: recs[:third], Then: func(r *qtest.Run) {
-			wait := r.ProduceAsync(recs[third:], 200, 2*time.Millisecond)
+			wait := r.ProduceAsync(recs[third:2*third], 100, 5*time.Millisecond)
 			r.Rescale(workflows.ReconfigureLazy, op, 4)
 			wait()
 			if n := len(r.Dep.TasksOf(op)); n != 4 {
 				t.Fatalf("%s has %d tasks after the rescale, want 4", op, n)
 			}
-		}}},
+		}}, {Records: recs[2*third:]}},
 	})
 	// The added tasks took over keys (with their migrated state).
 	if n := res.Counter(op+"-2", "processed_records") + res.Counter(op+"-3", "processed_records"); n == 0 {
