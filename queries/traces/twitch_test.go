@@ -173,8 +173,7 @@ func TestTwitchAcrossLazyRescale(t *testing.T) {
 // a record sent straight to the new owner overtake an earlier record of
 // the same key that reached the old owner before the switch (seen as a
 // transient negative viewer count in some runs, more often on a loaded
-// machine), so
-// inversions are only logged.
+// machine), so inversions are only logged.
 func TestTwitchMiddleOperatorRescale(t *testing.T) {
 	recs, events := twitchInput(t, 6000)
 	res := runRescaled(t, traces.Twitch, "streamViewers", twitchPar, nil, recs)
