@@ -323,7 +323,7 @@ func (p *producer) report() control.ProduceReport {
 	if el == 0 && !p.started.IsZero() {
 		el = time.Since(p.started)
 	}
-	return control.ProduceReport{Acked: p.acked.Load(), Failed: p.failed.Load(), PerPart: per, ElapsedSecs: el.Seconds()}
+	return control.ProduceReport{Acked: p.acked.Load(), Failed: p.failed.Load(), PerPart: per, ElapsedSecs: el.Seconds(), Malformed: generatorMalformed(p.gen)}
 }
 
 // stop ends a background producer and waits for its acknowledgements.

@@ -65,6 +65,7 @@ var artifactKnobs = map[string]knob{
 	"NumSubscales":                         {kind: knobInt, min: 1},
 	"RemotePebbleAddrs":                    {kind: knobStrings},
 	"NumEvents":                            {kind: knobInt, min: 0},
+	"FilePath":                             {kind: knobStrings}, // trace CSV files a trace generator replays
 	"OutputEventNumber":                    {kind: knobInt, min: 0},
 	"Hosts":                                {kind: knobRaw},
 	"WorkerIPs":                            {kind: knobStrings},

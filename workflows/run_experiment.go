@@ -229,10 +229,20 @@ func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.W
 				RatePerSec: rate, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed + int64(i), ValueSize: in.Producer.ValueSize,
 				Skew: in.Producer.Skew, MaxEvents: events, Nexmark: in.Producer.Nexmark,
 				RateLimit: sched.RateLimit, RateChangeInterval: sched.RateChangeInterval,
+				FilePath: filePaths(in.Params["FilePath"]),
 			},
 		})
 	}
 	return out
+}
+
+// filePaths splits the comma-joined "FilePath" knob (see experiments'
+// knob table) into the trace files a trace generator replays.
+func filePaths(joined string) []string {
+	if joined == "" {
+		return nil
+	}
+	return strings.Split(joined, ",")
 }
 
 func lastOperator(job control.JobSpec) string {

@@ -17,6 +17,7 @@ import (
 	_ "koala/queries"
 	_ "koala/queries/examples" // example queries
 	_ "koala/queries/nexmark"  // Nexmark generator and queries // registers query generators
+	_ "koala/queries/traces"   // azure, borg, taxi and twitch trace queries and generators
 )
 
 func init() {

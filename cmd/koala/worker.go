@@ -13,6 +13,7 @@ import (
 	_ "koala/queries"
 	_ "koala/queries/examples" // example queries
 	_ "koala/queries/nexmark"  // Nexmark generator and queries // registers the query operators this worker can run
+	_ "koala/queries/traces"   // azure, borg, taxi and twitch trace queries and generators
 )
 
 func init() {

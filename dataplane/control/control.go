@@ -361,6 +361,9 @@ type ProduceRequest struct {
 	Skew         float64  `json:"skew,omitempty"` // Zipf exponent of the "zipf" generator (0 = uniform)
 	// Nexmark shapes the "nexmark" generator (nil: its defaults).
 	Nexmark *NexmarkSource `json:"nexmark,omitempty"`
+	// FilePath, when set, makes a trace generator replay these CSV files
+	// instead of generating records (see package queries/traces).
+	FilePath []string `json:"file_path,omitempty"`
 
 	// Rate schedule (the artifact's RateLimiterConfig, see
 	// dataplane.RateSchedule). When RateLimit is set it replaces RatePerSec:
@@ -394,4 +397,6 @@ type ProduceReport struct {
 	Failed      int64           `json:"failed"`
 	PerPart     map[int32]int64 `json:"per_partition"`
 	ElapsedSecs float64         `json:"elapsed_secs"`
+	// Malformed counts input lines a file-reading generator skipped.
+	Malformed int64 `json:"malformed,omitempty"`
 }
