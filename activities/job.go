@@ -141,6 +141,7 @@ func (a *Activities) BuildJob(ctx context.Context, in JobInput) (control.JobSpec
 		JobID: in.JobID, Experiment: in.Experiment, Query: in.Query, Operators: ops,
 		NumBuckets: in.NumBuckets, BatchSize: in.BatchSize, Partitions: in.Partitions,
 		Topic: "koala-" + in.JobID, KafkaBrokers: in.KafkaBrokers, StateBackend: in.StateBackend, Params: in.Params,
+		ExactnessUnchecked: queries.Unchecked(in.Query),
 	}
 	if job.NumBuckets <= 0 {
 		job.NumBuckets = control.DefaultNumBuckets

@@ -248,7 +248,10 @@ func WriteSuiteTable(w io.Writer, s SuiteSummary) error {
 	fmt.Fprintf(&b, "%s\nSuite summary\n%s\n", rule, rule)
 	for _, e := range s.Entries {
 		fmt.Fprintf(&b, "%-9s %5.0fs %s -> %s", e.Status, e.Seconds, e.Experiment, e.Keyword)
-		if e.Status == workflows.SuiteSucceeded {
+		switch {
+		case e.Status == workflows.SuiteSucceeded && e.ExactnessUnchecked != "":
+			b.WriteString("  (exactness not checked at run time)")
+		case e.Status == workflows.SuiteSucceeded:
 			fmt.Fprintf(&b, "  (lost=%d duplicated=%d)", e.Lost, e.Duplicated)
 		}
 		if e.Error != "" {

@@ -16,6 +16,9 @@ type Summary struct {
 	Experiment, WorkflowID, RunID, UIURL string
 
 	Produced, SinkReceived, SinkDistinct, Lost, Duplicated int64
+	// ExactnessUnchecked is why the sink ledger could not check the run
+	// (Lost and Duplicated are then not printed as numbers).
+	ExactnessUnchecked string
 
 	// ThroughputBefore and ThroughputAfter are events/s at the sink before
 	// the first reconfiguration and after the last one finished.
@@ -47,7 +50,8 @@ type StepSummary struct {
 const summaryKeyWidth = 13
 
 // WriteText writes the summary as an aligned, human-readable block. Its last
-// two lines are "lost=N duplicated=M" and the Temporal UI link.
+// two lines are "lost=N duplicated=M" (n/a with the reason when the query
+// cannot be checked by the sink ledger) and the Temporal UI link.
 func (s Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
 	kv := func(key, format string, args ...any) {
@@ -86,7 +90,11 @@ func (s Summary) WriteText(w io.Writer) error {
 	if s.PlotPath != "" {
 		kv("plot", "%s", s.PlotPath)
 	}
-	fmt.Fprintf(&b, "lost=%d duplicated=%d\n", s.Lost, s.Duplicated)
+	if s.ExactnessUnchecked != "" {
+		fmt.Fprintf(&b, "lost=n/a duplicated=n/a (not checked at run time: %s)\n", s.ExactnessUnchecked)
+	} else {
+		fmt.Fprintf(&b, "lost=%d duplicated=%d\n", s.Lost, s.Duplicated)
+	}
 	fmt.Fprintf(&b, "ui: %s\n", orDash(s.UIURL))
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,17 @@ func TestSummaryWriteTextMinimal(t *testing.T) {
 		"ui: -\n"
 	if buf.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+func TestSummaryWriteTextUnchecked(t *testing.T) {
+	var buf bytes.Buffer
+	if err := (Summary{Produced: 10, SinkReceived: 2, ExactnessUnchecked: "it aggregates"}).WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	want := "lost=n/a duplicated=n/a (not checked at run time: it aggregates)\n"
+	if !strings.Contains(buf.String(), want) || strings.Contains(buf.String(), "lost=0") {
+		t.Errorf("got\n%s\nwant a line %q and no lost=0", buf.String(), want)
 	}
 }
 

@@ -19,6 +19,12 @@ type Query struct {
 	Name        string
 	Description string
 	Operators   []control.OperatorSpec
+	// Unchecked says why the run's sink ledger cannot check this query's
+	// exactness: the ledger counts source records reaching the sink, which
+	// only holds when every record passes through once (maps, keyed
+	// counters). Filters, joins and aggregates say so here and are checked by
+	// their oracle tests instead. Empty means the ledger checks the run.
+	Unchecked string
 }
 
 var registry = map[string]Query{}
@@ -41,6 +47,10 @@ func Names() []string {
 	sort.Strings(names)
 	return names
 }
+
+// Unchecked returns why the sink ledger cannot check query name's exactness
+// ("" when it can, or when the query is unknown).
+func Unchecked(name string) string { return registry[name].Unchecked }
 
 // Operators returns the operators of query name with parallelism taken
 // from parallelism (operator name → tasks) where given. Unknown queries and

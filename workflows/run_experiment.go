@@ -20,18 +20,22 @@ import (
 // sink ledgers, the reconfigurations with their step timings, and the
 // throughput series read back from ClickHouse.
 type ExperimentResult struct {
-	JobID            string                  `json:"job_id"`
-	Topic            string                  `json:"topic"`
-	StartedAt        time.Time               `json:"started_at"`
-	Produced         int64                   `json:"produced"`
-	ProduceFailed    int64                   `json:"produce_failed"`
-	Sink             activities.SinkCounts   `json:"sink"`
-	Lost             int64                   `json:"lost"`
-	Duplicated       int64                   `json:"duplicated"`
-	Reconfigs        []ReconfigOutcome       `json:"reconfigs"`
-	SinkThroughput   []metrics.Point         `json:"sink_throughput"`
-	SourceThroughput []metrics.Point         `json:"source_throughput"`
-	Events           []metrics.ReconfigEvent `json:"events,omitempty"`
+	JobID         string                `json:"job_id"`
+	Topic         string                `json:"topic"`
+	StartedAt     time.Time             `json:"started_at"`
+	Produced      int64                 `json:"produced"`
+	ProduceFailed int64                 `json:"produce_failed"`
+	Sink          activities.SinkCounts `json:"sink"`
+	Lost          int64                 `json:"lost"`
+	Duplicated    int64                 `json:"duplicated"`
+	// ExactnessUnchecked is set, with the reason, when the sink ledger cannot
+	// check the query (it filters, joins or aggregates); Lost and Duplicated
+	// are then 0 and mean nothing.
+	ExactnessUnchecked string                  `json:"exactness_unchecked,omitempty"`
+	Reconfigs          []ReconfigOutcome       `json:"reconfigs"`
+	SinkThroughput     []metrics.Point         `json:"sink_throughput"`
+	SourceThroughput   []metrics.Point         `json:"source_throughput"`
+	Events             []metrics.ReconfigEvent `json:"events,omitempty"`
 	// MetricsStart is second 0 of the throughput series (zero: unknown, then
 	// the series are taken to start at StartedAt).
 	MetricsStart time.Time          `json:"metrics_start,omitempty"`
@@ -158,8 +162,12 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 	if err := workflow.ExecuteActivity(actx, a.CollectSinkCounts, dep).Get(ctx, &res.Sink); err != nil {
 		return res, cleanup(ctx, dep, err)
 	}
-	res.Lost = res.Produced - int64(res.Sink.Distinct)
-	res.Duplicated = int64(res.Sink.Duplicates)
+	if job.ExactnessUnchecked == "" {
+		res.Lost = res.Produced - int64(res.Sink.Distinct)
+		res.Duplicated = int64(res.Sink.Duplicates)
+	} else {
+		res.ExactnessUnchecked = job.ExactnessUnchecked
+	}
 	res.Final = dep
 	if err := workflow.ExecuteActivity(actx, a.StopTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, err

@@ -47,6 +47,7 @@ type experimentMocks struct {
 	ackedPerProducer int64
 	sink             activities.SinkCounts
 	endOffsets       map[int32]int64
+	unchecked        string // the job's ExactnessUnchecked
 }
 
 func mockExperimentActivities(env *testsuite.TestWorkflowEnvironment, calls *activityLog, m experimentMocks) {
@@ -61,6 +62,7 @@ func mockExperimentActivities(env *testsuite.TestWorkflowEnvironment, calls *act
 			calls.add("BuildJob", in, env.Now())
 			job := helloJob(in.JobID)
 			job.Experiment = in.Experiment
+			job.ExactnessUnchecked = m.unchecked
 			return job, nil
 		})
 	env.OnActivity(a.CreateTopic, mock.Anything, mock.Anything).Return(

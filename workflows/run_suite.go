@@ -41,7 +41,9 @@ type SuiteEntryResult struct {
 	Error      string  `json:"error,omitempty"`
 	Produced   int64   `json:"produced"`
 	Lost       int64   `json:"lost"`
-	Duplicated int64   `json:"duplicated"`
+	// ExactnessUnchecked: see ExperimentResult.
+	ExactnessUnchecked string `json:"exactness_unchecked,omitempty"`
+	Duplicated         int64  `json:"duplicated"`
 	// What `koala figures` needs to place the run on its metric axis.
 	StartedAt    time.Time         `json:"started_at"`
 	MetricsStart time.Time         `json:"metrics_start,omitempty"`
@@ -113,7 +115,7 @@ func RunSuite(ctx workflow.Context, in SuiteInput) (SuiteResult, error) {
 			Seconds:  workflow.Now(ctx).Sub(began).Seconds(),
 			Protocol: orDefault(e.Input.ReconfigProtocol, ProtocolStopAndRestart), StateBackend: e.Input.StateBackend,
 			TotalRuntime: e.Input.TotalRuntimeSeconds,
-			Produced:     out.Produced, Lost: out.Lost, Duplicated: out.Duplicated,
+			Produced:     out.Produced, Lost: out.Lost, Duplicated: out.Duplicated, ExactnessUnchecked: out.ExactnessUnchecked,
 			StartedAt: out.StartedAt, MetricsStart: out.MetricsStart, Reconfigs: out.Reconfigs,
 		}
 		switch {

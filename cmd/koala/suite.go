@@ -193,9 +193,12 @@ func followSuite(ctx context.Context, tc client.Client, ch *metrics.ClickHouse, 
 
 func printEntryDone(out io.Writer, e workflows.SuiteEntryResult) {
 	line := fmt.Sprintf("  [%d %s] %s after %.0fs", e.Index, e.Keyword, e.Status, e.Seconds)
-	if e.Status == workflows.SuiteSucceeded {
+	switch {
+	case e.Status == workflows.SuiteSucceeded && e.ExactnessUnchecked != "":
+		line += fmt.Sprintf(": produced %d, exactness not checked at run time (%s)", e.Produced, e.ExactnessUnchecked)
+	case e.Status == workflows.SuiteSucceeded:
 		line += fmt.Sprintf(": produced %d, lost=%d duplicated=%d", e.Produced, e.Lost, e.Duplicated)
-	} else {
+	default:
 		line += ": " + e.Error
 	}
 	fmt.Fprintln(out, line)

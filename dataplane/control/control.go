@@ -139,6 +139,9 @@ type JobSpec struct {
 	KafkaBrokers []string          `json:"kafka_brokers"`
 	StateBackend string            `json:"state_backend,omitempty"`
 	Params       map[string]string `json:"params,omitempty"`
+	// ExactnessUnchecked is why the sink ledger cannot check this query
+	// (see queries.Query.Unchecked); empty when it does.
+	ExactnessUnchecked string `json:"exactness_unchecked,omitempty"`
 }
 
 // Operator returns the named operator.

@@ -26,4 +26,4 @@ var Counter = dataplane.NewQuery("example-counter").
 	KeyedStateful("counter", []string{"count"}, CountRecord).Parallelism(2).
 	CollectSink("sink")
 
-func init() { register(Counter) }
+func init() { register(Counter, "") }

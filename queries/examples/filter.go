@@ -19,4 +19,6 @@ var Filter = dataplane.NewQuery("example-filter").
 	Filter("filter", EvenSequence).
 	Sink("sink")
 
-func init() { register(Filter) }
+func init() {
+	register(Filter, "the filter drops records on purpose; its oracle test checks it")
+}

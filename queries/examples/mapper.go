@@ -19,4 +19,4 @@ var Mapper = dataplane.NewQuery("example-mapper").
 	Map("mapper", UpperKey).Parallelism(2).
 	Sink("sink")
 
-func init() { register(Mapper) }
+func init() { register(Mapper, "") }

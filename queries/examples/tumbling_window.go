@@ -16,4 +16,6 @@ var TumblingWindow = dataplane.NewQuery("example-tumbling-window").
 		func() dataplane.Aggregator { return dataplane.CountAggregator{} }).Parallelism(2).
 	CollectSink("sink")
 
-func init() { register(TumblingWindow) }
+func init() {
+	register(TumblingWindow, "the sink gets one count per window and key, not the input records; its oracle test checks it")
+}
