@@ -39,16 +39,15 @@ func TestProducerInputsRateSchedule(t *testing.T) {
 	}
 }
 
-// TestProducerInputsFilePath: the "FilePath" knob reaches every producer's
-// request as the list of trace files.
+// TestProducerInputsFilePath: the "FilePath" knob's files are dealt out
+// among the producers, so that no file is replayed twice.
 func TestProducerInputsFilePath(t *testing.T) {
 	job := control.JobSpec{JobID: "j", Topic: "koala-j"}
 	workers := []control.WorkerInfo{{ID: "w1"}, {ID: "w2"}}
 	in := ExperimentInput{Producer: ProducerSpec{Generator: "azure", RatePerSec: 10, Producers: 2}, Params: map[string]string{"FilePath": "a/x.csv,b/y.csv"}}
-	for _, p := range producerInputs(in, job, workers) {
-		if !slices.Equal(p.Request.FilePath, []string{"a/x.csv", "b/y.csv"}) {
-			t.Fatalf("producer on %s reads %q", p.WorkerID, p.Request.FilePath)
-		}
+	got := producerInputs(in, job, workers)
+	if len(got) != 2 || !slices.Equal(got[0].Request.FilePath, []string{"a/x.csv"}) || !slices.Equal(got[1].Request.FilePath, []string{"b/y.csv"}) {
+		t.Fatalf("producers read %+v, want one file each", got)
 	}
 	in.Params = map[string]string{}
 	if got := producerInputs(in, job, workers)[0].Request.FilePath; got != nil {

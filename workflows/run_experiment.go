@@ -215,31 +215,19 @@ func cleanup(ctx workflow.Context, dep control.Deployment, cause error) error {
 }
 
 func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.WorkerInfo) []activities.ProducerInput {
-	n := max(in.Producer.Producers, 1)
 	// A RateLimiterConfig schedule (checked by validateInput) limits each
 	// producer, as in the artifact; RatePerSec is split among them.
 	sched, _ := dataplane.ParseRateLimiterConfig([]byte(in.Params["RateLimiterConfig"]))
-	var out []activities.ProducerInput
-	for i := 0; i < n; i++ {
-		rate := in.Producer.RatePerSec / n
-		if i < in.Producer.RatePerSec%n {
-			rate++
-		}
-		events := in.Producer.MaxEvents / int64(n)
-		if int64(i) < in.Producer.MaxEvents%int64(n) {
-			events++
-		}
-		out = append(out, activities.ProducerInput{
-			JobID:    job.JobID,
-			WorkerID: workers[i%len(workers)].ID,
-			Request: control.ProduceRequest{
-				Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, Generator: in.Producer.Generator,
-				RatePerSec: rate, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed + int64(i), ValueSize: in.Producer.ValueSize,
-				Skew: in.Producer.Skew, MaxEvents: events, Nexmark: in.Producer.Nexmark,
-				RateLimit: sched.RateLimit, RateChangeInterval: sched.RateChangeInterval,
-				FilePath: filePaths(in.Params["FilePath"]),
-			},
-		})
+	shares := dataplane.SplitProduce(control.ProduceRequest{
+		Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, Generator: in.Producer.Generator,
+		RatePerSec: in.Producer.RatePerSec, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed, ValueSize: in.Producer.ValueSize,
+		Skew: in.Producer.Skew, MaxEvents: in.Producer.MaxEvents, Nexmark: in.Producer.Nexmark,
+		RateLimit: sched.RateLimit, RateChangeInterval: sched.RateChangeInterval,
+		FilePath: filePaths(in.Params["FilePath"]),
+	}, in.Producer.Producers)
+	out := make([]activities.ProducerInput, len(shares))
+	for i, req := range shares {
+		out[i] = activities.ProducerInput{JobID: job.JobID, WorkerID: workers[i%len(workers)].ID, Request: req}
 	}
 	return out
 }

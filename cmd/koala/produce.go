@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -23,16 +25,32 @@ import (
 func init() {
 	var req control.ProduceRequest
 	var kafka string
-	var partitions int
+	var partitions, producers int
+	var rateLimit, rateChange []int64
+	var nexmark control.NexmarkSource
 	cmd := &cobra.Command{
 		Use:   "produce",
-		Short: "Generate input records into a Kafka topic at a fixed rate",
+		Short: "Generate input records into a Kafka topic at a fixed rate or a rate schedule, with N parallel producers",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if req.Topic == "" {
 				return errors.New("--topic is required")
 			}
 			if partitions < 1 {
 				return fmt.Errorf("--partitions %d: must be ≥ 1", partitions)
+			}
+			if len(rateLimit) > 0 {
+				sched := dataplane.RateSchedule{RateLimit: rateLimit, RateChangeInterval: rateChange}
+				if err := sched.Validate(); err != nil {
+					return fmt.Errorf("--rate-limit/--rate-change-interval: %w", err)
+				}
+				req.RateLimit, req.RateChangeInterval = rateLimit, rateChange
+			}
+			if nexmark.EventTypes != nil || nexmark.NumActivePeople != 0 || nexmark.OutputEventNumber != 0 ||
+				nexmark.HotSellersRatio != 0 || nexmark.HotAuctionsRatio != 0 || nexmark.HotBiddersRatio != 0 {
+				req.Nexmark = &nexmark
+			}
+			if producers < 1 {
+				return fmt.Errorf("--producers %d: must be ≥ 1", producers)
 			}
 			req.KafkaBrokers = splitList(kafka)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -49,11 +67,7 @@ func init() {
 			if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
 				return fmt.Errorf("create topic %s: %w", req.Topic, resp.Err)
 			}
-			rep, err := dataplane.Produce(ctx, req, nil, func(r control.ProduceReport) {
-				fmt.Fprintf(os.Stderr, "  %6.0fs acked %d failed %d\n", r.ElapsedSecs, r.Acked, r.Failed)
-			})
-			fmt.Printf("produced %d records to %s (%d failed) in %.1fs\n", rep.Acked, req.Topic, rep.Failed, rep.ElapsedSecs)
-			return err
+			return produceParallel(ctx, req, producers)
 		},
 	}
 	f := cmd.Flags()
@@ -66,5 +80,62 @@ func init() {
 	f.Int64Var(&req.Seed, "seed", 1, "generator seed")
 	f.Int64Var(&req.MaxEvents, "events", 0, "stop after this many records (0 = until interrupted)")
 	f.IntVar(&req.ValueSize, "value-size", 64, "value bytes per record")
+	f.IntVar(&producers, "producers", 1, "parallel producers; --rate and --events are split among them, each follows the whole --rate-limit schedule")
+	f.Int64SliceVar(&rateLimit, "rate-limit", nil, "rate schedule: records per 200 ms interval per producer, e.g. 2000,4000 (replaces --rate)")
+	f.Int64SliceVar(&rateChange, "rate-change-interval", nil, "how many 200 ms intervals each --rate-limit step lasts (the last step holds)")
+	f.Float64Var(&req.Skew, "skew", 0, "Zipf exponent of the zipf generator")
+	f.StringSliceVar(&req.FilePath, "file", nil, "trace CSV files to replay instead of generating (trace generators; dealt out among producers)")
+	f.StringSliceVar(&nexmark.EventTypes, "nexmark-event-types", nil, "nexmark generator: only these kinds (Person, Auction, Bid)")
+	f.IntVar(&nexmark.NumActivePeople, "nexmark-active-people", 0, "nexmark generator: NumActivePeople (0 = default)")
+	f.IntVar(&nexmark.HotSellersRatio, "nexmark-hot-sellers-ratio", 0, "nexmark generator: HotSellersRatio (0 = default)")
+	f.IntVar(&nexmark.HotAuctionsRatio, "nexmark-hot-auctions-ratio", 0, "nexmark generator: HotAuctionsRatio (0 = default)")
+	f.IntVar(&nexmark.HotBiddersRatio, "nexmark-hot-bidders-ratio", 0, "nexmark generator: HotBiddersRatio (0 = default)")
+	f.Int64Var(&nexmark.OutputEventNumber, "nexmark-output-event-number", 0, "nexmark generator: first event number (resume point after a warm-up)")
 	rootCmd.AddCommand(cmd)
+}
+
+// produceParallel runs the request's share on each of n producers at once,
+// printing their summed progress every tick of the first one.
+func produceParallel(ctx context.Context, req control.ProduceRequest, n int) error {
+	shares := dataplane.SplitProduce(req, n)
+	reports := make([]control.ProduceReport, len(shares))
+	errs := make([]error, len(shares))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, share := range shares {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := dataplane.Produce(ctx, share, nil, func(r control.ProduceReport) {
+				mu.Lock()
+				defer mu.Unlock()
+				reports[i] = r
+				if i == 0 {
+					sum := sumReports(reports)
+					fmt.Fprintf(os.Stderr, "  %6.0fs acked %d failed %d\n", r.ElapsedSecs, sum.Acked, sum.Failed)
+				}
+			})
+			mu.Lock()
+			reports[i], errs[i] = rep, err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sum := sumReports(reports)
+	fmt.Printf("produced %d records to %s (%d failed) in %.1fs with %d producer(s)\n", sum.Acked, req.Topic, sum.Failed, sum.ElapsedSecs, len(shares))
+	if sum.Malformed > 0 {
+		fmt.Printf("skipped %d malformed input lines\n", sum.Malformed)
+	}
+	return errors.Join(errs...)
+}
+
+func sumReports(reps []control.ProduceReport) control.ProduceReport {
+	var sum control.ProduceReport
+	for _, r := range reps {
+		sum.Acked += r.Acked
+		sum.Failed += r.Failed
+		sum.Malformed += r.Malformed
+		sum.ElapsedSecs = max(sum.ElapsedSecs, r.ElapsedSecs)
+	}
+	return sum
 }

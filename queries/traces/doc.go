@@ -34,7 +34,8 @@
 // MaxEvents to read them once). Lines that do not parse are skipped and
 // counted — the producer reports them as ProduceReport.Malformed and
 // ReadCSV returns their number — and logged, rate-limited. With several
-// producers each replays every file.
+// producers the files are dealt out among them (dataplane.SplitProduce), so
+// no file is read twice.
 //
 // The queries (operator names as in the original artifact, so its
 // "<Operator>Parallelism" config fields apply):
