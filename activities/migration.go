@@ -21,6 +21,9 @@ type HandoffInput struct {
 	Eager       bool        `json:"eager"` // new owners pull all keys at once (stop-and-restart)
 	TimeoutSecs float64     `json:"timeout_secs"`
 	Step        StepInfo    `json:"step"`
+	// Operator is the reconfigured operator; workers refuse a handoff on a
+	// task of another one (empty: not checked).
+	Operator string `json:"operator,omitempty"`
 }
 
 // OwnerPair is one bucket handoff between two tasks.
@@ -58,7 +61,7 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) error {
 					mode = "eager"
 				}
 				return a.onWorkersOf(ctx, in.Previous, oldOwners, control.VerbHandoff, in.Step.ReconfigID, func(ids []string) any {
-					return control.HandoffRequest{Deployment: dep, TaskIDs: ids, Mode: mode}
+					return control.HandoffRequest{Deployment: dep, TaskIDs: ids, Mode: mode, Operator: in.Operator}
 				})
 			},
 			// A retry after a controller crash may have missed the events:
@@ -91,84 +94,6 @@ func newOwners(pairs []OwnerPair) []string {
 		}
 	}
 	return out
-}
-
-// SwapInput switches the upstreams of an operator to the new routing.
-type SwapInput struct {
-	Deployment     control.Deployment `json:"deployment"`      // new
-	Previous       control.Deployment `json:"previous"`        // old: where the old owners live
-	TargetOperator string             `json:"target_operator"` // the reconfigured operator
-	OldOwners      []string           `json:"old_owners"`
-	TimeoutSecs    float64            `json:"timeout_secs"`
-	Step           StepInfo           `json:"step"`
-}
-
-// SwapRoutes installs the new routing on the target operator's upstream
-// tasks in-band (each sends a route barrier after its last record routed
-// the old way), then on every other task, and waits until each old owner
-// saw the barrier from all its upstreams: it will receive no more records
-// of the buckets it gave away.
-func (a *Activities) SwapRoutes(ctx context.Context, in SwapInput) error {
-	return a.step(ctx, in.Step, func() error {
-		dep := in.Deployment
-		spec, ok := dep.Job.Operator(in.TargetOperator)
-		if !ok {
-			return fmt.Errorf("swap routes: operator %q not in job", in.TargetOperator)
-		}
-		upstream := map[string]bool{}
-		for _, op := range spec.Inputs {
-			upstream[op] = true
-		}
-		var upTasks []string
-		for _, t := range dep.Tasks {
-			if upstream[t.Operator] {
-				upTasks = append(upTasks, t.ID)
-			}
-		}
-		want := map[string]bool{}
-		for _, id := range in.OldOwners {
-			want[id] = true
-		}
-		// One barrier id per step: a protocol that swaps routes several times
-		// in one reconfiguration (DRRS subscales) must not align stale barriers.
-		barrier := in.Step.ReconfigID + "/" + in.Step.Step
-		return a.awaitProgress(ctx, dep.Job.JobID, in.TimeoutSecs, want,
-			func(ev control.MigrationProgress) string {
-				if ev.Event == control.EventForwardingDone && ev.ReconfigID == barrier {
-					return ev.TaskID
-				}
-				return ""
-			},
-			func() error {
-				if err := a.onWorkersOf(ctx, dep, upTasks, control.VerbRouting, in.Step.ReconfigID, func(ids []string) any {
-					return control.RoutingRequest{Deployment: dep, TaskIDs: ids, InBand: true, BarrierID: barrier, BarrierOperator: in.TargetOperator}
-				}); err != nil {
-					return err
-				}
-				for _, wid := range dep.Workers() {
-					if err := a.request(ctx, wid, control.VerbRouting, dep.Job.JobID, in.Step.ReconfigID, control.RoutingRequest{Deployment: dep}, nil); err != nil {
-						return err
-					}
-				}
-				return nil
-			},
-			// A retry after a controller crash may have missed the events;
-			// old owners also report the route barriers they aligned.
-			func(done func(string)) error {
-				st, err := a.taskStatus(ctx, in.Previous, in.OldOwners)
-				if err != nil {
-					return err
-				}
-				for _, s := range st {
-					for _, b := range s.RouteBarriers {
-						if b == barrier {
-							done(s.TaskID)
-						}
-					}
-				}
-				return nil
-			})
-	})
 }
 
 // AwaitMigrationInput names the new owners whose lookup tables must drain.

@@ -104,9 +104,13 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		if req.Deployment.Job.JobID != env.JobID {
+			return nil, fmt.Errorf("routing: deployment is for job %q, request for job %q", req.Deployment.Job.JobID, env.JobID)
+		}
+		w.learn(req.Deployment)
 		if req.InBand {
 			return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(ctx context.Context, t *task) error {
-				return t.applyRouting(ctx, req.Deployment, req.BarrierID, req.BarrierOperator)
+				return t.applyRouting(ctx, req)
 			})
 		}
 		return nil, w.updateRouting(env.JobID, req.TaskIDs, req.Deployment)
@@ -118,9 +122,16 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 		if len(req.TaskIDs) == 0 {
 			return nil, fmt.Errorf("handoff: task_ids must name the old owners")
 		}
+		if req.Deployment.Job.JobID != env.JobID {
+			return nil, fmt.Errorf("handoff: deployment is for job %q, request for job %q", req.Deployment.Job.JobID, env.JobID)
+		}
+		w.learn(req.Deployment)
 		return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(ctx context.Context, t *task) error {
 			if t.keyed == nil {
 				return fmt.Errorf("handoff: task %s keeps no keyed state", t.id)
+			}
+			if req.Operator != "" && t.opName != req.Operator {
+				return fmt.Errorf("handoff of operator %q: task %s belongs to operator %q", req.Operator, t.id, t.opName)
 			}
 			return t.handoff(ctx, req.Deployment, env.ReconfigID, req.Mode == "eager")
 		})
@@ -175,6 +186,21 @@ func (w *Worker) jobTasks(jobID string, ids []string) []*task {
 	return out
 }
 
+// learn merges dep into the newest per-operator state this worker has seen
+// of its job and returns the result. Tasks created here later start from
+// it, so a task deployed by one reconfiguration still routes to the
+// operators another one changed meanwhile (control.MergeNewer).
+func (w *Worker) learn(dep control.Deployment) control.Deployment {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.known == nil {
+		w.known = map[string]control.Deployment{}
+	}
+	merged, _ := control.MergeNewer(w.known[dep.Job.JobID], dep)
+	w.known[dep.Job.JobID] = merged
+	return merged
+}
+
 // deploy creates the requested tasks; tasks that already exist are kept, so
 // a retried deploy is harmless.
 func (w *Worker) deploy(req control.DeployRequest) error {
@@ -197,27 +223,30 @@ func (w *Worker) deploy(req control.DeployRequest) error {
 		if exists {
 			continue
 		}
-		t, err := w.createTask(req.Deployment, ref, req.StartOffsets)
+		t, err := w.createTask(w.learn(req.Deployment), ref, req.StartOffsets)
 		if err != nil {
 			return err
 		}
 		w.mu.Lock()
 		w.tasks[key] = t
+		latest := w.known[req.Deployment.Job.JobID]
 		w.mu.Unlock()
+		// An update learnt while the task was being built did not reach it.
+		t.mergeView(latest)
 	}
 	return nil
 }
 
-// updateRouting installs dep on every task of the job here whose epoch is
-// older; stale or repeated updates are ignored.
+// updateRouting installs, on every named task of the job here, the
+// operators of dep whose routing epoch is newer than the task's; stale or
+// repeated updates change nothing.
 func (w *Worker) updateRouting(jobID string, ids []string, dep control.Deployment) error {
 	if dep.Job.JobID != jobID {
 		return fmt.Errorf("routing: deployment is for job %q, request for job %q", dep.Job.JobID, jobID)
 	}
+	w.learn(dep)
 	for _, t := range w.jobTasks(jobID, ids) {
-		if cur := t.view.Load(); cur.epoch < dep.Epoch {
-			t.view.Store(newTaskView(dep, t.opName))
-		}
+		t.mergeView(dep)
 	}
 	return nil
 }
@@ -281,5 +310,13 @@ func (w *Worker) stopTasks(ctx context.Context, jobID string, ids []string) erro
 		delete(w.tasks, t.key())
 		w.mu.Unlock()
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.tasks {
+		if t.jobID == jobID {
+			return nil
+		}
+	}
+	delete(w.known, jobID) // the job has no task left here
 	return nil
 }

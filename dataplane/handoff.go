@@ -22,15 +22,22 @@ const kltChunk = 4096
 // the task keeps processing its other buckets; records it forwards to a new
 // owner meanwhile wait behind that owner's lookup entries, which keeps the
 // order "entries, then KLT end, then forwarded records" the new owner needs.
+//
+// Only the task's own operator decides whether the handoff is new: a
+// retried handoff finds its operator's epoch already installed and does
+// nothing, while routing changes of other operators (reconfigured at the
+// same time) neither block nor get undone by it.
 func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID string, eager bool) error {
-	old := t.view.Load()
-	next := newTaskView(dep, t.opName)
-	if old.self == nil || next.self == nil {
+	if dep.OperatorEpoch(t.opName) <= t.view.Load().dep.OperatorEpoch(t.opName) {
+		t.w.log.Debug("handoff already applied", "task", t.id, "operator", t.opName, "epoch", dep.OperatorEpoch(t.opName))
+		return nil // a retried handoff: already done
+	}
+	if _, ok := dep.Table(t.opName); !ok {
 		return fmt.Errorf("handoff on %s: operator %s has no routing table", t.id, t.opName)
 	}
-	if next.epoch <= old.epoch {
-		t.w.log.Debug("handoff already applied", "task", t.id, "epoch", old.epoch)
-		return nil // a retried handoff: already done
+	old, next := t.mergeView(dep)
+	if old.self == nil || next.self == nil {
+		return fmt.Errorf("handoff on %s: operator %s has no routing table", t.id, t.opName)
 	}
 	gained := map[string][]int{} // new owner → buckets
 	var order []string
@@ -53,7 +60,6 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 	}
 	_, stillHere := next.self.byID[t.id]
 	eager = eager || !stillHere
-	t.view.Store(next)
 	t.w.log.Debug("handoff", "task", t.id, "reconfig", reconfigID, "to", order)
 	for _, toID := range order {
 		// Entries pointing at third tasks leave this table now, before any
@@ -259,39 +265,56 @@ func (t *task) endKLT(f *Frame) {
 	t.keyed.pending = f.BarrierID
 	t.keyed.installed.Store(f.BarrierID+"/"+f.FromTask, true)
 	t.w.log.Debug("klt installed", "task", t.id, "from", f.FromTask, "reconfig", f.BarrierID, "entries", t.keyed.klt.Len())
-	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Event: control.EventKLTInstalled, From: f.FromTask, Remaining: t.keyed.klt.Len()})
+	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask, Remaining: t.keyed.klt.Len()})
 }
 
 // applyRouting installs dep between batches and, for an in-band update,
-// sends a route barrier to every task of barrierOp in the previous routing.
-func (t *task) applyRouting(ctx context.Context, dep control.Deployment, barrierID, barrierOp string) error {
-	old := t.view.Load()
-	if dep.Epoch > old.epoch {
-		t.view.Store(newTaskView(dep, t.opName))
-	}
-	if barrierID == "" {
+// sends a route barrier: to the listed targets, or else to every task of
+// barrierOp in the previous routing, so old owners learn when no record
+// routed with the old table can still arrive.
+func (t *task) applyRouting(ctx context.Context, req control.RoutingRequest) error {
+	old, _ := t.mergeView(req.Deployment)
+	if req.BarrierID == "" {
 		return nil
 	}
-	for _, rt := range old.routes {
-		if rt.op.Name != barrierOp {
-			continue
-		}
-		for _, target := range rt.tasks {
-			f := &Frame{Kind: FrameRouteBarrier, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: barrierID}
-			if err := t.w.deliver(ctx, target, f); err != nil {
-				return err
+	targets := req.BarrierTargets
+	if len(targets) == 0 {
+		for _, rt := range old.routes {
+			if rt.op.Name == req.BarrierOperator {
+				targets = rt.tasks
 			}
+		}
+	}
+	// The senders travel with the barrier, one record each, so the
+	// receiver knows whom to wait for.
+	var senders []Record
+	for _, id := range req.BarrierSenders {
+		senders = append(senders, Record{Key: []byte(id), Offset: -1})
+	}
+	for _, target := range targets {
+		f := &Frame{Kind: FrameRouteBarrier, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: req.BarrierID, Records: senders}
+		if err := t.w.deliver(ctx, target, f); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// onRouteBarrier aligns a route barrier; once every upstream sent it, no
-// record routed with the old table can still arrive here.
+// onRouteBarrier aligns a route barrier; once every sender sent it, no
+// record routed with the old table can still arrive here. A barrier that
+// names its senders is aligned over them; one that does not, over the
+// upstream tasks of the view.
 func (t *task) onRouteBarrier(view *taskView, f *Frame) {
+	if len(f.Records) > 0 {
+		senders := make([]string, 0, len(f.Records))
+		for _, r := range f.Records {
+			senders = append(senders, string(r.Key))
+		}
+		view = &taskView{upstreams: senders}
+	}
 	if !t.align(view, f) {
 		return
 	}
 	t.routeDone.Store(f.BarrierID, true)
-	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Event: control.EventForwardingDone})
+	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventForwardingDone})
 }

@@ -13,8 +13,16 @@ import (
 
 // taskView is a task's immutable view of the deployment; a routing update
 // swaps it atomically and the task picks it up at its next batch.
+//
+// Routing state is versioned per operator (control.MergeNewer): an update
+// replaces only the operators for which it carries a newer routing epoch,
+// so reconfigurations of different operators running at the same time do
+// not undo each other's routing on the tasks they share.
 type taskView struct {
+	// epoch is the view's generation: the sum of every operator's routing
+	// epoch, which grows with any change of any operator.
 	epoch     int64
+	dep       control.Deployment // merged per operator
 	routes    []*route
 	self      *route // the task's own operator: which task owns each bucket
 	upstreams []string
@@ -22,7 +30,38 @@ type taskView struct {
 }
 
 func newTaskView(dep control.Deployment, op string) *taskView {
-	return &taskView{epoch: dep.Epoch, routes: compileRoutes(dep, op), self: compileRoute(dep, op), upstreams: upstreamsOf(dep, op), job: dep.Job}
+	var gen int64
+	for _, rt := range dep.Routing {
+		gen += rt.Epoch
+	}
+	return &taskView{epoch: gen, dep: dep, routes: compileRoutes(dep, op), self: compileRoute(dep, op), upstreams: upstreamsOf(dep, op), job: dep.Job}
+}
+
+// mergeView installs the operators of dep that are newer than the task's
+// view and returns the view before and after; after == before when nothing
+// was newer. Updates come from control requests and from the task
+// goroutine (in-band), so they are serialised here.
+func (t *task) mergeView(dep control.Deployment) (before, after *taskView) {
+	t.viewMu.Lock()
+	defer t.viewMu.Unlock()
+	before = t.view.Load()
+	merged, changed := control.MergeNewer(before.dep, dep)
+	if len(changed) == 0 {
+		return before, before
+	}
+	after = newTaskView(merged, t.opName)
+	t.view.Store(after)
+	return before, after
+}
+
+// operatorEpochs reports the routing epoch of the task's own operator and
+// of every operator it routes to.
+func (v *taskView) operatorEpochs(self string) map[string]int64 {
+	out := map[string]int64{self: v.dep.OperatorEpoch(self)}
+	for _, rt := range v.routes {
+		out[rt.op.Name] = rt.table.Epoch
+	}
+	return out
 }
 
 // taskStats are counters read by the metrics loop and status requests.
@@ -57,8 +96,9 @@ type task struct {
 	index  int
 	spec   control.OperatorSpec
 
-	view  atomic.Pointer[taskView]
-	stats taskStats
+	view   atomic.Pointer[taskView]
+	viewMu sync.Mutex // serialises mergeView
+	stats  taskStats
 
 	inbox  chan *Frame  // processing tasks
 	source *sourceState // source tasks
@@ -320,11 +360,13 @@ func broadcast(ctx context.Context, w *Worker, view *taskView, jobID, from strin
 }
 
 func (t *task) status(withValues bool) control.TaskStatus {
+	view := t.view.Load()
 	st := control.TaskStatus{
 		TaskID:     t.id,
 		Operator:   t.opName,
 		Running:    t.started.Load(),
-		Epoch:      t.view.Load().epoch,
+		Epoch:      view.dep.OperatorEpoch(t.opName),
+		Epochs:     view.operatorEpochs(t.opName),
 		RecordsIn:  t.stats.recordsIn.Load(),
 		RecordsOut: t.stats.recordsOut.Load(),
 	}

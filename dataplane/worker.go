@@ -93,6 +93,7 @@ type Worker struct {
 	mu        sync.Mutex
 	tasks     map[string]*task // by job/task
 	producers map[string]*producer
+	known     map[string]control.Deployment // by job: newest state of each operator seen here (handlers.go)
 
 	ctx   context.Context
 	peers *peers

@@ -84,14 +84,14 @@ func ReconfigureDRRS(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 			}
 			step := name + "-fast-forward"
 			if err := r.run(step, a.Handoff, activities.HandoffInput{
-				Deployment: d, Previous: prev, Pairs: pairs, Eager: true, TimeoutSecs: 300, Step: r.info(step),
+				Deployment: d, Previous: prev, Pairs: pairs, Eager: true, TimeoutSecs: 300, Step: r.info(step), Operator: p.Operator,
 			}, nil); err != nil {
 				return r.result(d), err
 			}
 		}
 		step := name + "-swap-routes"
 		if err := r.run(step, a.SwapRoutes, activities.SwapInput{
-			Deployment: d, Previous: prev, TargetOperator: p.Operator, OldOwners: sources, TimeoutSecs: 300, Step: r.info(step),
+			Deployment: d, Previous: prev, TargetOperator: p.Operator, OldOwners: sources, TimeoutSecs: 300, Step: r.info(step), Workers: workerIDs(in.Workers),
 		}, nil); err != nil {
 			return r.result(d), err
 		}

@@ -44,12 +44,12 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 	}
 	pairs := ownerPairs(p)
 	if err := r.run("fast-forward", a.Handoff, activities.HandoffInput{
-		Deployment: p.New, Previous: p.Old, Pairs: pairs, TimeoutSecs: 300, Step: r.info("fast-forward"),
+		Deployment: p.New, Previous: p.Old, Pairs: pairs, TimeoutSecs: 300, Step: r.info("fast-forward"), Operator: p.Operator,
 	}, nil); err != nil {
 		return r.result(p.New), err
 	}
 	if err := r.run("swap-routes", a.SwapRoutes, activities.SwapInput{
-		Deployment: p.New, Previous: p.Old, TargetOperator: p.Operator, OldOwners: oldOwners(p), TimeoutSecs: 300, Step: r.info("swap-routes"),
+		Deployment: p.New, Previous: p.Old, TargetOperator: p.Operator, OldOwners: oldOwners(p), TimeoutSecs: 300, Step: r.info("swap-routes"), Workers: workerIDs(in.Workers),
 	}, nil); err != nil {
 		return r.result(p.New), err
 	}

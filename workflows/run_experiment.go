@@ -57,16 +57,19 @@ type ReconfigOutcome struct {
 // reconfiguration on a durable timer as a child workflow, ends the input at
 // TotalRuntimeSeconds, drains and reports exactness and throughput.
 //
-// Overlapping reconfigurations queue: they run one at a time in trigger
-// order (ties: config order), each planned from the deployment the previous
-// one left. One whose trigger time passes while another is still running
-// (e.g. still draining its migration) starts the moment that one finishes,
-// and its StartSec shows the delay. Reconfigurations of different operators
-// at the same time are queued too, back to back, rather than run as
-// concurrent children: a task installs whole deployments ordered by one
-// job-wide epoch (dataplane taskView.epoch), so two children planned from
-// the same deployment would each install a deployment of epoch e+1 on the
-// tasks they share (sources, upstreams), and the second would be ignored.
+// Scheduling (runs since the "concurrent-reconfigs" version marker; see
+// reconfigScheduler): with the lazy and DRRS protocols, reconfigurations
+// of different operators whose trigger times overlap run as concurrent
+// child workflows, each planned from the deployment when it starts and
+// merged back per operator; two of the same operator queue, the second
+// starting when the first completes (its StartSec shows the delay).
+// Stop-and-restart pauses the whole job, so its reconfigurations all
+// queue. While the input runs, the "reconfigure" update (UpdateReconfigure)
+// adds a reconfiguration on request; one for an operator that is being
+// reconfigured is rejected rather than queued.
+//
+// Runs recorded before the marker replay the earlier rule: every
+// reconfiguration queued behind the previous one (runQueuedReconfigs).
 func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, error) {
 	var res ExperimentResult
 	if err := validateInput(in); err != nil {
@@ -75,6 +78,13 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 	jobID := JobIDFor(workflow.GetInfo(ctx).WorkflowExecution.ID)
 	res.JobID = jobID
 	actx := workflow.WithActivityOptions(ctx, stepOptions())
+	var sched *reconfigScheduler // nil: a run recorded before concurrent reconfigurations
+	if workflow.GetVersion(ctx, versionConcurrentReconfigs, workflow.DefaultVersion, 1) >= 1 {
+		sched = newReconfigScheduler(ctx, in, jobID)
+		if err := sched.registerReconfigureUpdate(ctx); err != nil {
+			return res, err
+		}
+	}
 
 	var workers []control.WorkerInfo
 	if err := workflow.ExecuteActivity(actx, a.DiscoverWorkers, activities.DiscoverInput{Want: in.Workers, Min: in.MinWorkers, Timeout: 20}).Get(ctx, &workers); err != nil {
@@ -111,31 +121,15 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 	start := workflow.Now(ctx)
 	res.StartedAt = start
 
-	reconfigs := append([]ReconfigSpec(nil), in.Reconfigurations...)
-	sort.SliceStable(reconfigs, func(i, j int) bool { return reconfigs[i].TriggerTimeSeconds < reconfigs[j].TriggerTimeSeconds })
-	for i, spec := range reconfigs {
-		if err := sleepUntil(ctx, start, spec.TriggerTimeSeconds); err != nil {
-			return res, err
-		}
-		id := fmt.Sprintf("%s-reconfig-%d", jobID, i+1)
-		child, err := childFor(in.ReconfigProtocol)
+	if sched != nil {
+		sched.goLive(dep, workers, start)
+		sched.runTimeline(in.Reconfigurations)
+		err := sched.finish(ctx, in.TotalRuntimeSeconds)
+		res.Reconfigs, dep = sched.outcomes, sched.dep
 		if err != nil {
 			return res, cleanup(ctx, dep, err)
 		}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
-		began := workflow.Now(ctx)
-		var out ReconfigureResult
-		err = workflow.ExecuteChildWorkflow(cctx, child, ReconfigureInput{ReconfigID: id, Current: dep, Spec: spec, Workers: workers}).Get(ctx, &out)
-		res.Reconfigs = append(res.Reconfigs, ReconfigOutcome{
-			ID: id, WorkflowID: id, Spec: spec, Protocol: in.ReconfigProtocol,
-			StartSec: began.Sub(start).Seconds(), EndSec: workflow.Now(ctx).Sub(start).Seconds(), Steps: out.Steps,
-		})
-		if err != nil {
-			return res, cleanup(ctx, dep, err)
-		}
-		dep = out.Deployment
-	}
-	if err := sleepUntil(ctx, start, in.TotalRuntimeSeconds); err != nil {
+	} else if dep, err = runQueuedReconfigs(ctx, in, jobID, workers, dep, start, &res); err != nil {
 		return res, err
 	}
 	for _, p := range producers {
@@ -182,6 +176,38 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 		_ = workflow.ExecuteActivity(actx, a.MetricsStart, jobID).Get(ctx, &res.MetricsStart)
 	}
 	return res, nil
+}
+
+// runQueuedReconfigs is the scheduling of runs recorded before the
+// "concurrent-reconfigs" marker: one reconfiguration at a time in trigger
+// order (ties: config order), each planned from the deployment the
+// previous one left, then the wait for the end of the input.
+func runQueuedReconfigs(ctx workflow.Context, in ExperimentInput, jobID string, workers []control.WorkerInfo, dep control.Deployment, start time.Time, res *ExperimentResult) (control.Deployment, error) {
+	reconfigs := append([]ReconfigSpec(nil), in.Reconfigurations...)
+	sort.SliceStable(reconfigs, func(i, j int) bool { return reconfigs[i].TriggerTimeSeconds < reconfigs[j].TriggerTimeSeconds })
+	for i, spec := range reconfigs {
+		if err := sleepUntil(ctx, start, spec.TriggerTimeSeconds); err != nil {
+			return dep, err
+		}
+		id := fmt.Sprintf("%s-reconfig-%d", jobID, i+1)
+		child, err := childFor(in.ReconfigProtocol)
+		if err != nil {
+			return dep, cleanup(ctx, dep, err)
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
+		began := workflow.Now(ctx)
+		var out ReconfigureResult
+		err = workflow.ExecuteChildWorkflow(cctx, child, ReconfigureInput{ReconfigID: id, Current: dep, Spec: spec, Workers: workers}).Get(ctx, &out)
+		res.Reconfigs = append(res.Reconfigs, ReconfigOutcome{
+			ID: id, WorkflowID: id, Spec: spec, Protocol: in.ReconfigProtocol,
+			StartSec: began.Sub(start).Seconds(), EndSec: workflow.Now(ctx).Sub(start).Seconds(), Steps: out.Steps,
+		})
+		if err != nil {
+			return dep, cleanup(ctx, dep, err)
+		}
+		dep = out.Deployment
+	}
+	return dep, sleepUntil(ctx, start, in.TotalRuntimeSeconds)
 }
 
 func childFor(protocol string) (any, error) {

@@ -92,3 +92,11 @@ func taskIDs(refs []control.TaskRef) []string {
 	}
 	return out
 }
+
+func workerIDs(ws []control.WorkerInfo) []string {
+	out := make([]string, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, w.ID)
+	}
+	return out
+}

@@ -270,6 +270,14 @@ type RoutingRequest struct {
 	InBand          bool   `json:"in_band,omitempty"`
 	BarrierID       string `json:"barrier_id,omitempty"`
 	BarrierOperator string `json:"barrier_operator,omitempty"`
+	// BarrierTargets, when set, are the tasks that get the route barrier
+	// (the reconfigured operator's old owners) instead of every task of
+	// BarrierOperator in the sender's previous routing, and BarrierSenders
+	// every task asked to send it: receivers align over exactly these
+	// rather than over the upstream set in their own view, which a
+	// concurrent reconfiguration of an upstream operator may be changing.
+	BarrierTargets []TaskRef `json:"barrier_targets,omitempty"`
+	BarrierSenders []string  `json:"barrier_senders,omitempty"`
 }
 
 // HandoffRequest starts the lazy protocol's fast-forward on old owner
@@ -278,6 +286,9 @@ type RoutingRequest struct {
 type HandoffRequest struct {
 	Deployment Deployment `json:"deployment"`
 	TaskIDs    []string   `json:"task_ids"`
+	// Operator is the reconfigured operator; every listed task must be one
+	// of its tasks (empty: not checked, for requests from older controllers).
+	Operator string `json:"operator,omitempty"`
 	// Mode and GradualBatchSize configure migration on the new owners:
 	// "fetch-on-demand" or "eventual"; keys per batch, -1 = all at once.
 	Mode             string `json:"mode"`
@@ -297,6 +308,7 @@ type MigrationProgress struct {
 	JobID      string `json:"job"`
 	ReconfigID string `json:"reconfig"`
 	TaskID     string `json:"task"`
+	Operator   string `json:"operator,omitempty"` // the task's operator
 	Event      string `json:"event"`
 	From       string `json:"from,omitempty"`
 	Remaining  int    `json:"remaining"`
@@ -312,13 +324,16 @@ type FinishRequest struct {
 
 // TaskStatus reports one task.
 type TaskStatus struct {
-	TaskID     string `json:"task_id"`
-	Operator   string `json:"operator"`
-	Running    bool   `json:"running"`
-	Paused     bool   `json:"paused"`
-	Epoch      int64  `json:"epoch"`
-	RecordsIn  uint64 `json:"records_in"`
-	RecordsOut uint64 `json:"records_out"`
+	TaskID   string `json:"task_id"`
+	Operator string `json:"operator"`
+	Running  bool   `json:"running"`
+	Paused   bool   `json:"paused"`
+	// Epoch is the routing epoch of the task's own operator; Epochs adds
+	// that of every operator the task routes to (epochs are per operator).
+	Epoch      int64            `json:"epoch"`
+	Epochs     map[string]int64 `json:"epochs,omitempty"`
+	RecordsIn  uint64           `json:"records_in"`
+	RecordsOut uint64           `json:"records_out"`
 	// Sink exactness accounting (zero for other tasks).
 	SinkReceived   uint64 `json:"sink_received,omitempty"`
 	SinkDistinct   uint64 `json:"sink_distinct,omitempty"`

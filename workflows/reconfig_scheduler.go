@@ -1,0 +1,184 @@
+package workflows
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"koala/dataplane/control"
+	"koala/workflows/plan"
+)
+
+// versionConcurrentReconfigs marks RunExperiment runs that schedule
+// reconfigurations with reconfigScheduler (concurrent across operators,
+// and the "reconfigure" update). Runs recorded before it replay the
+// sequential loop of runQueuedReconfigs.
+const versionConcurrentReconfigs = "concurrent-reconfigs"
+
+// reconfigScheduler runs the reconfigurations of one experiment as child
+// workflows, from the config's timeline and from "reconfigure" update
+// requests.
+//
+// Scheduling rule. Reconfigurations run in lanes; one child runs per lane
+// at a time. With the lazy and DRRS protocols a lane is one operator:
+// reconfigurations of different operators run concurrently, each planned
+// from the deployment as it stands when it starts (the data plane keeps
+// routing epochs per operator, so they do not undo each other's routing),
+// and each result is merged back operator by operator (plan.Merge). Two
+// for the same operator never overlap: a config-scheduled one whose
+// operator is busy waits in a FIFO and starts the moment the running one
+// completes, planned from its result; a requested one (update) is
+// rejected instead, naming the running workflow, because the caller can
+// retry with knowledge of the outcome while a queued request would run
+// against a deployment the caller has not seen. Stop-and-restart pauses
+// every source of the job, so under it the whole job is a single lane.
+//
+// All state is touched only from workflow coroutines, which Temporal runs
+// one at a time; lanes are looked up, never iterated.
+type reconfigScheduler struct {
+	ctx      workflow.Context
+	in       ExperimentInput
+	jobID    string
+	workers  []control.WorkerInfo
+	start    time.Time
+	dep      control.Deployment
+	perOp    bool                      // lanes are operators (else one lane for the job)
+	running  map[string]string         // lane → reconfiguration id running in it
+	queues   map[string][]queuedSpec   // lane → specs waiting for it
+	tickets  int                       // submissions so far
+	launched map[int]string            // ticket → reconfiguration id, once started
+	outcomes []ReconfigOutcome         // by launch order (id suffix - 1)
+	done     map[string]error          // reconfiguration id → result, once completed
+	pending  int                       // launched or queued, not completed
+	err      error                     // first failed reconfiguration
+	live     bool                      // tasks run: requests may be accepted
+	closed   bool                      // input ended: requests are refused
+	timeline bool                      // every config-scheduled spec was submitted
+}
+
+func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string) *reconfigScheduler {
+	return &reconfigScheduler{
+		ctx: ctx, in: in, jobID: jobID,
+		perOp:   in.ReconfigProtocol != ProtocolStopAndRestart && in.ReconfigProtocol != "",
+		running: map[string]string{}, queues: map[string][]queuedSpec{}, done: map[string]error{}, launched: map[int]string{},
+	}
+}
+
+// goLive starts accepting requests once the job's tasks run.
+func (s *reconfigScheduler) goLive(dep control.Deployment, workers []control.WorkerInfo, start time.Time) {
+	s.dep, s.workers, s.start, s.live = dep, workers, start, true
+}
+
+func (s *reconfigScheduler) lane(op string) string {
+	if s.perOp {
+		return op
+	}
+	return ""
+}
+
+// runTimeline submits the config's reconfigurations at their trigger
+// times (ties: config order).
+func (s *reconfigScheduler) runTimeline(specs []ReconfigSpec) {
+	specs = append([]ReconfigSpec(nil), specs...)
+	sort.SliceStable(specs, func(i, j int) bool { return specs[i].TriggerTimeSeconds < specs[j].TriggerTimeSeconds })
+	s.pending += len(specs) // the run is not over while any is still to come
+	workflow.Go(s.ctx, func(ctx workflow.Context) {
+		defer func() { s.timeline = true }()
+		for _, spec := range specs {
+			if err := sleepUntil(ctx, s.start, spec.TriggerTimeSeconds); err != nil {
+				s.fail(err)
+				return
+			}
+			if s.err != nil {
+				return
+			}
+			s.pending--
+			s.submit(spec)
+		}
+	})
+}
+
+// queuedSpec waits for its lane.
+type queuedSpec struct {
+	spec   ReconfigSpec
+	ticket int
+}
+
+// submit starts spec now, or queues it behind its lane's running child,
+// and returns its ticket: launched[ticket] is its id once it started.
+func (s *reconfigScheduler) submit(spec ReconfigSpec) int {
+	s.tickets++
+	ticket := s.tickets
+	lane := s.lane(spec.TargetOperator)
+	if _, busy := s.running[lane]; busy {
+		s.queues[lane] = append(s.queues[lane], queuedSpec{spec: spec, ticket: ticket})
+		s.pending++
+		return ticket
+	}
+	s.launch(spec, ticket)
+	return ticket
+}
+
+// launch starts spec as a child workflow planned from the current
+// deployment; on completion its result is merged in and the lane's next
+// queued spec starts.
+func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
+	lane := s.lane(spec.TargetOperator)
+	id := fmt.Sprintf("%s-reconfig-%d", s.jobID, len(s.outcomes)+1)
+	s.running[lane] = id
+	s.launched[ticket] = id
+	s.pending++
+	slot := len(s.outcomes)
+	began := workflow.Now(s.ctx)
+	s.outcomes = append(s.outcomes, ReconfigOutcome{
+		ID: id, WorkflowID: id, Spec: spec, Protocol: s.in.ReconfigProtocol, StartSec: began.Sub(s.start).Seconds(),
+	})
+	input := ReconfigureInput{ReconfigID: id, Current: s.dep, Spec: spec, Workers: s.workers}
+	workflow.Go(s.ctx, func(ctx workflow.Context) {
+		child, err := childFor(s.in.ReconfigProtocol)
+		var out ReconfigureResult
+		if err == nil {
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
+			err = workflow.ExecuteChildWorkflow(cctx, child, input).Get(ctx, &out)
+		}
+		o := &s.outcomes[slot]
+		o.EndSec, o.Steps = workflow.Now(ctx).Sub(s.start).Seconds(), out.Steps
+		s.done[id] = err
+		delete(s.running, lane)
+		s.pending--
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		s.dep = plan.Merge(s.dep, out.Deployment)
+		if q := s.queues[lane]; len(q) > 0 && s.err == nil {
+			s.queues[lane] = q[1:]
+			s.pending--
+			s.launch(q[0].spec, q[0].ticket)
+		}
+	})
+}
+
+func (s *reconfigScheduler) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// finish waits until the input has ended, then until every
+// reconfiguration submitted so far has completed (or one failed). From
+// the end of the input on, requests are refused.
+func (s *reconfigScheduler) finish(ctx workflow.Context, totalSec int) error {
+	if d := s.start.Add(time.Duration(totalSec) * time.Second).Sub(workflow.Now(ctx)); d > 0 {
+		if _, err := workflow.AwaitWithTimeout(ctx, d, func() bool { return s.err != nil }); err != nil {
+			return err
+		}
+	}
+	s.closed = true
+	if err := workflow.Await(ctx, func() bool { return s.err != nil || (s.timeline && s.pending == 0) }); err != nil {
+		return err
+	}
+	return s.err
+}

@@ -1,0 +1,179 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"koala/dataplane/control"
+	"koala/workflows/plan"
+)
+
+// UpdateReconfigure is the name of RunExperiment's update that reconfigures
+// the running job on request. Its argument has the shape of one
+// Reconfigurations[] entry (ReconfigSpec); TriggerTimeSeconds absent (0) or
+// already past means now, a later one waits for that second of the run.
+// The update completes when the reconfiguration has, with its outcome
+// (two outcomes for a task migration, which takes two steps).
+//
+// The validator rejects, before anything is written to the history: a job
+// that is not running yet or whose input has ended, an unknown operator or
+// type, a parallelism outside 1..NumBuckets or equal to the current one, a
+// task migration to a worker the job does not use, and an operator whose
+// reconfiguration is still running ("operator X is being reconfigured
+// (workflow ID …)"; see reconfigScheduler for why requests are rejected
+// where config-scheduled reconfigurations queue).
+const UpdateReconfigure = "reconfigure"
+
+// ReconfigureUpdateResult is what the "reconfigure" update returns.
+type ReconfigureUpdateResult struct {
+	Outcomes []ReconfigOutcome `json:"outcomes"`
+	// Parallelism is the operator's parallelism afterwards.
+	Parallelism int `json:"parallelism"`
+}
+
+// registerReconfigureUpdate installs the update handler on RunExperiment.
+func (s *reconfigScheduler) registerReconfigureUpdate(ctx workflow.Context) error {
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateReconfigure,
+		func(ctx workflow.Context, spec ReconfigSpec) (ReconfigureUpdateResult, error) {
+			return s.serveRequest(ctx, spec)
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, spec ReconfigSpec) error {
+			return s.validateRequest(spec)
+		}})
+}
+
+// serveRequest runs an accepted request: at its trigger time, one child
+// (two for a task migration, queued in the operator's lane), and returns
+// their outcomes once they completed.
+func (s *reconfigScheduler) serveRequest(ctx workflow.Context, spec ReconfigSpec) (ReconfigureUpdateResult, error) {
+	var res ReconfigureUpdateResult
+	steps := 1
+	if spec.Type == KindTaskMigration {
+		steps = 2 // evacuate, then place (plan.MigrateTask)
+	}
+	s.pending += steps // the run waits for a request accepted before its input ended
+	if err := sleepUntil(ctx, s.start, spec.TriggerTimeSeconds); err != nil {
+		s.pending -= steps
+		return res, err
+	}
+	s.pending -= steps
+	var tickets []int
+	for i := 0; i < steps; i++ {
+		tickets = append(tickets, s.submit(spec)) // a second step queues behind the first: same lane
+	}
+	// Done when each step started and completed, or the run failed.
+	var ids []string
+	if err := workflow.Await(ctx, func() bool {
+		ids = ids[:0]
+		for _, tk := range tickets {
+			id, ok := s.launched[tk]
+			if !ok {
+				return s.err != nil
+			}
+			if _, ok := s.done[id]; !ok && s.err == nil {
+				return false
+			}
+			ids = append(ids, id)
+		}
+		return true
+	}); err != nil {
+		return res, err
+	}
+	for _, id := range ids {
+		if err, ok := s.done[id]; ok && err != nil {
+			return res, err
+		}
+	}
+	if s.err != nil {
+		return res, s.err
+	}
+	for _, o := range s.outcomes {
+		if slices.Contains(ids, o.ID) {
+			res.Outcomes = append(res.Outcomes, o)
+		}
+	}
+	if spec, ok := s.dep.Job.Operator(spec.TargetOperator); ok {
+		res.Parallelism = spec.Parallelism
+	}
+	return res, nil
+}
+
+// validateRequest checks a reconfiguration request against the running
+// job without changing anything (Temporal runs it before accepting the
+// update, and on replay not at all).
+func (s *reconfigScheduler) validateRequest(spec ReconfigSpec) error {
+	reject := func(format string, args ...any) error {
+		return fmt.Errorf("reconfigure job %s: "+format, append([]any{s.jobID}, args...)...)
+	}
+	if !s.live {
+		return reject("the job is not running yet (its tasks are being deployed); retry in a few seconds")
+	}
+	if s.closed || s.err != nil {
+		return reject("the job's input has ended (TotalRuntimeSeconds=%d) or a reconfiguration failed: no more reconfigurations", s.in.TotalRuntimeSeconds)
+	}
+	op := spec.TargetOperator
+	if op == "" {
+		return reject("target_operator is required (operators: %s)", operatorList(s.dep.Job))
+	}
+	if _, ok := s.dep.Job.Operator(op); !ok {
+		return reject("operator %q not found (operators: %s)", op, operatorList(s.dep.Job))
+	}
+	if spec.TriggerTimeSeconds < 0 || spec.TriggerTimeSeconds >= s.in.TotalRuntimeSeconds {
+		return reject("trigger_time_seconds %d must be in [0, TotalRuntimeSeconds=%d)", spec.TriggerTimeSeconds, s.in.TotalRuntimeSeconds)
+	}
+	if id, busy := s.running[s.lane(op)]; busy {
+		if s.perOp {
+			return reject("operator %s is being reconfigured (workflow ID %s); retry when it completed", op, id)
+		}
+		return reject("operator %s cannot be reconfigured now: the job is being reconfigured (workflow ID %s) and protocol %s reconfigures one operator at a time", op, id, protocolName(s.in.ReconfigProtocol))
+	}
+	n := s.dep.Job.NumBuckets
+	var err error
+	switch spec.Type {
+	case "", KindScaleUp, KindScaleDown:
+		if spec.TargetParallelism < 1 || spec.TargetParallelism > n {
+			return reject("target_parallelism %d for operator %s: must be between 1 and NumBuckets (%d)", spec.TargetParallelism, op, n)
+		}
+		_, err = plan.Scale(s.dep, op, spec.TargetParallelism, s.workers)
+	case KindRebalance:
+		if len(spec.BucketLoad) != n {
+			return reject("rebalance of operator %s needs bucket_load with one entry per bucket (%d), got %d", op, n, len(spec.BucketLoad))
+		}
+		_, err = plan.Rebalance(s.dep, op, spec.BucketLoad, s.workers)
+	case KindTaskMigration:
+		if spec.TaskID == "" || spec.TargetWorker == "" {
+			return reject("task-migration needs task_id and target_worker")
+		}
+		if !slices.ContainsFunc(s.workers, func(w control.WorkerInfo) bool { return w.ID == spec.TargetWorker }) {
+			return reject("task-migration: worker %q is not one of the job's workers (%s)", spec.TargetWorker, strings.Join(workerIDs(s.workers), ", "))
+		}
+		if !slices.ContainsFunc(s.dep.TasksOf(op), func(t control.TaskRef) bool { return t.ID == spec.TaskID }) {
+			return reject("task-migration: task %q is not a task of operator %s", spec.TaskID, op)
+		}
+		_, err = plan.MigrateTask(s.dep, spec.TaskID, spec.TargetWorker, s.workers)
+	default:
+		return reject("type %q is unknown (allowed: %s, %s, %s, %s)", spec.Type, KindScaleUp, KindScaleDown, KindRebalance, KindTaskMigration)
+	}
+	if err != nil {
+		return reject("%v", err)
+	}
+	return nil
+}
+
+func operatorList(job control.JobSpec) string {
+	names := make([]string, 0, len(job.Operators))
+	for _, op := range job.Operators {
+		names = append(names, op.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func protocolName(p string) string {
+	if p == "" {
+		return ProtocolStopAndRestart
+	}
+	return p
+}
