@@ -44,18 +44,18 @@ type reconfigScheduler struct {
 	workers  []control.WorkerInfo
 	start    time.Time
 	dep      control.Deployment
-	perOp    bool                      // lanes are operators (else one lane for the job)
-	running  map[string]string         // lane → reconfiguration id running in it
-	queues   map[string][]queuedSpec   // lane → specs waiting for it
-	tickets  int                       // submissions so far
-	launched map[int]string            // ticket → reconfiguration id, once started
-	outcomes []ReconfigOutcome         // by launch order (id suffix - 1)
-	done     map[string]error          // reconfiguration id → result, once completed
-	pending  int                       // launched or queued, not completed
-	err      error                     // first failed reconfiguration
-	live     bool                      // tasks run: requests may be accepted
-	closed   bool                      // input ended: requests are refused
-	timeline bool                      // every config-scheduled spec was submitted
+	perOp    bool                    // lanes are operators (else one lane for the job)
+	running  map[string]string       // lane → reconfiguration id running in it
+	queues   map[string][]queuedSpec // lane → specs waiting for it
+	tickets  int                     // submissions so far
+	launched map[int]string          // ticket → reconfiguration id, once started
+	outcomes []ReconfigOutcome       // by launch order (id suffix - 1)
+	done     map[string]error        // reconfiguration id → result, once completed
+	pending  int                     // launched or queued, not completed
+	err      error                   // first failed reconfiguration
+	live     bool                    // tasks run: requests may be accepted
+	closed   bool                    // input ended: requests are refused
+	timeline bool                    // every config-scheduled spec was submitted
 }
 
 func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string) *reconfigScheduler {
