@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"koala/dataplane/control"
+	"koala/workflows"
+)
+
+// reconfigureFlags are the flags of `koala reconfigure`.
+type reconfigureFlags struct {
+	job, operator, kind, worker, bucketLoad string
+	parallelism, task, at                   int
+}
+
+func init() {
+	var temporalAddr, namespace string
+	var f reconfigureFlags
+	cmd := &cobra.Command{
+		Use:   "reconfigure --job WORKFLOW_ID --operator OP --parallelism N",
+		Short: "Reconfigure one operator of a running experiment (the workflow's \"reconfigure\" update)",
+		Long: "Sends the \"reconfigure\" update to a running RunExperiment workflow and waits until the\n" +
+			"reconfiguration completed. The workflow rejects a request for an operator that is still being\n" +
+			"reconfigured, an unknown operator or worker, and a parallelism outside 1..NumBuckets.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec, err := f.spec()
+			if err != nil {
+				return err
+			}
+			tc, err := dialTemporal(cmd.Context(), temporalAddr, namespace)
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			return sendReconfigure(cmd.Context(), tc, f.job, spec, os.Stdout)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&temporalAddr, "temporal", envOr(envTemporal, defTemporal), "Temporal frontend host:port (env "+envTemporal+")")
+	fl.StringVar(&namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
+	fl.StringVar(&f.job, "job", "", "workflow id of the running experiment (as printed by `koala run`)")
+	fl.StringVar(&f.operator, "operator", "", "operator to reconfigure")
+	fl.IntVar(&f.parallelism, "parallelism", 0, "target parallelism (scaleup, scaledown)")
+	fl.StringVar(&f.kind, "type", "", "scaleup, scaledown, rebalance or task-migration (default: scale to --parallelism)")
+	fl.IntVar(&f.task, "task", -1, "task index to move (task-migration)")
+	fl.StringVar(&f.worker, "worker", "", "worker to move the task to (task-migration)")
+	fl.StringVar(&f.bucketLoad, "bucket-load", "", "comma-separated load per bucket, NumBuckets values (rebalance)")
+	fl.IntVar(&f.at, "at", 0, "second of the run to start at (default: now)")
+	rootCmd.AddCommand(cmd)
+}
+
+// spec checks the flags and builds the update's argument.
+func (f reconfigureFlags) spec() (workflows.ReconfigSpec, error) {
+	if f.job == "" {
+		return workflows.ReconfigSpec{}, errors.New("--job is required: the workflow id of a running experiment")
+	}
+	if f.operator == "" {
+		return workflows.ReconfigSpec{}, errors.New("--operator is required")
+	}
+	spec := workflows.ReconfigSpec{TriggerTimeSeconds: f.at, Type: f.kind, TargetOperator: f.operator, TargetParallelism: f.parallelism}
+	switch f.kind {
+	case "", workflows.KindScaleUp, workflows.KindScaleDown:
+		if f.parallelism < 1 {
+			return spec, fmt.Errorf("--parallelism %d: must be ≥ 1 for a scale-up or scale-down", f.parallelism)
+		}
+	case workflows.KindRebalance:
+		if f.bucketLoad == "" {
+			return spec, errors.New("--type rebalance needs --bucket-load (one value per bucket)")
+		}
+		for i, s := range strings.Split(f.bucketLoad, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil || v < 0 {
+				return spec, fmt.Errorf("--bucket-load value %d %q: must be a number ≥ 0", i, s)
+			}
+			spec.BucketLoad = append(spec.BucketLoad, v)
+		}
+	case workflows.KindTaskMigration:
+		if f.task < 0 || f.worker == "" {
+			return spec, errors.New("--type task-migration needs --task INDEX and --worker ID")
+		}
+		spec.TaskID, spec.TargetWorker = control.TaskID(f.operator, f.task), f.worker
+	default:
+		return spec, fmt.Errorf("--type %q is unknown (allowed: %s, %s, %s, %s)", f.kind,
+			workflows.KindScaleUp, workflows.KindScaleDown, workflows.KindRebalance, workflows.KindTaskMigration)
+	}
+	if f.at < 0 {
+		return spec, fmt.Errorf("--at %d: must be ≥ 0", f.at)
+	}
+	return spec, nil
+}
+
+// sendReconfigure checks that the job runs, sends the update, waits for
+// its result and prints it.
+func sendReconfigure(ctx context.Context, tc client.Client, jobID string, spec workflows.ReconfigSpec, out io.Writer) error {
+	desc, err := tc.DescribeWorkflowExecution(ctx, jobID, "")
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return fmt.Errorf("job %s not found", jobID)
+		}
+		return fmt.Errorf("job %s: %w", jobID, err)
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return fmt.Errorf("job %s is not running (status %s)", jobID, strings.TrimPrefix(st.String(), "WorkflowExecutionStatus"))
+	}
+	h, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: jobID, UpdateName: workflows.UpdateReconfigure, Args: []any{spec},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return updateError(jobID, err)
+	}
+	var res workflows.ReconfigureUpdateResult
+	if err := h.Get(ctx, &res); err != nil {
+		return updateError(jobID, err)
+	}
+	for _, o := range res.Outcomes {
+		fmt.Fprintf(out, "reconfiguration %s done: %s %s in %.1fs (second %.1f to %.1f of the run)\n",
+			o.WorkflowID, kindOf(o.Spec), o.Spec.TargetOperator, o.EndSec-o.StartSec, o.StartSec, o.EndSec)
+		for _, s := range o.Steps {
+			fmt.Fprintf(out, "  %-28s %9.1f ms\n", s.Step, s.Millis)
+		}
+	}
+	fmt.Fprintf(out, "operator %s now has parallelism %d\n", spec.TargetOperator, res.Parallelism)
+	return nil
+}
+
+func updateError(jobID string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("job %s not found", jobID)
+	}
+	return fmt.Errorf("rejected or failed: %w", err)
+}
+
+func kindOf(s workflows.ReconfigSpec) string {
+	if s.Type == "" {
+		return "scale"
+	}
+	return s.Type
+}
