@@ -107,7 +107,13 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 		if req.Deployment.Job.JobID != env.JobID {
 			return nil, fmt.Errorf("routing: deployment is for job %q, request for job %q", req.Deployment.Job.JobID, env.JobID)
 		}
-		w.learn(req.Deployment)
+		// Only a switch of routes (job-wide or in-band) is remembered for
+		// tasks created later: a routing update of a few tasks prepares new
+		// owners before their key lookup tables arrived, and nothing may
+		// route to them yet.
+		if req.InBand || len(req.TaskIDs) == 0 {
+			w.learn(req.Deployment)
+		}
 		if req.InBand {
 			return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(ctx context.Context, t *task) error {
 				return t.applyRouting(ctx, req)
@@ -125,7 +131,6 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 		if req.Deployment.Job.JobID != env.JobID {
 			return nil, fmt.Errorf("handoff: deployment is for job %q, request for job %q", req.Deployment.Job.JobID, env.JobID)
 		}
-		w.learn(req.Deployment)
 		return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(ctx context.Context, t *task) error {
 			if t.keyed == nil {
 				return fmt.Errorf("handoff: task %s keeps no keyed state", t.id)
@@ -186,18 +191,26 @@ func (w *Worker) jobTasks(jobID string, ids []string) []*task {
 	return out
 }
 
-// learn merges dep into the newest per-operator state this worker has seen
-// of its job and returns the result. Tasks created here later start from
-// it, so a task deployed by one reconfiguration still routes to the
-// operators another one changed meanwhile (control.MergeNewer).
-func (w *Worker) learn(dep control.Deployment) control.Deployment {
+// learn merges dep into the newest per-operator routing this worker has
+// switched to for dep's job. Tasks created here later start from it, so a
+// task deployed by one reconfiguration still routes to the operators
+// another one switched meanwhile (control.MergeNewer). Only switches are
+// learnt: a deployment whose new owners do not hold their key lookup
+// tables yet must not reach a task that routes to them.
+func (w *Worker) learn(dep control.Deployment) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.known == nil {
 		w.known = map[string]control.Deployment{}
 	}
-	merged, _ := control.MergeNewer(w.known[dep.Job.JobID], dep)
-	w.known[dep.Job.JobID] = merged
+	w.known[dep.Job.JobID], _ = control.MergeNewer(w.known[dep.Job.JobID], dep)
+}
+
+// switched is dep with the routing this worker switched to where newer.
+func (w *Worker) switched(dep control.Deployment) control.Deployment {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	merged, _ := control.MergeNewer(dep, w.known[dep.Job.JobID])
 	return merged
 }
 
@@ -223,16 +236,18 @@ func (w *Worker) deploy(req control.DeployRequest) error {
 		if exists {
 			continue
 		}
-		t, err := w.createTask(w.learn(req.Deployment), ref, req.StartOffsets)
+		t, err := w.createTask(w.switched(req.Deployment), ref, req.StartOffsets)
 		if err != nil {
 			return err
 		}
 		w.mu.Lock()
 		w.tasks[key] = t
-		latest := w.known[req.Deployment.Job.JobID]
+		latest, ok := w.known[req.Deployment.Job.JobID]
 		w.mu.Unlock()
-		// An update learnt while the task was being built did not reach it.
-		t.mergeView(latest)
+		if ok {
+			// A switch learnt while the task was being built did not reach it.
+			t.mergeView(latest)
+		}
 	}
 	return nil
 }

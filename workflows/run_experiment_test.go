@@ -44,6 +44,7 @@ func helloExperiment() ExperimentInput {
 
 // experimentMocks are the canned answers of the activities RunExperiment calls.
 type experimentMocks struct {
+	job              func(jobID string) control.JobSpec // default helloJob
 	ackedPerProducer int64
 	sink             activities.SinkCounts
 	endOffsets       map[int32]int64
@@ -60,7 +61,11 @@ func mockExperimentActivities(env *testsuite.TestWorkflowEnvironment, calls *act
 	env.OnActivity(a.BuildJob, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.JobInput) (control.JobSpec, error) {
 			calls.add("BuildJob", in, env.Now())
-			job := helloJob(in.JobID)
+			build := m.job
+			if build == nil {
+				build = helloJob
+			}
+			job := build(in.JobID)
 			job.Experiment = in.Experiment
 			job.ExactnessUnchecked = m.unchecked
 			return job, nil
