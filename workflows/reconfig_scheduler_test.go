@@ -208,14 +208,15 @@ func TestRunExperiment_ReconfigureUpdate(t *testing.T) {
 	}
 	results := make([]updateResult, len(rejections))
 	var accepted, afterEnd updateResult
-	// "first" is being reconfigured from second 30 to 90 by the config.
-	in := twoKeyedExperiment(ProtocolLazy, scaleSpec(30, "first", 4))
+	// "first" is being reconfigured from second 30 to 90 by the config,
+	// and again from 290 to 350, past the end of the input at 300.
+	in := twoKeyedExperiment(ProtocolLazy, scaleSpec(30, "first", 4), scaleSpec(290, "first", 2))
 	children, res, err := runScheduled(t, in, ReconfigureLazy, func(env *testsuite.TestWorkflowEnvironment) {
 		for i, r := range rejections {
 			sendUpdate(env, 45*time.Second, fmt.Sprintf("bad-%d", i), r.spec, &results[i])
 		}
 		sendUpdate(env, 50*time.Second, "good", scaleSpec(0, "second", 3), &accepted)
-		sendUpdate(env, 301*time.Second, "late", scaleSpec(0, "second", 4), &afterEnd)
+		sendUpdate(env, 320*time.Second, "late", scaleSpec(0, "second", 4), &afterEnd)
 	})
 	require.NoError(t, err)
 	for i, r := range rejections {
@@ -233,7 +234,7 @@ func TestRunExperiment_ReconfigureUpdate(t *testing.T) {
 	require.Len(t, second, 1)
 	assert.True(t, second[0].start.Before(children.byOperator("first")[0].end), "the request ran concurrently with the config's reconfiguration of first")
 	assert.Equal(t, 3, parallelismOf(res.Final, "second"))
-	assert.Equal(t, 4, parallelismOf(res.Final, "first"))
+	assert.Equal(t, 2, parallelismOf(res.Final, "first"))
 	require.Error(t, afterEnd.rejected, "no request after the input ended")
 	assert.Contains(t, afterEnd.rejected.Error(), "input has ended")
 }
