@@ -34,9 +34,14 @@ type PlanInput struct {
 	BucketLoad   []float64            `json:"bucket_load,omitempty"`
 	TaskID       string               `json:"task_id,omitempty"`
 	TargetWorker string               `json:"target_worker,omitempty"`
+	// MeasureSecs is how long a rebalance without BucketLoad measures the
+	// operator's per-bucket input before planning (0: 2 s).
+	MeasureSecs float64 `json:"measure_secs,omitempty"`
 }
 
-// PlanScale computes the reconfiguration plan of any kind. The planning
+// PlanScale computes the reconfiguration plan of any kind. A rebalance
+// without a BucketLoad plans from the load measured on the running tasks
+// (measureBucketLoad). The planning
 // itself is a pure function of package plan (Scale, Rebalance,
 // MigrateTask); running it as an activity puts the plan, with its bucket
 // moves, into the workflow history. An invalid request is not retryable
@@ -44,6 +49,13 @@ type PlanInput struct {
 func (a *Activities) PlanScale(ctx context.Context, in PlanInput) (plan.Plan, error) {
 	var p plan.Plan
 	err := a.step(ctx, in.Step, func() error {
+		if in.Kind == kindRebalance && len(in.BucketLoad) == 0 {
+			load, err := a.measureBucketLoad(ctx, in.Current, in.Operator, in.MeasureSecs)
+			if err != nil {
+				return err
+			}
+			in.BucketLoad = load
+		}
 		var err error
 		p, err = planFor(in)
 		if err != nil {

@@ -153,7 +153,7 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 		}
 		reply := control.StatusReply{WorkerID: w.opts.ID}
 		for _, t := range w.jobTasks(env.JobID, req.TaskIDs) {
-			reply.Tasks = append(reply.Tasks, t.status(req.WithValues))
+			reply.Tasks = append(reply.Tasks, t.status(req))
 		}
 		return reply, nil
 	case control.VerbProduceStart:

@@ -106,9 +106,13 @@ type task struct {
 	op     Operator     // processing tasks
 	// routeDone remembers aligned route barriers for retried swaps.
 	routeDone sync.Map
-	keyed     *keyedState  // stateful operators
-	values    *keyValues   // collecting sinks
-	dead      *DeadLetters // rejected records (deadletter.go)
+	// bucketIn counts the records a keyed task kept, per bucket: the
+	// measured load a rebalance plans from. Written by the task goroutine,
+	// read by status requests.
+	bucketIn atomic.Pointer[[]atomic.Uint64]
+	keyed    *keyedState  // stateful operators
+	values   *keyValues   // collecting sinks
+	dead     *DeadLetters // rejected records (deadletter.go)
 
 	started atomic.Bool
 	startMu sync.Mutex
@@ -334,10 +338,18 @@ func (t *task) forwardForeign(view *taskView, recs []Record) []Record {
 		return recs
 	}
 	mine := recs[:0:0]
+	counts, n := t.bucketIn.Load(), max(view.self.buckets, 1)
+	if counts == nil || len(*counts) != n {
+		c := make([]atomic.Uint64, n)
+		t.bucketIn.Store(&c)
+		counts = &c
+	}
 	for i := range recs {
-		owner := view.self.owner(BucketOf(recs[i].Key, view.self.buckets))
+		b := BucketOf(recs[i].Key, view.self.buckets)
+		owner := view.self.owner(b)
 		if owner.ID == t.id {
 			mine = append(mine, recs[i])
+			(*counts)[b].Add(1)
 		} else {
 			t.out.emitTo(owner, recs[i])
 			t.stats.forwarded.Add(1)
@@ -359,7 +371,8 @@ func broadcast(ctx context.Context, w *Worker, view *taskView, jobID, from strin
 	return nil
 }
 
-func (t *task) status(withValues bool) control.TaskStatus {
+func (t *task) status(req control.TasksRequest) control.TaskStatus {
+	withValues := req.WithValues
 	view := t.view.Load()
 	st := control.TaskStatus{
 		TaskID:     t.id,
@@ -389,6 +402,12 @@ func (t *task) status(withValues bool) control.TaskStatus {
 		})
 		sort.Strings(st.KLTInstalled)
 		st.KeysFetched = t.keyed.keysFetched.Load()
+		if counts := t.bucketIn.Load(); counts != nil && req.WithBucketLoad {
+			st.BucketRecords = make([]uint64, len(*counts))
+			for b := range *counts {
+				st.BucketRecords[b] = (*counts)[b].Load()
+			}
+		}
 		st.BytesMoved = t.keyed.bytesMoved.Load()
 	}
 	if t.source != nil {

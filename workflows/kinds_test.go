@@ -215,6 +215,37 @@ func TestRebalanceUnderSkewExactAndEvener(t *testing.T) {
 	r.finish("rebalance under zipf skew")
 }
 
+// TestRebalanceFromMeasuredLoad rebalances a Zipf-fed counter without a
+// declared load: the plan step measures records per bucket on the running
+// tasks. The result must be exact and the per-task input spread must drop.
+func TestRebalanceFromMeasuredLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("in-process cluster test")
+	}
+	r := startKinds(t, "rebalance-measured", 3, dataplane.ModeEventual, 1.2)
+	before, dBefore := r.inputSpread("counter", 2*time.Second)
+	oldTable, _ := r.dep.Table("counter")
+	res := r.run(workflows.ReconfigureLazy, r.job.JobID+"-rebalance", workflows.ReconfigSpec{Type: workflows.KindRebalance, TargetOperator: "counter"})
+	newTable, _ := r.dep.Table("counter")
+	moved := 0
+	for b := range oldTable.Buckets {
+		if oldTable.Buckets[b] != newTable.Buckets[b] {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("the measured rebalance moved no bucket")
+	}
+	r.more(2000)
+	after, dAfter := r.inputSpread("counter", 2*time.Second)
+	t.Logf("rebalance from measured load: steps %v, %d buckets moved; records_in per task over 2 s: before %v (max/min %.3f), after %v (max/min %.3f)",
+		stepNames(res.Steps), moved, dBefore, before, dAfter, after)
+	if !(after < before) {
+		t.Errorf("per-task input spread did not drop: %.3f → %.3f", before, after)
+	}
+	r.finish("rebalance from measured load")
+}
+
 // TestTaskMigrationExact migrates a counter task to another worker with
 // the lazy protocol (two reconfigurations, see plan.MigrateTask) while
 // records flow, and checks the buckets moved with it and exactness.

@@ -18,6 +18,9 @@ import (
 // The update completes when the reconfiguration has, with its outcome
 // (two outcomes for a task migration, which takes two steps).
 //
+// A rebalance without bucket_load plans from the load measured on the
+// running tasks (activities.PlanScale).
+//
 // The validator rejects, before anything is written to the history: a job
 // that is not running yet or whose input has ended, an unknown operator or
 // type, a parallelism outside 1..NumBuckets or equal to the current one, a
@@ -139,10 +142,15 @@ func (s *reconfigScheduler) validateRequest(spec ReconfigSpec) error {
 		}
 		_, err = plan.Scale(s.dep, op, spec.TargetParallelism, s.workers)
 	case KindRebalance:
-		if len(spec.BucketLoad) != n {
-			return reject("rebalance of operator %s needs bucket_load with one entry per bucket (%d), got %d", op, n, len(spec.BucketLoad))
+		// Without bucket_load the plan step measures the load of the tasks.
+		if len(spec.BucketLoad) > 0 {
+			if len(spec.BucketLoad) != n {
+				return reject("rebalance of operator %s: bucket_load needs one entry per bucket (%d), got %d", op, n, len(spec.BucketLoad))
+			}
+			_, err = plan.Rebalance(s.dep, op, spec.BucketLoad, s.workers)
+		} else if spec, _ := s.dep.Job.Operator(op); spec.Parallelism < 2 {
+			return reject("rebalance of operator %s: it has a single task, there is nothing to rebalance", op)
 		}
-		_, err = plan.Rebalance(s.dep, op, spec.BucketLoad, s.workers)
 	case KindTaskMigration:
 		if spec.TaskID == "" || spec.TargetWorker == "" {
 			return reject("task-migration needs task_id and target_worker")

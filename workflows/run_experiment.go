@@ -310,9 +310,7 @@ func validateInput(in ExperimentInput) error {
 	for i, r := range in.Reconfigurations {
 		switch r.Type {
 		case KindRebalance:
-			if len(r.BucketLoad) == 0 {
-				problems = append(problems, fmt.Sprintf("Reconfigurations[%d]: rebalance needs a per-bucket load (BucketLoad)", i))
-			}
+			// Without BucketLoad the plan step measures the load.
 		case KindTaskMigration:
 			if r.TaskID == "" || r.TargetWorker == "" {
 				problems = append(problems, fmt.Sprintf("Reconfigurations[%d]: task-migration needs TaskID and TargetWorker", i))

@@ -249,6 +249,8 @@ type TasksRequest struct {
 	TaskIDs []string `json:"task_ids,omitempty"`
 	// WithValues asks collecting sinks for their per-key values (status only).
 	WithValues bool `json:"with_values,omitempty"`
+	// WithBucketLoad asks keyed tasks for their records per bucket (status only).
+	WithBucketLoad bool `json:"with_bucket_load,omitempty"`
 }
 
 // BarrierRequest pauses sources and makes them emit barrier BarrierID.
@@ -345,7 +347,10 @@ type TaskStatus struct {
 	// KLTInstalled lists the handoffs this task received: "reconfig/fromTask".
 	KLTInstalled []string `json:"klt_installed,omitempty"`
 	KeysFetched  uint64   `json:"keys_fetched,omitempty"`
-	BytesMoved   uint64   `json:"bytes_moved,omitempty"`
+	// BucketRecords counts the records a keyed task processed per bucket
+	// (NumBuckets entries) since it started; with WithBucketLoad only.
+	BucketRecords []uint64 `json:"bucket_records,omitempty"`
+	BytesMoved    uint64   `json:"bytes_moved,omitempty"`
 	// KeyValues holds a collecting sink's latest value per key (tests, oracles).
 	KeyValues map[string]uint64 `json:"key_values,omitempty"`
 	// Source positions: next offset to read per partition.
