@@ -99,10 +99,14 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 	if err := workflow.ExecuteActivity(actx, a.DeployTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, err
 	}
+	wu, snap, err := warmUpStart(ctx, in, dep) // warmup.go: load warm-up state before the tasks start
+	if err != nil {
+		return res, cleanup(ctx, dep, err)
+	}
 	if err := workflow.ExecuteActivity(actx, a.StartTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, cleanup(ctx, dep, err)
 	}
-	producers := producerInputs(in, job, workers)
+	producers := warmUpProducers(in, wu, snap, producerInputs(in, job, workers))
 	for _, p := range producers {
 		if err := workflow.ExecuteActivity(actx, a.StartProducer, p).Get(ctx, nil); err != nil {
 			return res, cleanup(ctx, dep, err)
@@ -169,6 +173,9 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 		res.ExactnessUnchecked = job.ExactnessUnchecked
 	}
 	res.Final = dep
+	if err := warmUpEnd(ctx, in, wu, dep, res.Produced); err != nil { // warmup.go: snapshot a warm-up's state
+		return res, cleanup(ctx, dep, err)
+	}
 	if err := workflow.ExecuteActivity(actx, a.StopTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, err
 	}
