@@ -98,6 +98,8 @@ func TestFig53_RunSelection(t *testing.T) {
 	require.Len(t, groups, 1)
 	require.Equal(t, "fod", groups[0][0].Entry.Keyword)
 	require.Equal(t, []string{"counter", "window"}, Targets(two.Entry.Reconfigs))
+	mig := workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: "tumbling-window-1", TargetWorker: "w1"}
+	require.Equal(t, []string{"tumbling-window"}, Targets([]workflows.ReconfigOutcome{{Spec: mig}, {Spec: mig}}), "a task migration's operator comes from its task id")
 
 	// Markers sit on the metric axis: StartSec + (StartedAt - JobStart).
 	ms := runMarkers(repeated.FigureRun)

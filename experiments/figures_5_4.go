@@ -17,19 +17,22 @@ import (
 	"koala/workflows"
 )
 
-// Section 5.4's figures (microbenchmarks of lazy state access). Runs:
+// Section 5.4's figures (microbenchmarks of lazy state access). Each
+// figure draws the experiments (runs grouped by experiment name) whose runs
+// vary in what the figure sweeps:
 //
-//   - Fig 14 (state size): runs that load warm-up state, one line per
-//     keyword per experiment, aligned on the reconfiguration start, and
-//     total state migrated against the loaded state's size.
-//   - Fig 15 (key lookup): per run that loads warm-up state (every run when
-//     none does), the mean key lookup time against the mean batch time
-//     (log scale); and, over all runs, the peak key lookup table size
+//   - Fig 14 (state size): experiments whose runs load warm-up snapshots of
+//     at least two sizes; one line per keyword aligned on the
+//     reconfiguration start, and total state migrated against the loaded
+//     state's size.
+//   - Fig 15 (key lookup): per run of the Fig 14 experiments (every run
+//     when there are none), the mean key lookup time against the mean batch
+//     time (log scale); and, over all runs, the peak key lookup table size
 //     against the key space (loaded keys, else the generator's NumKeys).
-//   - Fig 16 (locality, skew): runs that do not load warm-up state; the
-//     state migrated and the time it took against the active key space
-//     (NumKeys) for non-Zipf runs and against the Zipf exponent for "zipf"
-//     runs.
+//   - Fig 16 (locality, skew): experiments whose non-Zipf runs have at
+//     least two active key spaces (NumKeys), and experiments whose "zipf"
+//     runs have at least two exponents; the state migrated and the time it
+//     took against the swept value.
 
 // Files written by the section 5.4 figures.
 const (
@@ -108,13 +111,7 @@ func peakOf(pts []metrics.Point) (float64, bool) {
 func WriteFig14(dir string, runs []RunData) ([]string, error) {
 	var paths []string
 	var err error
-	var warm []RunData
-	for _, r := range runs {
-		if loadsWarmUp(r) && len(r.Entry.Reconfigs) > 0 {
-			warm = append(warm, r)
-		}
-	}
-	for _, g := range groupData(warm) {
+	for _, g := range fig14Groups(runs) {
 		name := safeName(g[0].Entry.Experiment)
 		var tput, moved []Series
 		for _, r := range g {
@@ -164,7 +161,10 @@ func Fig15Lines(r RunData) []Series {
 // size against the key space.
 func WriteFig15(dir string, runs []RunData) ([]string, error) {
 	var paths []string
-	pick := slices.DeleteFunc(slices.Clone(runs), func(r RunData) bool { return !loadsWarmUp(r) })
+	var pick []RunData
+	for _, g := range fig14Groups(runs) {
+		pick = append(pick, g...)
+	}
 	if len(pick) == 0 {
 		pick = runs
 	}
@@ -195,20 +195,58 @@ func WriteFig15(dir string, runs []RunData) ([]string, error) {
 	return paths, nil
 }
 
-// Fig16Split separates the locality runs (x = NumKeys) from the skew runs
-// (x = Zipf exponent); runs that load warm-up state are neither.
+// Fig16Split returns the runs of the locality experiments (non-Zipf runs
+// over at least two NumKeys) and of the skew experiments ("zipf" runs over
+// at least two exponents).
 func Fig16Split(runs []RunData) (locality, skew []RunData) {
+	var plain, zipf []RunData
 	for _, r := range runs {
-		if r.Input == nil || loadsWarmUp(r) || len(r.Entry.Reconfigs) == 0 {
+		if r.Input == nil || len(r.Entry.Reconfigs) == 0 {
 			continue
 		}
 		if r.Input.Producer.Generator == dataplane.ZipfGenerator {
-			skew = append(skew, r)
+			zipf = append(zipf, r)
 		} else {
-			locality = append(locality, r)
+			plain = append(plain, r)
 		}
 	}
+	for _, g := range varyingGroups(plain, func(r RunData) (float64, bool) { return float64(r.Input.Producer.NumKeys), true }) {
+		locality = append(locality, g...)
+	}
+	for _, g := range varyingGroups(zipf, func(r RunData) (float64, bool) { return r.Input.Producer.Skew, true }) {
+		skew = append(skew, g...)
+	}
 	return locality, skew
+}
+
+// fig14Groups are the experiments whose runs load warm-up state of at
+// least two sizes.
+func fig14Groups(runs []RunData) [][]RunData {
+	var warm []RunData
+	for _, r := range runs {
+		if loadsWarmUp(r) && len(r.Entry.Reconfigs) > 0 {
+			warm = append(warm, r)
+		}
+	}
+	return varyingGroups(warm, func(r RunData) (float64, bool) { return float64(r.StateBytes), r.StateBytes > 0 })
+}
+
+// varyingGroups groups runs by experiment and keeps the groups in which
+// key takes at least two values.
+func varyingGroups(runs []RunData, key func(RunData) (float64, bool)) [][]RunData {
+	var out [][]RunData
+	for _, g := range groupData(runs) {
+		seen := map[float64]bool{}
+		for _, r := range g {
+			if v, ok := key(r); ok {
+				seen[v] = true
+			}
+		}
+		if len(seen) >= 2 {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // WriteFig16 draws state migrated and migration time against the active

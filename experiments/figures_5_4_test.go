@@ -33,11 +33,14 @@ func TestFig54_Shaping(t *testing.T) {
 	loc2 := run54("loc", "l2", "keys", 20000, 0, 0)
 	loc1 := run54("loc", "l1", "keys", 10000, 0, 0)
 	skew := run54("skew", "z1", dataplane.ZipfGenerator, 10000, 1.2, 0)
-	runs := []RunData{warm, loc2, loc1, skew}
+	skew2 := run54("skew", "z2", dataplane.ZipfGenerator, 10000, 0.8, 0)
+	lone := run54("lone", "z3", dataplane.ZipfGenerator, 10000, 0.8, 0)
+	runs := []RunData{warm, loc2, loc1, skew, skew2, lone}
 
 	locality, sk := Fig16Split(runs)
 	require.Equal(t, []string{"l2", "l1"}, []string{locality[0].Entry.Keyword, locality[1].Entry.Keyword})
-	require.Len(t, sk, 1)
+	require.Len(t, sk, 2, "an experiment with one exponent sweeps nothing")
+	require.Empty(t, fig14Groups(runs), "one warm-up size sweeps nothing")
 
 	// Points are sorted by x whatever the suite order.
 	s := XYPoints("migrated", locality, func(r RunData) (float64, bool) { return float64(r.Input.Producer.NumKeys), true }, migratedMB)
@@ -54,7 +57,7 @@ func TestFig54_Shaping(t *testing.T) {
 	require.Equal(t, []metrics.Point{{Sec: 1, Value: 0.002}, {Sec: 2, Value: 0.003}}, lines[0].Points, "µs → ms, zero seconds dropped")
 
 	rows := Fig54Rows(runs)
-	require.Len(t, rows, 4)
+	require.Len(t, rows, 6)
 	require.Contains(t, FormatFig54Rows(rows), "| s1 | 64.0 MB | 2000000 | 1000 | 0 | 100 | 100 | 6.0 MB | 2 | 2.5 | 1500 | 500 |")
 }
 
@@ -65,6 +68,7 @@ func TestWriteSuiteFigures_54Files(t *testing.T) {
 		run54("loc", "l1", "keys", 10000, 0, 0),
 		run54("loc", "l2", "keys", 20000, 0, 0),
 		run54("skew", "z1", dataplane.ZipfGenerator, 10000, 1.2, 0),
+		run54("skew", "z2", dataplane.ZipfGenerator, 10000, 0.6, 0),
 	}
 	dir := t.TempDir()
 	paths, _, err := WriteSuiteFigures(dir, runs, []string{"14", "15", "16"})

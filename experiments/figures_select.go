@@ -95,11 +95,16 @@ type RunData struct {
 }
 
 // Targets lists the reconfigured operators of a run, in order of first
-// reconfiguration.
+// reconfiguration; a task migration without TargetOperator names its
+// operator through its TaskID ("<operator>-<index>").
 func Targets(reconfigs []workflows.ReconfigOutcome) []string {
 	var out []string
 	for _, rc := range reconfigs {
-		if op := rc.Spec.TargetOperator; op != "" && !slices.Contains(out, op) {
+		op := rc.Spec.TargetOperator
+		if i := strings.LastIndexByte(rc.Spec.TaskID, '-'); op == "" && i > 0 {
+			op = rc.Spec.TaskID[:i]
+		}
+		if op != "" && !slices.Contains(out, op) {
 			out = append(out, op)
 		}
 	}
@@ -129,9 +134,24 @@ func ReadRunData(ctx context.Context, r MetricsReader, fr FigureRun, in *workflo
 			}
 		}
 	}
-	if fr.JobStart.IsZero() || fr.Target == "" {
+	if fr.JobStart.IsZero() {
 		return d
 	}
+	if ts := Targets(fr.Entry.Reconfigs); d.Target == "" && len(ts) > 0 {
+		// A task migration names its operator only through the task id:
+		// read what ReadFigureRun could not.
+		d.Target = ts[0]
+		var err error
+		d.Bytes, err = r.ColumnSeries(ctx, job, d.Target, "bytes_transferred", metrics.AggSum)
+		note("bytes_transferred", err)
+		byTask, err := r.ColumnByTask(ctx, job, d.Target, "batch_time_avg_us", metrics.AggMax)
+		note("batch_time_avg_us", err)
+		d.BatchAvg = MeanOverTasks(byTask)
+	}
+	if d.Target == "" {
+		return d
+	}
+	fr = d.FigureRun
 	var err error
 	if wants(figs, "11") {
 		d.TaskIn, err = r.ColumnByTask(ctx, job, fr.Target, "records_in", metrics.AggSum)

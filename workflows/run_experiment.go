@@ -139,7 +139,7 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 		}
 		dep = out.Deployment
 	}
-	if err := sleepUntil(ctx, start, in.TotalRuntimeSeconds); err != nil {
+	if err := warmUpInputEnd(ctx, wu, dep, start, in); err != nil { // warmup.go; other runs sleep until TotalRuntimeSeconds
 		return res, err
 	}
 	for _, p := range producers {

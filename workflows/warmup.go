@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -122,6 +123,22 @@ func resumePoint(w warmUp, m activities.SnapshotManifest, generator string) int6
 		return int64(m.Keys)
 	}
 	return m.NumEvents * int64(max(m.Producers, 1))
+}
+
+// warmUpInputEnd waits for the end of the input: a warm-up's input ends
+// once every warm-up record reached the sinks (at the latest at
+// TotalRuntimeSeconds; warmUpEnd then reports the shortfall); every other
+// run's at TotalRuntimeSeconds.
+func warmUpInputEnd(ctx workflow.Context, w warmUp, dep control.Deployment, start time.Time, in ExperimentInput) error {
+	if !w.save {
+		return sleepUntil(ctx, start, in.TotalRuntimeSeconds)
+	}
+	left := start.Add(time.Duration(in.TotalRuntimeSeconds) * time.Second).Sub(workflow.Now(ctx))
+	opts := stepOptions()
+	opts.StartToCloseTimeout = max(left, 0) + time.Minute
+	actx := workflow.WithActivityOptions(ctx, opts)
+	want := uint64(w.numEvents) * uint64(max(in.Producer.Producers, 1))
+	return workflow.ExecuteActivity(actx, a.AwaitSinkRecords, activities.AwaitSinkInput{Deployment: dep, Want: want, TimeoutSecs: max(left.Seconds(), 0)}).Get(ctx, nil)
 }
 
 // warmUpEnd runs after a warm-up run drained: every record it was to

@@ -72,7 +72,11 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 		must(t, acts.StartProducer(ctx, p))
 		warm = append(warm, p)
 	}
-	waitForSinkWithin(t, ctx, acts, dep, warmKeys, 3*time.Minute)
+	in, err := acts.AwaitSinkRecords(ctx, activities.AwaitSinkInput{Deployment: dep, Want: warmKeys, TimeoutSecs: 180})
+	must(t, err)
+	if in.Distinct != warmKeys || in.Duplicates != 0 {
+		t.Fatalf("warm-up: sink has %d distinct records (%d duplicates), want %d", in.Distinct, in.Duplicates, warmKeys)
+	}
 	for _, p := range warm {
 		rep, err := acts.StopProducer(ctx, p)
 		must(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
@@ -107,7 +108,7 @@ func TestRunExperimentWarmUpSteps(t *testing.T) {
 		wantErr   string
 	}{
 		{name: "warm-up", params: map[string]string{"IsWarmUp": "true", "NumEvents": "500"}, acked: 500,
-			wantOrder: []string{"DeployTasks", "StartTasks", "StartProducer", "StopProducer", "FinishAndDrain", "CollectSinkCounts", "SnapshotState", "StopTasks"}},
+			wantOrder: []string{"DeployTasks", "StartTasks", "StartProducer", "AwaitSinkRecords", "StopProducer", "FinishAndDrain", "CollectSinkCounts", "SnapshotState", "StopTasks"}},
 		{name: "warm-up cut short", params: map[string]string{"IsWarmUp": "true", "NumEvents": "500"}, acked: 400,
 			wantErr: "warm-up produced 400 of its 500 records"},
 		{name: "measurement", params: map[string]string{"LoadWarmUpData": "true", "NumEvents": "500", "OutputEventNumber": "23000"}, acked: 100,
@@ -122,6 +123,11 @@ func TestRunExperimentWarmUpSteps(t *testing.T) {
 				func(_ context.Context, in activities.SnapshotInput) (activities.SnapshotManifest, error) {
 					calls.add("SnapshotState", in, env.Now())
 					return activities.SnapshotManifest{Keys: 500}, nil
+				})
+			env.OnActivity(a.AwaitSinkRecords, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, in activities.AwaitSinkInput) (activities.SinkCounts, error) {
+					calls.add("AwaitSinkRecords", in, env.Now())
+					return activities.SinkCounts{Distinct: uint64(tc.acked)}, nil
 				})
 			env.OnActivity(a.LoadSnapshot, mock.Anything, mock.Anything).Return(
 				func(_ context.Context, in activities.SnapshotInput) (activities.SnapshotManifest, error) {
@@ -154,10 +160,17 @@ func TestRunExperimentWarmUpSteps(t *testing.T) {
 				assert.Equal(t, int64(0), req.StartEvent)
 				assert.Equal(t, int64(500), req.MaxEvents)
 				assert.Equal(t, 500, req.NumKeys, "one new key per warm-up record")
+				await := calls.of("AwaitSinkRecords")[0].Input.(activities.AwaitSinkInput)
+				assert.Equal(t, uint64(500), await.Want)
+				assert.InDelta(t, 90, await.TimeoutSecs, 1, "bounded by TotalRuntimeSeconds")
+				stop := calls.of("StopProducer")[0].At.Sub(calls.of("StartProducer")[0].At)
+				assert.Less(t, stop, 90*time.Second, "the input ends when it is all in, not at TotalRuntimeSeconds")
 				snap := calls.of("SnapshotState")[0].Input.(activities.SnapshotInput)
 				assert.Equal(t, int64(500), snap.NumEvents)
 				assert.Equal(t, "hello", snap.Deployment.Job.Query)
 			case "measurement":
+				assert.Empty(t, calls.of("AwaitSinkRecords"))
+				assert.GreaterOrEqual(t, calls.of("StopProducer")[0].At.Sub(calls.of("StartProducer")[0].At), 90*time.Second)
 				assert.Equal(t, int64(23000), req.StartEvent, "resumes at OutputEventNumber")
 				assert.Equal(t, int64(0), req.MaxEvents)
 				assert.Equal(t, int64(500), calls.of("LoadSnapshot")[0].Input.(activities.SnapshotInput).NumEvents)
