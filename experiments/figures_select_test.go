@@ -48,6 +48,7 @@ func TestLoadSuite_Sections53And54(t *testing.T) {
 	}{
 		{"suites/section5_3.json", []string{"10", "11", "12", "13"}, 30 * 60},
 		{"suites/section5_4.json", []string{"14", "15", "16"}, 30 * 60},
+		{"suites/section5_4_warmup.json", DefaultFigures, 30 * 60},
 	} {
 		s, err := LoadSuite(tc.file)
 		require.NoError(t, err, tc.file)
