@@ -70,6 +70,7 @@ func (a *Activities) LoadSnapshot(ctx context.Context, in SnapshotInput) (Snapsh
 	for _, op := range m.Operators {
 		want[op.Operator] = true
 	}
+	defer keepAlive(ctx)()
 	order, groups := tasksByWorker(dep, func(t control.TaskRef) bool { return want[t.Operator] })
 	for _, wid := range order {
 		var reply dataplane.SnapshotReply

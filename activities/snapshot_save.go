@@ -98,6 +98,7 @@ func (a *Activities) SnapshotState(ctx context.Context, in SnapshotInput) (Snaps
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return m, fmt.Errorf("snapshot: %w", err)
 	}
+	defer keepAlive(ctx)()
 	order, groups := tasksByWorker(dep, func(t control.TaskRef) bool {
 		op, _ := dep.Job.Operator(t.Operator)
 		return op.Keyed
@@ -147,4 +148,26 @@ func (a *Activities) SnapshotState(ctx context.Context, in SnapshotInput) (Snaps
 		return m, fmt.Errorf("snapshot: move %s into place: %w", tmp, err)
 	}
 	return m, nil
+}
+
+// keepAlive heartbeats every few seconds until the returned function is
+// called, so a worker that takes long over one snapshot request (counting
+// and checkpointing millions of keys) does not look like a dead activity.
+func keepAlive(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				heartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
 }
