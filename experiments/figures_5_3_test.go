@@ -21,13 +21,14 @@ func TestReconfigWindows(t *testing.T) {
 	sink := secs(slices.Repeat([]float64{100}, 40)...)
 	sink[12].Value, sink[31].Value = 20, 0
 	bytes := secs(slices.Repeat([]float64{0}, 40)...)
-	for _, s := range []int{10, 11, 12, 13, 30, 31} {
-		bytes[s].Value = 1000
+	for _, s := range []int{10, 11, 12, 30, 31} {
+		bytes[s].Value = 3000
 	}
+	bytes[13].Value = 100 // a thin tail: 90 % had moved after 3 s, all after 4 s
 	got := ReconfigWindows([]float64{10, 30}, sink, bytes)
 	require.Equal(t, []ReconfigWindow{
-		{Index: 1, StartSec: 10, EndSec: 30, PreTput: 100, MinTput: 20, Bytes: 4000, MigrateSec: 4},
-		{Index: 2, StartSec: 30, EndSec: 40, PreTput: 100, MinTput: 0, Bytes: 2000, MigrateSec: 2},
+		{Index: 1, StartSec: 10, EndSec: 30, PreTput: 100, MinTput: 20, Bytes: 9100, MigrateSec: 4, Migrate90Sec: 3},
+		{Index: 2, StartSec: 30, EndSec: 40, PreTput: 100, MinTput: 0, Bytes: 6000, MigrateSec: 2, Migrate90Sec: 2},
 	}, got)
 	// Nothing moved: 0 bytes, 0 s.
 	none := ReconfigWindows([]float64{5}, sink, nil)
@@ -118,7 +119,7 @@ func TestFig53_RunSelection(t *testing.T) {
 	require.Len(t, rows[0].Windows, 3)
 	require.Equal(t, 6e6, rows[0].Windows[1].Bytes)
 	require.Equal(t, 2.0, rows[0].Windows[1].MigrateSec)
-	require.Contains(t, FormatFig53Rows(rows), "| rep | 2 | 32 | 100 | 100 | 6.0 MB | 2 |")
+	require.Contains(t, FormatFig53Rows(rows), "| rep | 2 | 32 | 100 | 100 | 6.0 MB | 2, 2 |")
 }
 
 func TestWriteSuiteFigures_53Files(t *testing.T) {
