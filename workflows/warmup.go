@@ -108,6 +108,8 @@ func warmUpProducers(in ExperimentInput, w warmUp, m activities.SnapshotManifest
 			if r.Generator == dataplane.SequentialGenerator {
 				r.NumKeys = int(w.numEvents) * len(out)
 			}
+		case w.load && r.Nexmark != nil && r.Nexmark.OutputEventNumber > 0:
+			// The Nexmark generator resumes at its own OutputEventNumber.
 		case w.load:
 			r.StartEvent = resumePoint(w, m, r.Generator)
 		}

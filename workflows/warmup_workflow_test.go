@@ -13,6 +13,7 @@ import (
 
 	"koala/activities"
 	"koala/dataplane"
+	"koala/dataplane/control"
 )
 
 func TestWarmUpOf(t *testing.T) {
@@ -67,6 +68,7 @@ func TestWarmUpProducers(t *testing.T) {
 		gen      string
 		want     []want
 		wantKeys int
+		nexmark  *control.NexmarkSource
 	}{
 		{name: "warm-up splits the sequence", w: warmUp{save: true, numEvents: 100, resume: -1}, gen: dataplane.SequentialGenerator,
 			want: []want{{0, 100}, {100, 100}, {200, 100}}, wantKeys: 300},
@@ -78,11 +80,16 @@ func TestWarmUpProducers(t *testing.T) {
 			want: []want{{4600, 0}, {4600, 0}, {4600, 0}}, wantKeys: 77},
 		{name: "other generators resume after the warm-up's events", w: warmUp{load: true, resume: -1}, m: activities.SnapshotManifest{Keys: 10, NumEvents: 100, Producers: 3}, gen: "keys",
 			want: []want{{300, 0}, {300, 0}, {300, 0}}, wantKeys: 77},
+		{name: "Nexmark resumes at its own OutputEventNumber", w: warmUp{load: true, resume: 4600}, m: activities.SnapshotManifest{Keys: 300}, gen: "nexmark",
+			nexmark: &control.NexmarkSource{OutputEventNumber: 4600}, want: []want{{0, 0}, {0, 0}, {0, 0}}, wantKeys: 77},
 		{name: "plain run unchanged", w: warmUp{resume: -1}, gen: dataplane.SequentialGenerator,
 			want: []want{{0, 0}, {0, 0}, {0, 0}}, wantKeys: 77},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := three(tc.gen)
+			for i := range in {
+				in[i].Request.Nexmark = tc.nexmark
+			}
 			out := warmUpProducers(helloExperiment(), tc.w, tc.m, in)
 			var got []want
 			for _, p := range out {
