@@ -98,8 +98,13 @@ func (w *Worker) dispatchSnapshot(ctx context.Context, verb string, env control.
 	var reply SnapshotReply
 	for _, t := range tasks {
 		if t.keyed == nil {
-			if verb == VerbSnapshotSave {
+			if verb == VerbSnapshotSave && !t.spec.Stateful {
 				continue // stateless: nothing to save (the reply lists stateful tasks only)
+			}
+			if t.spec.Stateful {
+				// e.g. a join or window keeping its own state: a snapshot
+				// without it would not be the job's state.
+				return nil, true, fmt.Errorf("%s: task %s of operator %q keeps state outside the keyed state runtime, which snapshots cannot capture yet", verb, t.id, t.opName)
 			}
 			return nil, true, fmt.Errorf("%s: task %s keeps no keyed state", verb, t.id)
 		}
