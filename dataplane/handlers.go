@@ -165,6 +165,9 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 	case control.VerbProduceStop:
 		return w.stopProducer(ctx, env.JobID)
 	}
+	if body, ok, err := w.dispatchSnapshot(ctx, verb, env); ok { // snapshot.go
+		return body, err
+	}
 	return nil, fmt.Errorf("worker %s: unknown verb %q", w.opts.ID, verb)
 }
 

@@ -162,6 +162,9 @@ func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error)
 	if len(req.KafkaBrokers) == 0 {
 		return nil, fmt.Errorf("produce: KafkaBrokers must list at least one broker")
 	}
+	if req.StartEvent < 0 {
+		return nil, fmt.Errorf("produce: StartEvent %d must be ≥ 0", req.StartEvent)
+	}
 	if req.RatePerSec < 0 {
 		return nil, fmt.Errorf("produce: RatePerSec %d must be ≥ 0 (0 = unlimited)", req.RatePerSec)
 	}
@@ -278,10 +281,11 @@ func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
 	}
 }
 
-// produce generates record n and writes it asynchronously.
+// produce generates the n-th record of this producer (the generator's
+// record StartEvent + n) and writes it asynchronously.
 func (p *producer) produce(n int64) {
 	var r Record
-	p.gen.Next(n, &r)
+	p.gen.Next(p.req.StartEvent+n, &r)
 	rec := &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: time.Unix(0, r.EventTime)}
 	p.client.Produce(context.Background(), rec, p.ack)
 }

@@ -2,6 +2,13 @@
 // operator API, batching, keyed routing, the record exchange between workers
 // over gRPC, the Kafka source, sinks, the input producer, control-signal
 // handling over NATS and per-task metric emission.
+//
+// It also owns per-task state snapshots (snapshot.go): a stateful task's
+// Pebble checkpoint, bucket ownership and key lookup table, saved from a
+// running task as a consistent cut and restored into a task that is about
+// to start. Warm-up state uses them today; they are the per-task primitive
+// a checkpoint/recovery feature reuses (snapshot every task at an aligned
+// barrier, restore into replacement tasks of the same shape).
 package dataplane
 
 import (

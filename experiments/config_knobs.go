@@ -61,6 +61,7 @@ var artifactKnobs = map[string]knob{
 	"SourceIdleTimeoutMs":                  {kind: knobInt, min: 0},
 	"IsWarmUp":                             {kind: knobBool},
 	"LoadWarmUpData":                       {kind: knobBool},
+	"WarmUpSnapshotDir":                    {kind: knobString},
 	"StateMigrationChunkSize":              {kind: knobInt, min: 1},
 	"NumSubscales":                         {kind: knobInt, min: 1},
 	"RemotePebbleAddrs":                    {kind: knobStrings},

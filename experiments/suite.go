@@ -22,7 +22,7 @@ import (
 //
 // Config paths are relative to the suite file's directory.
 var (
-	suiteFields      = []string{"Name", "Experiments"}
+	suiteFields      = []string{"Name", "Experiments", "Figures"}
 	suiteEntryFields = []string{"Config", "Keyword"}
 )
 
@@ -39,6 +39,8 @@ type Suite struct {
 	Name    string
 	Entries []SuiteFileEntry
 	Input   workflows.SuiteInput
+	// Figures `koala figures` draws for the suite (figures_select.go).
+	Figures []string
 }
 
 // LoadSuite reads a suite file and loads every config it names with
@@ -72,6 +74,14 @@ func ParseSuite(path string, data []byte, load func(string) (workflows.Experimen
 		fail(`"Name" is required`)
 	} else if err := json.Unmarshal(raw, &s.Name); err != nil || strings.TrimSpace(s.Name) == "" {
 		fail(`"Name" must be a non-empty string, got %s`, compact(raw))
+	}
+	s.Figures = DefaultFigures
+	if raw, ok := top.fields["Figures"]; ok {
+		if err := json.Unmarshal(raw, &s.Figures); err != nil {
+			fail(`"Figures" must be a list of figure numbers as strings (e.g. ["10"]), got %s`, compact(raw))
+		} else if err := CheckFigures(s.Figures); err != nil {
+			fail("%v", err)
+		}
 	}
 	var entries []json.RawMessage
 	if raw, ok := top.fields["Experiments"]; !ok {

@@ -109,10 +109,14 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 	if err := workflow.ExecuteActivity(actx, a.DeployTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, err
 	}
+	wu, snap, err := warmUpStart(ctx, in, dep) // warmup.go: load warm-up state before the tasks start
+	if err != nil {
+		return res, cleanup(ctx, dep, err)
+	}
 	if err := workflow.ExecuteActivity(actx, a.StartTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, cleanup(ctx, dep, err)
 	}
-	producers := producerInputs(in, job, workers)
+	producers := warmUpProducers(in, wu, snap, producerInputs(in, job, workers))
 	for _, p := range producers {
 		if err := workflow.ExecuteActivity(actx, a.StartProducer, p).Get(ctx, nil); err != nil {
 			return res, cleanup(ctx, dep, err)
@@ -121,7 +125,14 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 	start := workflow.Now(ctx)
 	res.StartedAt = start
 
-	if sched != nil {
+	switch {
+	case wu.save:
+		// A warm-up run has no reconfigurations (warmUpOf); its input ends
+		// once every record reached the sink (warmup.go).
+		if err := warmUpInputEnd(ctx, wu, dep, start, in); err != nil {
+			return res, cleanup(ctx, dep, err)
+		}
+	case sched != nil:
 		sched.goLive(dep, workers, start)
 		sched.runTimeline(in.Reconfigurations)
 		err := sched.finish(ctx, in.TotalRuntimeSeconds)
@@ -129,8 +140,10 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 		if err != nil {
 			return res, cleanup(ctx, dep, err)
 		}
-	} else if dep, err = runQueuedReconfigs(ctx, in, jobID, workers, dep, start, &res); err != nil {
-		return res, err
+	default:
+		if dep, err = runQueuedReconfigs(ctx, in, jobID, workers, dep, start, &res); err != nil {
+			return res, err
+		}
 	}
 	for _, p := range producers {
 		var rep control.ProduceReport
@@ -163,6 +176,9 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 		res.ExactnessUnchecked = job.ExactnessUnchecked
 	}
 	res.Final = dep
+	if err := warmUpEnd(ctx, in, wu, dep, res.Produced); err != nil { // warmup.go: snapshot a warm-up's state
+		return res, cleanup(ctx, dep, err)
+	}
 	if err := workflow.ExecuteActivity(actx, a.StopTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, err
 	}

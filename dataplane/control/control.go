@@ -380,8 +380,11 @@ type ProduceRequest struct {
 	NumKeys      int      `json:"num_keys"`
 	Seed         int64    `json:"seed"`
 	MaxEvents    int64    `json:"max_events,omitempty"` // 0 = until stopped
-	ValueSize    int      `json:"value_size,omitempty"`
-	Skew         float64  `json:"skew,omitempty"` // Zipf exponent of the "zipf" generator (0 = uniform)
+	// StartEvent is the generator's index of this producer's first record
+	// (a warm-up splits one sequence over its producers).
+	StartEvent int64   `json:"start_event,omitempty"`
+	ValueSize  int     `json:"value_size,omitempty"`
+	Skew       float64 `json:"skew,omitempty"` // Zipf exponent of the "zipf" generator (0 = uniform)
 	// Nexmark shapes the "nexmark" generator (nil: its defaults).
 	Nexmark *NexmarkSource `json:"nexmark,omitempty"`
 	// FilePath, when set, makes a trace generator replay these CSV files

@@ -1,0 +1,319 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"koala/dataplane/control"
+	"koala/statesvc"
+)
+
+// Per-task state snapshots.
+//
+// A snapshot of a stateful task is its keyed state as a Pebble checkpoint
+// (hard-linked sstables), the buckets it owns and its key lookup table (the
+// keys it owns that still live on another task, with those tasks'
+// addresses), written under <dir>/<task id>/. Loading one into a task of a
+// fresh job of the same shape restores exactly that state before the task
+// starts. Warm-up runs use it to build large state once and reuse it across
+// measurement runs; it is also the per-task primitive a checkpoint/recovery
+// feature needs (a consistent cut of one task's state, restorable into a new
+// task that owns the same buckets), so it knows nothing about warm-up.
+//
+// Both verbs run on the task's own goroutine for a running task (ordered
+// with the records it processes, so the cut is consistent with the batches
+// before it) and directly for a task that was deployed but not started.
+
+// Verbs of the snapshot requests.
+const (
+	VerbSnapshotSave = "snapshot.save" // SnapshotRequest → SnapshotReply
+	VerbSnapshotLoad = "snapshot.load" // SnapshotRequest → SnapshotReply (tasks must not be running)
+)
+
+// Files inside a task's snapshot directory.
+const (
+	SnapshotStateDir = "pebble"    // the Pebble checkpoint
+	SnapshotTaskFile = "task.json" // TaskSnapshot, with the KLT
+)
+
+// SnapshotRequest names the tasks to snapshot or restore and the directory
+// holding one sub-directory per task.
+type SnapshotRequest struct {
+	TaskIDs []string `json:"task_ids"`
+	Dir     string   `json:"dir"`
+}
+
+// SnapshotReply lists what each task saved or loaded; a save skips the
+// named tasks that keep no keyed state.
+type SnapshotReply struct {
+	Tasks []TaskSnapshot `json:"tasks"`
+}
+
+// KLTEntry is one key lookup table entry: Key (of Bucket) lives on Owner.
+type KLTEntry struct {
+	Bucket int    `json:"bucket"`
+	Key    []byte `json:"key"`
+	Owner  string `json:"owner"`
+}
+
+// TaskSnapshot describes one task's snapshot (written as task.json).
+type TaskSnapshot struct {
+	TaskID     string `json:"task_id"`
+	Operator   string `json:"operator"`
+	Index      int    `json:"index"`
+	NumBuckets int    `json:"num_buckets"`
+	Buckets    []int  `json:"buckets"` // owned by the task, ascending
+	// Keys is the number of distinct user keys with state; Entries the
+	// number of (state, key) values.
+	Keys    uint64 `json:"keys"`
+	Entries uint64 `json:"entries"`
+	Bytes   uint64 `json:"bytes"` // size of the checkpoint's files
+	// KLT holds the lookup entries and the addresses of the owners they name.
+	KLT       []KLTEntry                 `json:"klt,omitempty"`
+	KLTOwners map[string]control.TaskRef `json:"klt_owners,omitempty"`
+}
+
+// dispatchSnapshot serves the snapshot verbs; ok is false for other verbs.
+func (w *Worker) dispatchSnapshot(ctx context.Context, verb string, env control.Envelope) (body any, ok bool, err error) {
+	if verb != VerbSnapshotSave && verb != VerbSnapshotLoad {
+		return nil, false, nil
+	}
+	req, err := decodeBody[SnapshotRequest](env)
+	if err != nil {
+		return nil, true, err
+	}
+	if req.Dir == "" || len(req.TaskIDs) == 0 {
+		return nil, true, fmt.Errorf("%s: dir and task_ids are required", verb)
+	}
+	tasks := w.jobTasks(env.JobID, req.TaskIDs)
+	if len(tasks) != len(req.TaskIDs) {
+		return nil, true, fmt.Errorf("%s: worker %s has %d of the tasks %v of job %q", verb, w.opts.ID, len(tasks), req.TaskIDs, env.JobID)
+	}
+	var reply SnapshotReply
+	for _, t := range tasks {
+		if t.keyed == nil {
+			if verb == VerbSnapshotSave && !t.spec.Stateful {
+				continue // stateless: nothing to save (the reply lists stateful tasks only)
+			}
+			if t.spec.Stateful {
+				// e.g. a join or window keeping its own state: a snapshot
+				// without it would not be the job's state.
+				return nil, true, fmt.Errorf("%s: task %s of operator %q keeps state outside the keyed state runtime, which snapshots cannot capture yet", verb, t.id, t.opName)
+			}
+			return nil, true, fmt.Errorf("%s: task %s keeps no keyed state", verb, t.id)
+		}
+		dir := filepath.Join(req.Dir, t.id)
+		var snap TaskSnapshot
+		run := func(context.Context, *task) error {
+			var err error
+			if verb == VerbSnapshotSave {
+				snap, err = t.saveSnapshot(dir)
+			} else {
+				snap, err = t.loadSnapshot(dir)
+			}
+			return err
+		}
+		switch {
+		case verb == VerbSnapshotLoad && t.started.Load():
+			return nil, true, fmt.Errorf("%s: task %s is already running; state is loaded before a task starts", verb, t.id)
+		case t.started.Load():
+			err = w.onTaskGoroutines(ctx, env.JobID, []string{t.id}, run)
+		default:
+			err = run(ctx, t)
+		}
+		if err != nil {
+			return nil, true, fmt.Errorf("%s: task %s: %w", verb, t.id, err)
+		}
+		reply.Tasks = append(reply.Tasks, snap)
+	}
+	return reply, true, nil
+}
+
+// ownedBuckets lists the buckets the task's deployment gives it.
+func (t *task) ownedBuckets() []int {
+	self := t.view.Load().self
+	if self == nil {
+		return nil
+	}
+	var out []int
+	for b, idx := range self.table.Buckets {
+		if idx == t.index {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// saveSnapshot checkpoints the task's store into dir/pebble and writes
+// dir/task.json. dir must not exist: a snapshot is never overwritten in
+// place (a retried save after a completed one fails and says so).
+func (t *task) saveSnapshot(dir string) (TaskSnapshot, error) {
+	ks := t.keyed
+	cp, ok := ks.store.(interface{ Checkpoint(string) error })
+	if !ok {
+		return TaskSnapshot{}, fmt.Errorf("state backend %q cannot be snapshotted (only %q)", t.view.Load().job.StateBackend, statesvc.BackendPebble)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return TaskSnapshot{}, fmt.Errorf("snapshot directory %s already exists", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return TaskSnapshot{}, fmt.Errorf("snapshot directory: %w", err)
+	}
+	snap := TaskSnapshot{TaskID: t.id, Operator: t.opName, Index: t.index, NumBuckets: ks.buckets, Buckets: t.ownedBuckets()}
+	if err := ks.countState(&snap); err != nil {
+		return snap, err
+	}
+	stateDir := filepath.Join(dir, SnapshotStateDir)
+	if err := cp.Checkpoint(stateDir); err != nil {
+		return snap, err
+	}
+	size, err := dirBytes(stateDir)
+	if err != nil {
+		return snap, err
+	}
+	snap.Bytes = size
+	all := make([]int, ks.buckets)
+	for i := range all {
+		all[i] = i
+	}
+	for _, e := range ks.klt.EntriesForBuckets(all) {
+		snap.KLT = append(snap.KLT, KLTEntry{Bucket: e.Bucket, Key: e.Key, Owner: e.Owner})
+		if _, named := snap.KLTOwners[e.Owner]; !named {
+			ref, known := ks.owners.Load(e.Owner)
+			if !known {
+				return snap, fmt.Errorf("key lookup table names owner %q with no known address", e.Owner)
+			}
+			if snap.KLTOwners == nil {
+				snap.KLTOwners = map[string]control.TaskRef{}
+			}
+			snap.KLTOwners[e.Owner] = ref.(control.TaskRef)
+		}
+	}
+	data, err := json.Marshal(snap)
+	if err != nil {
+		return snap, fmt.Errorf("encode %s: %w", SnapshotTaskFile, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SnapshotTaskFile), data, 0o644); err != nil {
+		return snap, fmt.Errorf("write %s: %w", SnapshotTaskFile, err)
+	}
+	snap.KLT, snap.KLTOwners = nil, nil // the reply carries counts only
+	return snap, nil
+}
+
+// countState counts the operator's keys and values in the store.
+func (ks *keyedState) countState(snap *TaskSnapshot) error {
+	prefix := statesvc.OperatorPrefix(ks.opName)
+	lastBucket := -1
+	var seen map[string]bool // distinct user keys of the current bucket (several states only)
+	var scanErr error
+	err := ks.store.Scan(prefix, statesvc.PrefixEnd(prefix), func(k, _ []byte) bool {
+		snap.Entries++
+		if len(ks.names) == 1 {
+			snap.Keys++
+			return true
+		}
+		_, bucket, _, user, err := statesvc.ParseStateKey(k)
+		if err != nil {
+			scanErr = err
+			return false
+		}
+		if bucket != lastBucket {
+			lastBucket, seen = bucket, map[string]bool{}
+		}
+		if !seen[string(user)] {
+			seen[string(user)] = true
+			snap.Keys++
+		}
+		return true
+	})
+	if err = errors.Join(err, scanErr); err != nil {
+		return fmt.Errorf("count state: %w", err)
+	}
+	return nil
+}
+
+// loadSnapshot replaces the (not yet started) task's store with the
+// checkpoint in dir and installs its lookup table. The snapshot must be of
+// the same operator and the same buckets.
+func (t *task) loadSnapshot(dir string) (TaskSnapshot, error) {
+	ks := t.keyed
+	var snap TaskSnapshot
+	data, err := os.ReadFile(filepath.Join(dir, SnapshotTaskFile))
+	if err != nil {
+		return snap, fmt.Errorf("read snapshot: %w", err)
+	}
+	if err := json.Unmarshal(data, &snap); err != nil {
+		return snap, fmt.Errorf("decode %s: %w", filepath.Join(dir, SnapshotTaskFile), err)
+	}
+	if snap.Operator != t.opName {
+		return snap, fmt.Errorf("snapshot %s is of operator %q, task is of %q", dir, snap.Operator, t.opName)
+	}
+	if snap.NumBuckets != ks.buckets {
+		return snap, fmt.Errorf("snapshot %s has NumBuckets %d, job has %d", dir, snap.NumBuckets, ks.buckets)
+	}
+	if own := t.ownedBuckets(); !slices.Equal(own, snap.Buckets) {
+		return snap, fmt.Errorf("snapshot %s owns %d buckets %s, task owns %d buckets %s", dir, len(snap.Buckets), bucketList(snap.Buckets), len(own), bucketList(own))
+	}
+	if t.view.Load().job.StateBackend != "" && t.view.Load().job.StateBackend != statesvc.BackendPebble {
+		return snap, fmt.Errorf("state backend %q cannot load a snapshot (only %q)", t.view.Load().job.StateBackend, statesvc.BackendPebble)
+	}
+	if err := ks.store.Close(); err != nil {
+		return snap, fmt.Errorf("close state: %w", err)
+	}
+	if err := os.RemoveAll(ks.dir); err != nil {
+		return snap, fmt.Errorf("clear state directory: %w", err)
+	}
+	if err := statesvc.RestoreCheckpoint(filepath.Join(dir, SnapshotStateDir), ks.dir); err != nil {
+		return snap, err
+	}
+	store, err := statesvc.Open(statesvc.Options{Backend: statesvc.BackendPebble, Dir: ks.dir})
+	if err != nil {
+		return snap, fmt.Errorf("open restored state: %w", err)
+	}
+	ks.store = store
+	for id, ref := range snap.KLTOwners {
+		ks.owners.Store(id, ref)
+	}
+	entries := make([]statesvc.Entry, 0, len(snap.KLT))
+	for _, e := range snap.KLT {
+		entries = append(entries, statesvc.Entry{Bucket: e.Bucket, Key: e.Key, Owner: e.Owner})
+	}
+	if err := ks.klt.AddEntries(entries); err != nil {
+		return snap, err
+	}
+	snap.KLT, snap.KLTOwners = nil, nil
+	return snap, nil
+}
+
+// bucketList shows at most 8 buckets of bs.
+func bucketList(bs []int) string {
+	if len(bs) > 8 {
+		return fmt.Sprintf("%v…", bs[:8])
+	}
+	return fmt.Sprint(bs)
+}
+
+func dirBytes(dir string) (uint64, error) {
+	var n uint64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += uint64(info.Size())
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("size of %s: %w", dir, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,86 @@
+package experiments
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"koala/dataplane"
+	"koala/dataplane/metrics"
+	"koala/workflows"
+)
+
+// run54 is a fakeRun with an experiment input: a warm-up load of
+// stateBytes, or a generator with numKeys keys and a Zipf exponent.
+func run54(exp, kw, gen string, numKeys int, skew float64, stateBytes uint64) RunData {
+	r := fakeRun(exp, kw, scaleTo(4))
+	in := workflows.ExperimentInput{QueryName: "counter", Params: map[string]string{}}
+	in.Producer.Generator, in.Producer.NumKeys, in.Producer.Skew = gen, numKeys, skew
+	if stateBytes > 0 {
+		in.Params[workflows.ParamLoadWarmUpData] = "true"
+		r.StateBytes, r.StateKeys = stateBytes, stateBytes/32
+	}
+	r.Input = &in
+	r.Lookup = secs(0, 2, 3)
+	r.KLTSize = secs(float64(numKeys)/2, float64(numKeys)/4)
+	r.KLTBytes = secs(float64(numKeys)*10, 0)
+	return r
+}
+
+func TestFig54_Shaping(t *testing.T) {
+	warm := run54("state", "s1", dataplane.SequentialGenerator, 1000, 0, 64e6)
+	loc2 := run54("loc", "l2", "keys", 20000, 0, 0)
+	loc1 := run54("loc", "l1", "keys", 10000, 0, 0)
+	skew := run54("skew", "z1", dataplane.ZipfGenerator, 10000, 1.2, 0)
+	skew2 := run54("skew", "z2", dataplane.ZipfGenerator, 10000, 0.8, 0)
+	lone := run54("lone", "z3", dataplane.ZipfGenerator, 10000, 0.8, 0)
+	runs := []RunData{warm, loc2, loc1, skew, skew2, lone}
+
+	locality, sk := Fig16Split(runs)
+	require.Equal(t, []string{"l2", "l1"}, []string{locality[0].Entry.Keyword, locality[1].Entry.Keyword})
+	require.Len(t, sk, 2, "an experiment with one exponent sweeps nothing")
+	require.Empty(t, fig14Groups(runs), "one warm-up size sweeps nothing")
+
+	// Points are sorted by x whatever the suite order.
+	s := XYPoints("migrated", locality, func(r RunData) (float64, bool) { return float64(r.Input.Producer.NumKeys), true }, migratedMB)
+	require.Equal(t, []metrics.Point{{Sec: 10000, Value: 6}, {Sec: 20000, Value: 6}}, s.Points)
+
+	require.Equal(t, 2e6, warm.KeySpace(), "loaded keys win over NumKeys")
+	require.Equal(t, 20000.0, loc2.KeySpace())
+	b, secs, ok := warm.Migration()
+	require.True(t, ok)
+	require.Equal(t, 6e6, b)
+	require.Equal(t, 2.0, secs, "5 of the 6 MB moved in the first second: 90 % needs two")
+
+	lines := Fig15Lines(warm)
+	require.Equal(t, []metrics.Point{{Sec: 1, Value: 0.002}, {Sec: 2, Value: 0.003}}, lines[0].Points, "µs → ms, zero seconds dropped")
+
+	rows := Fig54Rows(runs)
+	require.Len(t, rows, 6)
+	require.Contains(t, FormatFig54Rows(rows), "| s1 | 64.0 MB | 2000000 | 1000 | 0 | 100 | 100 | 6.0 MB | 2, 2 | 2.5 | 1500 | 500 |")
+}
+
+func TestWriteSuiteFigures_54Files(t *testing.T) {
+	runs := []RunData{
+		run54("state", "s1", dataplane.SequentialGenerator, 1000, 0, 64e6),
+		run54("state", "s2", dataplane.SequentialGenerator, 1000, 0, 128e6),
+		run54("loc", "l1", "keys", 10000, 0, 0),
+		run54("loc", "l2", "keys", 20000, 0, 0),
+		run54("skew", "z1", dataplane.ZipfGenerator, 10000, 1.2, 0),
+		run54("skew", "z2", dataplane.ZipfGenerator, 10000, 0.6, 0),
+	}
+	dir := t.TempDir()
+	paths, _, err := WriteSuiteFigures(dir, runs, []string{"14", "15", "16"})
+	require.NoError(t, err)
+	var names []string
+	for _, p := range paths {
+		names = append(names, filepath.Base(p))
+		require.FileExists(t, p)
+	}
+	require.ElementsMatch(t, []string{
+		"fig14_state_throughput.png", "fig14_state_migrated.png", "fig14_state_migrated_vs_state.png",
+		"fig15_s1_lookup_vs_batch.png", "fig15_s2_lookup_vs_batch.png", "fig15_klt_vs_keyspace.png",
+		"fig16_locality_migrated.png", "fig16_locality_time.png", "fig16_skew_migrated.png", "fig16_skew_time.png",
+	}, names)
+}

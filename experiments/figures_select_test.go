@@ -1,0 +1,63 @@
+package experiments
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSuiteFigures(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+		wantErr    string
+	}{
+		{"default", `{"Name": "x", "Experiments": []}`, DefaultFigures, ""},
+		{"listed", `{"Name": "x", "Figures": ["10", "12"], "Experiments": []}`, []string{"10", "12"}, ""},
+		{"unknown", `{"Name": "x", "Figures": ["7"], "Experiments": []}`, nil, `Figures[0] "7" is not a figure koala draws`},
+		{"repeated", `{"Name": "x", "Figures": ["10", "10"], "Experiments": []}`, nil, `Figures[1] "10" is listed twice`},
+		{"not strings", `{"Name": "x", "Figures": [10], "Experiments": []}`, nil, `"Figures" must be a list of figure numbers as strings`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SuiteFigures(write(tc.name+".json", tc.body))
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// The checked-in section 5.3 and 5.4 suites load, ask for their figures
+// and stay within the scaled run time.
+func TestLoadSuite_Sections53And54(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		figures []string
+		maxSecs int
+	}{
+		{"suites/section5_3.json", []string{"10", "11", "12", "13"}, 30 * 60},
+		{"suites/section5_4.json", []string{"14", "15", "16"}, 30 * 60},
+		{"suites/section5_4_warmup.json", DefaultFigures, 30 * 60},
+	} {
+		s, err := LoadSuite(tc.file)
+		require.NoError(t, err, tc.file)
+		require.Equal(t, tc.figures, s.Figures, tc.file)
+		total := 0
+		for _, e := range s.Input.Entries {
+			require.Equal(t, "counter", e.Input.QueryName, e.Keyword)
+			total += e.Input.TotalRuntimeSeconds + 40 // deploy, drain and metrics per run
+		}
+		require.LessOrEqual(t, total, tc.maxSecs, "%s: %d s of runs", tc.file, total)
+	}
+}
