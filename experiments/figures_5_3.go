@@ -61,6 +61,10 @@ type ReconfigWindow struct {
 // ReconfigWindows splits a run at its reconfiguration starts (markers on
 // the metric axis) and summarises each window. MigrateSec is from the start
 // to the end of the last second with bytes transferred (0: nothing moved).
+// Reconfigurations that start in the same second (different operators
+// reconfigured concurrently) share one window, which ends at the next later
+// start: the metrics do not tell their bytes apart, so each of them reports
+// the window's total.
 func ReconfigWindows(starts []float64, sink, bytes []metrics.Point) []ReconfigWindow {
 	sink, bytes = cleanPoints(sink), cleanPoints(bytes)
 	end := 0.0
@@ -72,8 +76,11 @@ func ReconfigWindows(starts []float64, sink, bytes []metrics.Point) []ReconfigWi
 	var out []ReconfigWindow
 	for i, s := range starts {
 		w := ReconfigWindow{Index: i + 1, StartSec: s, EndSec: max(end, s)}
-		if i+1 < len(starts) {
-			w.EndSec = starts[i+1]
+		for _, next := range starts[i+1:] {
+			if next > s {
+				w.EndSec = next
+				break
+			}
 		}
 		w.PreTput, _, _ = WindowMean(sink, s-10, s)
 		if lo, ok := WindowMin(sink, s, min(s+10, w.EndSec)); ok {

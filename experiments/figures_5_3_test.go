@@ -30,6 +30,15 @@ func TestReconfigWindows(t *testing.T) {
 		{Index: 1, StartSec: 10, EndSec: 30, PreTput: 100, MinTput: 20, Bytes: 9100, MigrateSec: 4, Migrate90Sec: 3},
 		{Index: 2, StartSec: 30, EndSec: 40, PreTput: 100, MinTput: 0, Bytes: 6000, MigrateSec: 2, Migrate90Sec: 2},
 	}, got)
+	// Two operators reconfigured at once, then a third later: the two share
+	// the window up to the later start instead of the first getting an
+	// empty one.
+	together := ReconfigWindows([]float64{10, 10, 30}, sink, bytes)
+	require.Equal(t, []ReconfigWindow{
+		{Index: 1, StartSec: 10, EndSec: 30, PreTput: 100, MinTput: 20, Bytes: 9100, MigrateSec: 4, Migrate90Sec: 3},
+		{Index: 2, StartSec: 10, EndSec: 30, PreTput: 100, MinTput: 20, Bytes: 9100, MigrateSec: 4, Migrate90Sec: 3},
+		{Index: 3, StartSec: 30, EndSec: 40, PreTput: 100, MinTput: 0, Bytes: 6000, MigrateSec: 2, Migrate90Sec: 2},
+	}, together)
 	// Nothing moved: 0 bytes, 0 s.
 	none := ReconfigWindows([]float64{5}, sink, nil)
 	require.Equal(t, 0.0, none[0].Bytes)
