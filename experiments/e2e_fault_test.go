@@ -1,17 +1,21 @@
 package experiments_test
 
 // Fault tests: the shared stack (see e2e_stack_test.go) loses a service in
-// the middle of an experiment — the controller is kill -9'd while a
-// reconfiguration step runs, Temporal or NATS is killed and restarted — and
-// the experiment must still complete exactly (0 lost, 0 duplicated). Plus
-// clear, fast errors when a service cannot be reached at all.
+// the middle of an experiment and the experiment must still complete
+// exactly (0 lost, 0 duplicated), or, when the loss cannot be survived (a
+// worker with its tasks), fail promptly with a reason that names it. One
+// file per fault kind: e2e_fault_controller_test.go (controller crash per
+// reconfiguration step), e2e_fault_services_test.go (Temporal and NATS
+// restarts), e2e_fault_kafka_test.go (Kafka broker restart),
+// e2e_fault_worker_test.go (worker loss), e2e_fault_unreachable_test.go
+// (services that cannot be reached at all), e2e_fault_fuzz_test.go (every
+// fuzz target for a bounded time). This file holds their shared helpers.
 //
 // A test that fails stops the shared stack (a later test starts a fresh
 // one), so no job of a broken run keeps running on the workers.
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -20,165 +24,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"koala/dataplane/control"
 	"koala/deploy/local"
 	"koala/workflows"
 )
-
-// Steps of the counter 2→4 scale-out (stateful, pebble) per protocol.
-var (
-	faultLazySteps = lazySteps
-	faultSRSteps   = []string{"plan", "pause-and-drain", "deploy-tasks", "start-tasks", "move-state", "await-migration", "update-routing", "resume"}
-)
-
-func TestFaultControllerCrash(t *testing.T) {
-	cases := []struct {
-		name, config, activity string
-		steps                  []string
-		// afterKLT kills the controller once the first new owner announced
-		// klt-installed: the running Handoff has seen (and lost with the
-		// crash) part of what it waits for.
-		afterKLT bool
-	}{
-		{"lazy/StartTasks", "fault_lazy_counter.json", "StartTasks", faultLazySteps, false},
-		{"lazy/Handoff", "fault_lazy_counter.json", "Handoff", faultLazySteps, false},
-		{"lazy/Handoff-after-klt-installed", "fault_lazy_counter.json", "Handoff", faultLazySteps, true},
-		{"lazy/SwapRoutes", "fault_lazy_counter.json", "SwapRoutes", faultLazySteps, false},
-		{"lazy/AwaitMigration", "fault_lazy_counter.json", "AwaitMigration", faultLazySteps, false},
-		{"stop-and-restart/PauseAndDrain", "fault_sr_counter.json", "PauseAndDrain", faultSRSteps, false},
-		{"stop-and-restart/StartTasks", "fault_sr_counter.json", "StartTasks", faultSRSteps, false},
-		{"stop-and-restart/Handoff", "fault_sr_counter.json", "Handoff", faultSRSteps, false},
-		{"stop-and-restart/UpdateRouting", "fault_sr_counter.json", "UpdateRouting", faultSRSteps, false},
-		{"stop-and-restart/ResumeSources", "fault_sr_counter.json", "ResumeSources", faultSRSteps, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := sharedStack(t)
-			begin := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-			defer cancel()
-			path := faultConfig(t, cfg, tc.config, nil)
-			id := fmt.Sprintf("e2e-fault-ctl-%s-%d", strings.ToLower(tc.activity), time.Now().UnixNano())
-			childID := workflows.JobIDFor(id) + "-reconfig-1"
-			tc2 := temporalClient(ctx, t, cfg)
-			guardRun(t, cfg, tc2, id, "controller")
-			var klt chan *nats.Msg
-			if tc.afterKLT {
-				nc, err := nats.Connect(cfg.NATSURL(), nats.Name("e2e-fault-test"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer nc.Close()
-				klt = make(chan *nats.Msg, 1024)
-				sub, err := nc.ChanSubscribe(control.ProgressSubject(workflows.JobIDFor(id)), klt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer sub.Unsubscribe()
-				if err := nc.Flush(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			startDetached(ctx, t, cfg, path, id)
-
-			// Kill the controller while the chosen activity runs.
-			var atKill string
-			if klt != nil {
-				wait := time.NewTimer(90 * time.Second)
-				defer wait.Stop()
-			waitKLT:
-				for {
-					select {
-					case <-wait.C:
-						t.Fatalf("no %s event of %s within 90 s", control.EventKLTInstalled, childID)
-					case m := <-klt:
-						var ev control.MigrationProgress
-						if json.Unmarshal(m.Data, &ev) == nil && ev.Event == control.EventKLTInstalled && ev.ReconfigID == childID {
-							atKill = fmt.Sprintf("task %s announced klt-installed from %s", ev.TaskID, ev.From)
-							break waitKLT
-						}
-					}
-				}
-			} else if err := poll(ctx, 90*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
-				pa, err := pendingActivity(ctx, tc2, childID, tc.activity)
-				if err != nil {
-					// A short step may run and finish between two polls: then
-					// the crash hits the steps after it, which is a fault
-					// worth surviving too.
-					if done, herr := completedActivities(ctx, tc2, childID); herr == nil && slices.Contains(done, tc.activity) {
-						atKill = "missed: it had already completed"
-						return nil
-					}
-					return err
-				}
-				if pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
-					return fmt.Errorf("%s of %s is %v", tc.activity, childID, pa.GetState())
-				}
-				atKill = fmt.Sprintf("attempt %d, state %v", pa.GetAttempt(), pa.GetState())
-				return nil
-			}); err != nil {
-				t.Fatalf("waiting for %s to run: %v", tc.activity, err)
-			}
-			killedAt := time.Now()
-			pid, err := local.KillService(cfg, "controller")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%.1f s: killed the controller (pid %d) with kill -9 while %s ran (%s)",
-				killedAt.Sub(begin).Seconds(), pid, tc.activity, atKill)
-			// Was the step still running when the controller was gone?
-			midFlight := false
-			if pa, err := pendingActivity(ctx, tc2, childID, tc.activity); err == nil {
-				midFlight = true
-				t.Logf("after the kill, %s is still pending (%v, attempt %d): the crash hit it mid-flight", tc.activity, pa.GetState(), pa.GetAttempt())
-			} else {
-				t.Logf("after the kill, %s is not pending any more (%v): it completed before the controller died", tc.activity, err)
-			}
-
-			newPID, err := local.StartService(ctx, cfg, "controller")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%.1f s: controller restarted (pid %d), %.1f s after the kill",
-				time.Since(begin).Seconds(), newPID, time.Since(killedAt).Seconds())
-
-			// A correct run ends within a heartbeat timeout (30 s), a few
-			// retries and the rest of its 24 s; a stuck retry would wait out
-			// the step's own timeout (minutes).
-			out := awaitExperiment(ctx, t, cfg, tc2, id, 3*time.Minute)
-			checkExactness(t, out)
-			checkReconfig(t, out, childID, tc.steps)
-
-			outs := activityOutcomes(ctx, t, tc2, childID)
-			var crashed *activityOutcome
-			for i := range outs {
-				o := &outs[i]
-				t.Logf("%s: %-14s scheduled as event %d, attempt %d, completed %v %s", childID, o.Type, o.ScheduledID, o.Attempt, o.Completed, o.Failure)
-				if !o.Completed {
-					t.Errorf("%s: %s (event %d) did not complete: %s", childID, o.Type, o.ScheduledID, o.Failure)
-				}
-				if o.Type == tc.activity && crashed == nil {
-					crashed = o
-				}
-			}
-			if crashed == nil {
-				t.Fatalf("%s has no %s activity", childID, tc.activity)
-			}
-			if !crashed.Completed {
-				t.Errorf("%s, running at the crash, did not complete", tc.activity)
-			}
-			if midFlight && crashed.Attempt < 2 {
-				t.Errorf("%s was pending after the controller died but completed on attempt %d; want a retry (attempt ≥ 2)", tc.activity, crashed.Attempt)
-			}
-			t.Logf("%s took %s (crash → done %s)", t.Name(), time.Since(begin).Round(time.Millisecond), time.Since(killedAt).Round(time.Millisecond))
-		})
-	}
-}
 
 // awaitTriggerTimer waits until experiment id runs and sleeps on the
 // durable timer of its first reconfiguration.
@@ -202,135 +54,6 @@ func awaitTriggerTimer(ctx context.Context, t *testing.T, tc client.Client, id s
 
 // TestFaultTemporalRestart kills Temporal (kill -9) while the experiment
 // runs, before its reconfiguration fires, and starts it again on the same
-// SQLite file: the experiment goes on and completes exactly.
-func TestFaultTemporalRestart(t *testing.T) {
-	cfg := sharedStack(t)
-	begin := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	// A later trigger leaves room for the restart before it.
-	path := faultConfig(t, cfg, "fault_lazy_counter.json", map[string]any{"TotalRuntimeSeconds": 30, "trigger": 14})
-	id := fmt.Sprintf("e2e-fault-temporal-%d", time.Now().UnixNano())
-	childID := workflows.JobIDFor(id) + "-reconfig-1"
-	tc := temporalClient(ctx, t, cfg)
-	guardRun(t, cfg, tc, id, "temporal")
-	startDetached(ctx, t, cfg, path, id)
-
-	// Wait until the job runs and the workflow sleeps on its trigger timer.
-	awaitTriggerTimer(ctx, t, tc, id)
-	killedAt := time.Now()
-	pid, err := local.KillService(cfg, "temporal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%.1f s: killed Temporal (pid %d) with kill -9", killedAt.Sub(begin).Seconds(), pid)
-	newPID, err := local.StartService(ctx, cfg, "temporal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%.1f s: Temporal restarted on %s (pid %d), ready %.1f s after the kill",
-		time.Since(begin).Seconds(), filepath.Join(cfg.RunDir, "temporal.db"), newPID, time.Since(killedAt).Seconds())
-
-	out := awaitExperiment(ctx, t, cfg, tc, id, 5*time.Minute)
-	checkExactness(t, out)
-	checkReconfig(t, out, childID, faultLazySteps)
-	t.Logf("TestFaultTemporalRestart took %s", time.Since(begin).Round(time.Millisecond))
-}
-
-// TestFaultNATSRestart kills NATS (kill -9) while the experiment runs and
-// starts it again: workers and controller reconnect and the experiment,
-// including its reconfiguration, completes exactly.
-func TestFaultNATSRestart(t *testing.T) {
-	cfg := sharedStack(t)
-	begin := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	path := faultConfig(t, cfg, "fault_lazy_counter.json", map[string]any{"TotalRuntimeSeconds": 30, "trigger": 14})
-	id := fmt.Sprintf("e2e-fault-nats-%d", time.Now().UnixNano())
-	childID := workflows.JobIDFor(id) + "-reconfig-1"
-	tc := temporalClient(ctx, t, cfg)
-	guardRun(t, cfg, tc, id, "nats")
-	startDetached(ctx, t, cfg, path, id)
-
-	awaitTriggerTimer(ctx, t, tc, id)
-	killedAt := time.Now()
-	pid, err := local.KillService(cfg, "nats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%.1f s: killed NATS (pid %d) with kill -9", killedAt.Sub(begin).Seconds(), pid)
-	newPID, err := local.StartService(ctx, cfg, "nats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%.1f s: NATS restarted (pid %d), %.1f s after the kill", time.Since(begin).Seconds(), newPID, time.Since(killedAt).Seconds())
-	// The workers answer pings again once they reconnected.
-	if err := poll(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
-		got, err := local.PingWorkers(ctx, cfg.NATSURL(), 300*time.Millisecond)
-		if err != nil {
-			return err
-		}
-		for _, w := range cfg.WorkerIDs() {
-			if !got[w] {
-				return fmt.Errorf("worker %s does not answer pings (got %v)", w, got)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%.1f s: every worker answers pings again", time.Since(begin).Seconds())
-
-	out := awaitExperiment(ctx, t, cfg, tc, id, 5*time.Minute)
-	checkExactness(t, out)
-	checkReconfig(t, out, childID, faultLazySteps)
-	t.Logf("TestFaultNATSRestart took %s", time.Since(begin).Round(time.Millisecond))
-}
-
-// TestFaultUnreachableServices points the CLI at closed ports: each command
-// exits non-zero within 15 s and names the service and the address.
-func TestFaultUnreachableServices(t *testing.T) {
-	cfg := sharedStack(t) // a reachable Temporal for the controller's NATS case
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	closed := closedPort(t)
-	path := faultConfig(t, cfg, "fault_lazy_counter.json", nil)
-	cases := []struct {
-		name string
-		args []string
-		want []string
-	}{
-		{"run/temporal", []string{"run", path, "--temporal", closed, "--results", t.TempDir(), "--id", "e2e-fault-unreachable"},
-			[]string{"Temporal", closed}},
-		{"controller/temporal", []string{"controller", "--temporal", closed, "--nats", cfg.NATSURL(), "--clickhouse", "none"},
-			[]string{"Temporal", closed}},
-		{"controller/nats", []string{"controller", "--temporal", cfg.TemporalAddr(), "--nats", "nats://" + closed, "--clickhouse", "none"},
-			[]string{"NATS", "nats://" + closed}},
-		{"worker/nats", []string{"worker", "--id", "e2e-unreachable", "--nats", "nats://" + closed, "--clickhouse", "none", "--data-dir", t.TempDir()},
-			[]string{"NATS", "nats://" + closed}},
-		{"controller/clickhouse", []string{"controller", "--temporal", cfg.TemporalAddr(), "--nats", cfg.NATSURL(), "--clickhouse", "http://" + closed},
-			[]string{"ClickHouse", "http://" + closed}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			cctx, ccancel := context.WithTimeout(ctx, 30*time.Second) // kills a hanging command
-			defer ccancel()
-			res := runKoala(cctx, t, nil, tc.args...)
-			t.Logf("koala %s: exit %d in %s\nstderr: %s", tc.args[0], res.exitCode, res.took.Round(time.Millisecond), strings.TrimSpace(res.stderr))
-			if res.exitCode == 0 {
-				t.Errorf("exit 0, want non-zero\nstdout:\n%s", res.stdout)
-			}
-			if res.took > 15*time.Second {
-				t.Errorf("took %s, want ≤ 15 s", res.took.Round(time.Millisecond))
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(res.stderr, w) {
-					t.Errorf("stderr lacks %q", w)
-				}
-			}
-		})
-	}
-}
 
 // ---------------------------------------------------------------- helpers
 
