@@ -70,7 +70,9 @@ type ReconfigOutcome struct {
 //
 // Runs recorded before the marker replay the earlier rule: every
 // reconfiguration queued behind the previous one (runQueuedReconfigs).
-func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, error) {
+//
+// A worker lost during the run fails it; see worker_watch.go.
+func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult, err error) {
 	var res ExperimentResult
 	if err := validateInput(in); err != nil {
 		return res, err
@@ -89,6 +91,15 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (ExperimentResult, 
 	var workers []control.WorkerInfo
 	if err := workflow.ExecuteActivity(actx, a.DiscoverWorkers, activities.DiscoverInput{Want: in.Workers, Min: in.MinWorkers, Timeout: 20}).Get(ctx, &workers); err != nil {
 		return res, err
+	}
+	if workflow.GetVersion(ctx, "worker-watch", workflow.DefaultVersion, 1) == 1 {
+		var watch *workerWatch
+		ctx, watch = startWorkerWatch(ctx, jobID, workers, time.Duration(in.TotalRuntimeSeconds+max(in.DrainTimeoutSeconds, 120))*time.Second)
+		actx = workflow.WithActivityOptions(ctx, stepOptions())
+		if sched != nil {
+			sched.ctx = ctx // its children are cancelled with the run
+		}
+		defer func() { err = watch.finish(err) }()
 	}
 	var job control.JobSpec
 	if err := workflow.ExecuteActivity(actx, a.BuildJob, activities.JobInput{

@@ -49,6 +49,10 @@ type experimentMocks struct {
 	sink             activities.SinkCounts
 	endOffsets       map[int32]int64
 	unchecked        string // the job's ExactnessUnchecked
+	// watchAfter, when set, ends the worker watch after that much workflow
+	// time with watchErr (default: it runs until cancelled).
+	watchAfter time.Duration
+	watchErr   error
 }
 
 func mockExperimentActivities(env *testsuite.TestWorkflowEnvironment, calls *activityLog, m experimentMocks) {
@@ -108,6 +112,22 @@ func mockExperimentActivities(env *testsuite.TestWorkflowEnvironment, calls *act
 		func(_ context.Context, dep control.Deployment) (activities.SinkCounts, error) {
 			calls.add("CollectSinkCounts", dep, env.Now())
 			return m.sink, nil
+		})
+	// The worker watch runs for the whole run; blocking on the workflow
+	// clock (After) keeps the test clock skipping ahead.
+	watchAfter, watchErr := 24*time.Hour, error(nil)
+	if m.watchAfter > 0 {
+		watchAfter, watchErr = m.watchAfter, m.watchErr
+	}
+	env.OnActivity(a.WatchWorkers, mock.Anything, mock.Anything).After(watchAfter).Return(
+		func(_ context.Context, in activities.WatchInput) error {
+			calls.add("WatchWorkers", in, env.Now())
+			return watchErr
+		})
+	env.OnActivity(a.StopJob, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.StopJobInput) error {
+			calls.add("StopJob", in, env.Now())
+			return nil
 		})
 	env.OnActivity(a.Throughput, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.SeriesInput) ([]metrics.Point, error) {
