@@ -167,7 +167,9 @@ func (w *workerWatch) finish(err error) error {
 		msg += fmt.Sprintf("; stopping the job on the other workers failed too: %v", stopErr)
 	}
 	if !temporal.IsCanceledError(err) {
-		msg += fmt.Sprintf(" (the run was at: %v)", err)
+		// What failed first (a step talking to the dead worker) is in the
+		// history; the reason stays one line.
+		workflow.GetLogger(w.root).Warn("run failed while a worker was lost", "worker", detail.WorkerID, "error", err)
 	}
 	return temporal.NewNonRetryableApplicationError(msg, activities.ErrTypeWorkerLost, nil, detail)
 }

@@ -51,7 +51,7 @@ func TestWorkerWatch(t *testing.T) {
 		{
 			name: "a step failing first is explained by the loss", lostAt: 38 * time.Second,
 			childErr: errors.New(`worker "w2" does not answer state.handoff`),
-			wantMsg:  `worker w2 lost: no heartbeat for 10s (the run was at: child workflow execution error`,
+			wantMsg:  "worker w2 lost: no heartbeat for 10s",
 			wantType: activities.ErrTypeWorkerLost, wantStopJob: true, wantEndBy: 39 * time.Second,
 		},
 		{
@@ -97,7 +97,7 @@ func TestWorkerWatch(t *testing.T) {
 				assert.Equal(t, "w2", detail.WorkerID)
 			}
 			assert.Contains(t, appErr.Message(), tc.wantMsg)
-			if tc.wantType != "" && tc.childErr == nil {
+			if tc.wantType != "" {
 				assert.Equal(t, tc.wantMsg, appErr.Message(), "nothing but the reason")
 			}
 			assert.Equal(t, tc.wantCancelled, cancelled, "the reconfiguration child was cancelled")

@@ -30,6 +30,9 @@ func init() {
 			if err != nil {
 				return err
 			}
+			if err := experiments.CheckQuery(in); err != nil {
+				return fmt.Errorf("config %s: %w", args[0], err)
+			}
 			if len(in.KafkaBrokers) == 0 {
 				in.KafkaBrokers = splitList(kafka)
 			}
@@ -60,6 +63,7 @@ func init() {
 			}
 			res, err := follow(ctx, run, in.TotalRuntimeSeconds)
 			if err != nil {
+				fmt.Printf("  status:   %s\n", experiments.FailureStatus(err))
 				return fmt.Errorf("experiment workflow %s failed: %w (see %s)", run.GetID(), err, link)
 			}
 			dir := filepath.Join(resultsDir, run.GetID())
