@@ -1,0 +1,147 @@
+package experiments_test
+
+// Bad input at the byte level: every fuzz target of the module runs for a
+// bounded time, one after another, each as its own `go test -fuzz`.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fuzzTargets lists every fuzz target of the module; TestFaultFuzzTargets
+// fails when a Fuzz function is missing here.
+var fuzzTargets = []struct{ pkg, name string }{
+	{"./dataplane", "FuzzDecodeFrame"},
+	{"./dataplane", "FuzzDecodeList"},
+	{"./dataplane/control", "FuzzDecodeEnvelope"},
+	{"./dataplane/control", "FuzzVerbOf"},
+	{"./experiments", "FuzzParseConfig"},
+	{"./statesvc", "FuzzDecodeKLT"},
+	{"./statesvc", "FuzzKLTOps"},
+	{"./statesvc", "FuzzParseStateKey"},
+}
+
+// fuzzBudget is the total fuzzing time of TestFaultFuzzTargets, shared by
+// the targets (CPU is scarce: no target gets more than a minute unless
+// KOALA_FUZZTIME asks for it).
+const fuzzBudget = 60 * time.Second
+
+// TestFaultFuzzTargets runs each fuzz target for its share of fuzzBudget
+// (at least 5 s; KOALA_FUZZTIME=90s sets the time per target instead), one
+// at a time with one fuzzing worker, and fails if any finds a crasher
+// (which `go test` then saves under the package's testdata/fuzz/).
+func TestFaultFuzzTargets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fuzzes every target for about a minute in total")
+	}
+	root := repoRoot(t)
+	checkFuzzTargetsListed(t, root)
+
+	per := max(fuzzBudget/time.Duration(len(fuzzTargets)), 5*time.Second).Round(time.Second)
+	if v := os.Getenv("KOALA_FUZZTIME"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("KOALA_FUZZTIME=%q: want a positive duration such as 90s", v)
+		}
+		per = d
+	}
+	t.Logf("fuzzing %d targets for %s each (%s in all), one worker each", len(fuzzTargets), per, per*time.Duration(len(fuzzTargets)))
+	for _, ft := range fuzzTargets {
+		t.Run(ft.name, func(t *testing.T) {
+			// Building the instrumented test binary can take minutes on a
+			// loaded machine; the fuzzing itself is bounded by -fuzztime.
+			ctx, cancel := context.WithTimeout(context.Background(), per+15*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "go", "test", "-run=^$", "-fuzz=^"+ft.name+"$",
+				"-fuzztime="+per.String(), "-parallel=1", ft.pkg)
+			cmd.Dir = root
+			cmd.Env = cleanEnv()
+			cmd.WaitDelay = 10 * time.Second
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("go test -fuzz=%s %s failed after %s: %v\n%s", ft.name, ft.pkg, took.Round(time.Second), err, tail(string(out), 40))
+			}
+			t.Logf("%s %s: %s in %s", ft.pkg, ft.name, lastProgress(string(out)), took.Round(time.Second))
+		})
+	}
+}
+
+// checkFuzzTargetsListed fails the test when a `func FuzzX(` of the
+// module's test files is not in fuzzTargets.
+func checkFuzzTargetsListed(t *testing.T, root string) {
+	t.Helper()
+	fuzzFunc := regexp.MustCompile(`^func (Fuzz\w+)\(`)
+	var found []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if m := fuzzFunc.FindStringSubmatch(sc.Text()); m != nil {
+				rel, _ := filepath.Rel(root, filepath.Dir(path))
+				found = append(found, fmt.Sprintf("./%s %s", filepath.ToSlash(rel), m[1]))
+			}
+		}
+		return sc.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, ft := range fuzzTargets {
+		listed = append(listed, ft.pkg+" "+ft.name)
+	}
+	for _, f := range found {
+		if !slices.Contains(listed, f) {
+			t.Errorf("fuzz target %s is not in fuzzTargets", f)
+		}
+	}
+	for _, l := range listed {
+		if !slices.Contains(found, l) {
+			t.Errorf("fuzzTargets lists %s, which does not exist", l)
+		}
+	}
+}
+
+// lastProgress is the last "fuzz: elapsed: …" line of go test's output.
+func lastProgress(out string) string {
+	last := "no progress line"
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "fuzz: elapsed:") {
+			last = strings.TrimPrefix(line, "fuzz: ")
+		}
+	}
+	return last
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
