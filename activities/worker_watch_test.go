@@ -17,13 +17,14 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"koala/dataplane/control"
+	"koala/dataplane/dptest"
 )
 
-// startNATS runs an embedded NATS server on port (-1: a free one) until
-// the returned stop is called or the test ends.
-func startNATS(t *testing.T, port int) (*server.Server, func()) {
+// startNATS runs an embedded NATS server on a free port until the
+// returned stop is called or the test ends.
+func startNATS(t *testing.T) (*server.Server, func()) {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatalf("embedded NATS: %v", err)
 	}
@@ -31,10 +32,28 @@ func startNATS(t *testing.T, port int) (*server.Server, func()) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatalf("embedded NATS did not become ready")
 	}
+	return ns, stopOnce(t, ns)
+}
+
+// restartNATS starts a server on port again; safe off the test goroutine.
+func restartNATS(t *testing.T, port int) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Errorf("restart embedded NATS: %v", err)
+		return
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Errorf("restarted NATS did not become ready")
+	}
+	stopOnce(t, ns)
+}
+
+func stopOnce(t *testing.T, ns *server.Server) func() {
 	var once sync.Once
 	stop := func() { once.Do(func() { ns.Shutdown(); ns.WaitForShutdown() }) }
 	t.Cleanup(stop)
-	return ns, stop
+	return stop
 }
 
 func connect(t *testing.T, url, name string, opts ...nats.Option) *nats.Conn {
@@ -115,7 +134,7 @@ func TestWatchWorkers(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ns, stopNATS := startNATS(t, -1)
+			ns, stopNATS := startNATS(t)
 			url := ns.ClientURL()
 			port := ns.Addr().(*net.TCPAddr).Port
 			acts := &Activities{NC: connect(t, url, "watch")}
@@ -132,7 +151,7 @@ func TestWatchWorkers(t *testing.T) {
 			if tc.natsDown > 0 {
 				time.AfterFunc(300*time.Millisecond, func() {
 					stopNATS()
-					time.AfterFunc(tc.natsDown, func() { startNATS(t, port) })
+					time.AfterFunc(tc.natsDown, func() { restartNATS(t, port) })
 				})
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), tc.cancelAfter)
@@ -173,5 +192,27 @@ func TestWatchWorkers(t *testing.T) {
 			}
 			t.Logf("%s after %s", appErr.Message(), took.Round(time.Millisecond))
 		})
+	}
+}
+
+// TestWatchWorkersHearsRealWorkers runs the watch against in-process
+// workers: their heartbeats (dataplane.Worker, once a second) arrive on
+// the subjects the watch listens to, so none of them is reported lost.
+func TestWatchWorkersHearsRealWorkers(t *testing.T) {
+	c := dptest.Start(t, dptest.Options{Workers: 2})
+	var ids []string
+	for _, w := range c.Workers {
+		ids = append(ids, w.ID())
+	}
+	acts := &Activities{NC: connect(t, c.NATSURL, "watch")}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	took, err := runWatch(ctx, acts, WatchInput{JobID: "job-1", Workers: ids, SilenceSecs: 3})
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == ErrTypeWorkerLost {
+		t.Fatalf("after %s: %v, want no worker lost", took, err)
+	}
+	if took < 5*time.Second {
+		t.Fatalf("the watch ended after %s, before it was cancelled: %v", took, err)
 	}
 }
