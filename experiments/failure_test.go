@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -20,6 +21,7 @@ func TestFailureStatus(t *testing.T) {
 		{fmt.Errorf("workflow execution error: %w", lost), "failed: worker lost"},
 		{temporal.NewApplicationError("disk full", "StepFailed"), "failed"},
 		{errors.New("deadline exceeded"), "failed"},
+		{fmt.Errorf("get result: %w", context.Canceled), "interrupted (the workflow was not followed to its end)"},
 	} {
 		if got := FailureStatus(tc.err); got != tc.want {
 			t.Errorf("FailureStatus(%v) = %q, want %q", tc.err, got, tc.want)
