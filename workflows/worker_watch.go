@@ -27,6 +27,9 @@ import (
 //  3. fails with "worker w2 lost: no heartbeat for 10s" (type WorkerLost),
 //     which the CLI summary shows as "failed: worker lost".
 //
+// The watch covers every worker the run discovered, not only those of the
+// current deployment: a reconfiguration may place tasks on any of them.
+//
 // Routing after a lost worker is consistent in this sense: every task
 // holds one whole deployment, the one before or the one after the
 // reconfiguration that was cut short — a task installs a deployment
