@@ -84,7 +84,10 @@ func DecodeList(v []byte) ([][]byte, error) {
 func walkList(v []byte, fn func([]byte) bool) error {
 	for len(v) > 0 {
 		n, k := binary.Uvarint(v)
-		if k <= 0 || n > uint64(len(v)-k) {
+		// A length in more bytes than needed (a zero last group, as in
+		// 0x80 0x00) is not what AppendListItems writes: reject it so
+		// that every accepted value has one encoding.
+		if k <= 0 || (k > 1 && v[k-1] == 0) || n > uint64(len(v)-k) {
 			return errBadList
 		}
 		it := v[k : k+int(n) : k+int(n)]

@@ -48,6 +48,9 @@ func TestDecodeListMalformed(t *testing.T) {
 	if _, err := DecodeList([]byte{0xff}); err == nil {
 		t.Fatal("truncated varint accepted")
 	}
+	if items, err := DecodeList([]byte{0x80, 0x00}); err == nil {
+		t.Fatalf("overlong length accepted: %q", items)
+	}
 }
 
 func FuzzDecodeList(f *testing.F) {
