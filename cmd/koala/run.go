@@ -30,9 +30,6 @@ func init() {
 			if err != nil {
 				return err
 			}
-			if err := experiments.CheckQuery(in); err != nil {
-				return fmt.Errorf("config %s: %w", args[0], err)
-			}
 			if len(in.KafkaBrokers) == 0 {
 				in.KafkaBrokers = splitList(kafka)
 			}
@@ -41,6 +38,11 @@ func init() {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(in)
+			}
+			// Before anything is started: the workflow would reject these
+			// names too, but only once it runs.
+			if err := experiments.CheckQuery(in); err != nil {
+				return fmt.Errorf("config %s: %w", args[0], err)
 			}
 			if id == "" {
 				id = fmt.Sprintf("%s-%s", in.Name, time.Now().Format("20060102-150405"))
