@@ -24,8 +24,9 @@ func workerLostErr(worker string, silent time.Duration) error {
 func TestWorkerWatch(t *testing.T) {
 	const never = 0
 	cases := []struct {
-		name   string
-		lostAt time.Duration // workflow time the watch fails at (never: it does not)
+		name     string
+		protocol string        // default stop-and-restart
+		lostAt   time.Duration // workflow time the watch fails at (never: it does not)
 		// child is the reconfiguration child: it waits (cancellable) or
 		// fails at once with childErr.
 		childErr error
@@ -40,6 +41,11 @@ func TestWorkerWatch(t *testing.T) {
 	}{
 		{
 			name: "loss during a reconfiguration cancels it", lostAt: 35 * time.Second,
+			wantMsg: "worker w2 lost: no heartbeat for 10s", wantType: activities.ErrTypeWorkerLost,
+			wantCancelled: true, wantStopJob: true, wantEndBy: 36 * time.Second,
+		},
+		{
+			name: "loss during a concurrent-capable (lazy) reconfiguration cancels it", lostAt: 35 * time.Second, protocol: ProtocolLazy,
 			wantMsg: "worker w2 lost: no heartbeat for 10s", wantType: activities.ErrTypeWorkerLost,
 			wantCancelled: true, wantStopJob: true, wantEndBy: 36 * time.Second,
 		},
@@ -69,6 +75,11 @@ func TestWorkerWatch(t *testing.T) {
 				m.watchAfter, m.watchErr = tc.lostAt, workerLostErr("w2", 10*time.Second)
 			}
 			mockExperimentActivities(env, calls, m)
+			in := helloExperiment()
+			childName := "ReconfigureStopAndRestart"
+			if tc.protocol == ProtocolLazy {
+				in.ReconfigProtocol, childName = ProtocolLazy, "ReconfigureLazy"
+			}
 			// A real (not mocked) child, so that it can be cancelled, under
 			// the name of the protocol's workflow.
 			cancelled := false
@@ -79,10 +90,10 @@ func TestWorkerWatch(t *testing.T) {
 				err := workflow.Sleep(ctx, 10*time.Minute)
 				cancelled = temporal.IsCanceledError(err)
 				return ReconfigureResult{Deployment: in.Current}, err
-			}, workflow.RegisterOptions{Name: "ReconfigureStopAndRestart"})
+			}, workflow.RegisterOptions{Name: childName})
 			start := env.Now()
 
-			env.ExecuteWorkflow(RunExperiment, helloExperiment())
+			env.ExecuteWorkflow(RunExperiment, in)
 
 			require.True(t, env.IsWorkflowCompleted())
 			err := env.GetWorkflowError()
