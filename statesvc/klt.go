@@ -338,7 +338,6 @@ func (k *KLT) lookupGroup(g *kltGroup, keys [][]byte, dst []string) []string {
 	return dst
 }
 
-
 // RemoveKeys says the values of keys were taken from owner (they are local
 // now): one entry (hash, owner) is dropped per key. Call it only for keys
 // whose value owner actually had, never for a key a fetch found absent: its
