@@ -109,6 +109,29 @@ func BenchmarkBucketOf(b *testing.B) {
 	}
 }
 
+// BenchmarkRouteTarget is keyed routing of one batch: bucket of each
+// record's key, then the owning task of that bucket (route.target), to one
+// of 4 counter tasks.
+func BenchmarkRouteTarget(b *testing.B) {
+	recs := benchBatch()
+	rt := compileRoute(benchDeployment(4), "counter")
+	if rt == nil {
+		b.Fatal("no route to counter")
+	}
+	var sink int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range recs {
+			sink += rt.target(&recs[j], 0).Index
+		}
+	}
+	reportPerRecord(b)
+	if sink < 0 {
+		b.Fatal("unreachable")
+	}
+}
+
 // benchDeployment is source(1) -> counter(parallel, keyed) with a round-robin
 // bucket table.
 func benchDeployment(parallel int) control.Deployment {

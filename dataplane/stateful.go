@@ -138,15 +138,40 @@ func (ks *keyedState) stateKey(name string, key []byte) []byte {
 	return statesvc.StateKey(nil, ks.opName, BucketOf(key, ks.buckets), name, key)
 }
 
+// stateKeyBuf builds the state keys of a batch into shared chunks instead
+// of one allocation per key. Returned keys stay valid (chunks are never
+// reused), so they may be handed to the store.
+type stateKeyBuf struct{ buf []byte }
+
+const stateKeyChunk = 16 << 10
+
+func (kb *stateKeyBuf) keyInBucket(ks *keyedState, bucket int, name string, user []byte) []byte {
+	need := 5 + len(ks.opName) + len(name) + len(user)
+	if cap(kb.buf)-len(kb.buf) < need {
+		kb.buf = make([]byte, 0, max(stateKeyChunk, need))
+	}
+	s := len(kb.buf)
+	kb.buf = statesvc.StateKey(kb.buf, ks.opName, bucket, name, user)
+	return kb.buf[s:len(kb.buf):len(kb.buf)]
+}
+
+func (kb *stateKeyBuf) key(ks *keyedState, name, user string) []byte {
+	u := []byte(user) // short-lived: StateKey copies it
+	return kb.keyInBucket(ks, BucketOf(u, ks.buckets), name, u)
+}
+
 // processBatch runs one batch of records this task owns.
 func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) error {
 	ks := t.keyed
-	st := &State{names: ks.names, values: map[string][]byte{}, dirty: map[string]bool{}}
-	var keys [][]byte
-	seen := map[string]bool{}
+	// Maps and slices sized for the batch up front: growing them was a
+	// visible share of the per-batch cost.
+	slots := len(recs) * len(ks.names)
+	st := &State{names: ks.names, values: make(map[string][]byte, slots), dirty: make(map[string]bool, slots)}
+	keys := make([][]byte, 0, len(recs))
+	seen := make(map[string]struct{}, len(recs))
 	for i := range recs {
-		if k := string(recs[i].Key); !seen[k] {
-			seen[k] = true
+		if _, dup := seen[string(recs[i].Key)]; !dup {
+			seen[string(recs[i].Key)] = struct{}{}
 			keys = append(keys, recs[i].Key)
 		}
 	}
@@ -184,11 +209,12 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 		return fmt.Errorf("operator %s: %w", t.opName, err)
 	}
 	putStart := time.Now()
-	var kvs []statesvc.KV
+	kvs := make([]statesvc.KV, 0, len(st.dirty)+len(fetched))
+	var kb stateKeyBuf
 	for slot, v := range st.values {
 		// Fetched values are written even when unchanged: they now live here.
 		if _, wasFetched := fetched[slot]; st.dirty[slot] || wasFetched {
-			kvs = append(kvs, statesvc.KV{Key: ks.stateKey(ks.names[slot[0]], []byte(slot[1:])), Value: v})
+			kvs = append(kvs, statesvc.KV{Key: kb.key(ks, ks.names[slot[0]], slot[1:]), Value: v})
 		}
 	}
 	if err := ks.store.MultiPut(kvs); err != nil {
@@ -212,9 +238,11 @@ func (ks *keyedState) loadLocal(st *State, keys [][]byte) error {
 		return nil
 	}
 	skeys := make([][]byte, 0, len(keys)*len(ks.names))
+	var kb stateKeyBuf
 	for _, k := range keys {
+		b := BucketOf(k, ks.buckets)
 		for _, n := range ks.names {
-			skeys = append(skeys, ks.stateKey(n, k))
+			skeys = append(skeys, kb.keyInBucket(ks, b, n, k))
 		}
 	}
 	vals, err := ks.store.MultiGet(skeys)
