@@ -42,7 +42,11 @@ func (b *kltBucket) ownerAt(i int) uint32 {
 	return b.owners[v&(1<<b.obits-1)]
 }
 
-func (b *kltBucket) isDead(i int) bool { return b.dead[i>>6]&(1<<(i&63)) != 0 }
+// isDead reports whether seq element i was removed. Most buckets have no
+// removals between rebuilds: then the bitmap is not touched at all.
+func (b *kltBucket) isDead(i int) bool {
+	return b.nDead > 0 && b.dead[i>>6]&(1<<(i&63)) != 0
+}
 
 func (b *kltBucket) kill(i int) {
 	b.dead[i>>6] |= 1 << (i & 63)
