@@ -115,8 +115,10 @@ func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
 		return nil, err
 	}
 	defer p.exit()
-	cached := make([]cachedValue, len(keys))
-	miss, gen := p.cache.lookup(keys, cached)
+	cached, miss, gen := p.cache.lookup(keys)
+	if cached == nil { // cache off: straight to Pebble
+		return p.readPebble(keys)
+	}
 	var read [][]byte
 	if len(miss) > 0 {
 		mk := keys
@@ -127,12 +129,7 @@ func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
 			}
 		}
 		var err error
-		if len(mk) < pebbleIterMultiGetMin {
-			read, err = p.multiGetPoint(mk)
-		} else {
-			read, err = p.multiGetIter(mk)
-		}
-		if err != nil {
+		if read, err = p.readPebble(mk); err != nil {
 			return nil, err
 		}
 		p.cache.fill(gen, mk, read)
@@ -158,6 +155,13 @@ func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
 		out[i] = read[j]
 	}
 	return out, nil
+}
+
+func (p *Pebble) readPebble(keys [][]byte) ([][]byte, error) {
+	if len(keys) < pebbleIterMultiGetMin {
+		return p.multiGetPoint(keys)
+	}
+	return p.multiGetIter(keys)
 }
 
 // valueCollector gathers values into one buffer and slices it at the end, so

@@ -14,13 +14,30 @@ import "sync"
 // from Pebble only if gen did not move meanwhile, so a read that raced with
 // a write never installs the older value. Cached slices are never modified
 // (a write installs a new copy), so readers may copy them outside the lock.
+//
+// A working set much larger than the cache makes it pure overhead (copies
+// and evictions for few hits), so it switches itself off when it is full
+// (evicting) and fewer than a quarter of a window's lookups hit, and tries
+// again after a while; a cold cache that is still filling stays on. Every
+// write bumps gen whether the cache is on or not, so a fill never installs
+// a value older than a write it did not see.
 type valueCache struct {
-	mu    sync.Mutex
-	m     map[string]cachedValue
-	bytes int64
-	limit int64
-	gen   uint64
+	mu       sync.Mutex
+	m        map[string]cachedValue
+	bytes    int64
+	limit    int64
+	gen      uint64
+	off      bool
+	lookups  int // in the current window
+	hits     int
+	bypassed int // keys looked up while off
 }
+
+const (
+	cacheWindow      = 1 << 14 // lookups per hit-rate decision
+	cacheRetryAfter  = 1 << 22 // keys bypassed before trying again
+	cacheMinHitShare = 4       // off below 1/4 hits
+)
 
 type cachedValue struct {
 	v       []byte
@@ -34,28 +51,46 @@ func newValueCache(limit int64) *valueCache {
 	return &valueCache{m: make(map[string]cachedValue), limit: limit}
 }
 
-// lookup resolves what it can: vals[i] for hits (shared, immutable slices;
-// present[i] says whether the key exists), and returns the indices of keys
-// it does not know plus the generation to pass to fill.
-func (c *valueCache) lookup(keys [][]byte, vals []cachedValue) (miss []int, gen uint64) {
+// lookup resolves what it can: vals[i] for hits (shared, immutable
+// slices), and returns the indices of keys it does not know plus the
+// generation to pass to fill. vals is nil when the cache is off (every key
+// is a miss).
+func (c *valueCache) lookup(keys [][]byte) (vals []cachedValue, miss []int, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.off {
+		if c.bypassed += len(keys); c.bypassed >= cacheRetryAfter {
+			c.off, c.bypassed = false, 0
+		}
+		return nil, nil, c.gen
+	}
+	vals = make([]cachedValue, len(keys))
 	for i, k := range keys {
 		if e, ok := c.m[string(k)]; ok {
 			vals[i] = e
+			c.hits++
 		} else {
 			miss = append(miss, i)
 		}
 	}
-	return miss, c.gen
+	if c.lookups += len(keys); c.lookups >= cacheWindow {
+		if c.hits*cacheMinHitShare < c.lookups && c.bytes >= c.limit/2 {
+			c.off = true
+			c.gen++
+			clear(c.m)
+			c.bytes = 0
+		}
+		c.lookups, c.hits = 0, 0
+	}
+	return vals, miss, c.gen
 }
 
 // fill caches values read from Pebble at generation gen (nil = absent).
 func (c *valueCache) fill(gen uint64, keys, vals [][]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gen != gen {
-		return // a write ran meanwhile: what was read may be older
+	if c.gen != gen || c.off {
+		return // a write ran meanwhile (what was read may be older), or off
 	}
 	for i, k := range keys {
 		c.setLocked(k, vals[i])
@@ -75,6 +110,9 @@ func (c *valueCache) wrote(kvs []KV) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
+	if c.off {
+		return
+	}
 	for _, kv := range kvs {
 		c.setLocked(kv.Key, kv.Value)
 	}
