@@ -63,8 +63,19 @@ func BenchmarkFrameEncode(b *testing.B) {
 }
 
 // BenchmarkFrameDecode decodes one 1000-record data frame (keys and values
-// alias the input, as on the gRPC receive path).
+// alias the input, as on the gRPC receive path) and releases it, as a task
+// does once it has processed the batch, so the record array is reused.
 func BenchmarkFrameDecode(b *testing.B) {
+	benchDecode(b, true)
+}
+
+// BenchmarkFrameDecodeNoRelease is BenchmarkFrameDecode without returning
+// record arrays to the pool (a fresh array per frame).
+func BenchmarkFrameDecodeNoRelease(b *testing.B) {
+	benchDecode(b, false)
+}
+
+func benchDecode(b *testing.B, release bool) {
 	data := AppendFrame(nil, benchFrame())
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
@@ -73,6 +84,9 @@ func BenchmarkFrameDecode(b *testing.B) {
 		f, err := DecodeFrame(data)
 		if err != nil || len(f.Records) != benchRecords {
 			b.Fatalf("decode: %v", err)
+		}
+		if release {
+			f.release()
 		}
 	}
 	reportPerRecord(b)
@@ -87,6 +101,29 @@ func BenchmarkBucketOf(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for j := range recs {
 			sink += BucketOf(recs[j].Key, benchBucketsOf)
+		}
+	}
+	reportPerRecord(b)
+	if sink < 0 {
+		b.Fatal("unreachable")
+	}
+}
+
+// BenchmarkRouteTarget is keyed routing of one batch: bucket of each
+// record's key, then the owning task of that bucket (route.target), to one
+// of 4 counter tasks.
+func BenchmarkRouteTarget(b *testing.B) {
+	recs := benchBatch()
+	rt := compileRoute(benchDeployment(4), "counter")
+	if rt == nil {
+		b.Fatal("no route to counter")
+	}
+	var sink int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range recs {
+			sink += rt.target(&recs[j], 0).Index
 		}
 	}
 	reportPerRecord(b)
@@ -162,9 +199,11 @@ func BenchmarkFrameRoundTrip(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		buf = AppendFrame(buf[:0], f)
-		if _, err := DecodeFrame(buf); err != nil {
+		g, err := DecodeFrame(buf)
+		if err != nil {
 			b.Fatal(err)
 		}
+		g.release()
 	}
 	reportPerRecord(b)
 }

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync"
@@ -189,23 +190,50 @@ func (ks *keyedState) localEntries(buckets []int, me control.TaskRef) ([]Record,
 }
 
 // remoteEntries lists the entries of this task's own lookup table for
-// buckets: keys whose value is still on a third task.
+// buckets (keys whose value is still on a third task) as KLT frame records:
+// the table keeps key hashes, not keys, so each record carries a run of
+// hashes of one (bucket, owner) — see hashesRecord.
 func (ks *keyedState) remoteEntries(buckets []int) ([]Record, error) {
 	var out []Record
-	prev := ""
-	for _, e := range ks.klt.EntriesForBuckets(buckets) {
-		ref, ok := ks.owners.Load(e.Owner)
+	for _, s := range ks.klt.Segments(buckets) {
+		ref, ok := ks.owners.Load(s.Owner)
 		if !ok {
-			return nil, fmt.Errorf("key lookup table names owner %q with no known address", e.Owner)
+			return nil, fmt.Errorf("key lookup table names owner %q with no known address", s.Owner)
 		}
-		r := Record{Key: e.Key, Offset: -1}
-		if e.Owner != prev {
-			r.Value = []byte(encodeOwner(ref.(control.TaskRef)))
-			prev = e.Owner
+		owner := []byte(encodeOwner(ref.(control.TaskRef)))
+		for start := 0; start < len(s.Hashes); start += kltHashesPerRecord {
+			out = append(out, hashesRecord(s.Bucket, s.Hashes[start:min(start+kltHashesPerRecord, len(s.Hashes))], owner))
 		}
-		out = append(out, r)
 	}
 	return out, nil
+}
+
+// A KLT frame record with Offset kltHashesOffset carries lookup table
+// hashes instead of a key: Partition is the bucket, Key the 32-bit hashes
+// (little-endian), Value the owner, as always set on such records.
+const (
+	kltHashesOffset    = -2
+	kltHashesPerRecord = 1 << 11 // 8 KiB: a frame of kltChunk records stays under the message limit
+)
+
+func hashesRecord(bucket int, hashes []uint32, owner []byte) Record {
+	key := make([]byte, 0, 4*len(hashes))
+	for _, h := range hashes {
+		key = binary.LittleEndian.AppendUint32(key, h)
+	}
+	return Record{Key: key, Value: owner, Partition: int32(bucket), Offset: kltHashesOffset}
+}
+
+// installHashes adds the hashes of a hashesRecord for owner.
+func (ks *keyedState) installHashes(r *Record, owner string) error {
+	if len(r.Key)%4 != 0 {
+		return fmt.Errorf("KLT hashes record of %d bytes, want a multiple of 4", len(r.Key))
+	}
+	hs := make([]uint32, len(r.Key)/4)
+	for i := range hs {
+		hs[i] = binary.LittleEndian.Uint32(r.Key[4*i:])
+	}
+	return ks.klt.AddSegment(statesvc.Segment{Bucket: int(r.Partition), Owner: owner, Hashes: hs})
 }
 
 // ownerAt decodes the owner in force at entries[i]: the last named one.
@@ -249,6 +277,15 @@ func (t *task) installKLT(f *Frame) error {
 		}
 		if ref.ID == t.id {
 			continue // the value is already here
+		}
+		if r.Offset == kltHashesOffset {
+			if len(r.Value) == 0 {
+				return fmt.Errorf("task %s: KLT hashes record from %s names no owner", t.id, f.FromTask)
+			}
+			if err := ks.installHashes(r, ref.ID); err != nil {
+				return fmt.Errorf("task %s: KLT entry from %s: %w", t.id, f.FromTask, err)
+			}
+			continue
 		}
 		ks.klt.Add(BucketOf(r.Key, ks.buckets), r.Key, ref.ID)
 	}

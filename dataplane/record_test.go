@@ -77,9 +77,21 @@ func TestFetchMessagesRoundTrip(t *testing.T) {
 	if err != nil || got.JobID != "j" || got.Task != "counter-1" || len(got.Keys) != 3 || string(got.Keys[2]) != "c" {
 		t.Fatalf("fetch request round trip: %+v, %v", got, err)
 	}
-	rep := &fetchReply{Values: [][]byte{nil, {}, []byte("v")}}
+	pull := &fetchRequest{JobID: "j", Task: "counter-1", Bucket: 77, Limit: 4096}
+	if got, err := decodeFetchRequest(appendFetchRequest(nil, pull)); err != nil || got.Bucket != 77 || got.Limit != 4096 || len(got.Keys) != 0 {
+		t.Fatalf("bucket pull round trip: %+v, %v", got, err)
+	}
+	for name, bad := range map[string]*fetchRequest{
+		"bucket": {Bucket: 1 << 16},
+		"limit":  {Limit: MaxFrameRecords + 1},
+	} {
+		if _, err := decodeFetchRequest(appendFetchRequest(nil, bad)); err == nil {
+			t.Errorf("fetch request with a bad %s decoded", name)
+		}
+	}
+	rep := &fetchReply{Values: [][]byte{nil, {}, []byte("v")}, Keys: [][]byte{[]byte("k")}}
 	gotRep, err := decodeFetchReply(appendFetchReply(nil, rep))
-	if err != nil || len(gotRep.Values) != 3 || gotRep.Values[0] != nil || gotRep.Values[1] == nil || string(gotRep.Values[2]) != "v" {
+	if err != nil || len(gotRep.Values) != 3 || gotRep.Values[0] != nil || gotRep.Values[1] == nil || string(gotRep.Values[2]) != "v" || len(gotRep.Keys) != 1 || string(gotRep.Keys[0]) != "k" {
 		t.Fatalf("fetch reply round trip keeps nil and empty apart: %+v, %v", gotRep, err)
 	}
 }

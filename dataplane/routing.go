@@ -1,19 +1,15 @@
 package dataplane
 
 import (
-	"github.com/cespare/xxhash/v2"
-
 	"koala/dataplane/control"
+	"koala/statesvc"
 )
 
 // BucketOf maps a key to one of n buckets. Every component that partitions
-// by key (routing, state layout, migration) must use this one function.
-func BucketOf(key []byte, n int) int {
-	if n <= 1 {
-		return 0
-	}
-	return int(xxhash.Sum64(key) % uint64(n))
-}
+// by key (routing, state layout, migration, the key lookup table) must use
+// this one function, defined in statesvc so the lookup table can derive a
+// key's bucket and its stored hash from one hash computation.
+func BucketOf(key []byte, n int) int { return statesvc.BucketOf(key, n) }
 
 // route is a task's compiled view of one downstream operator: where each
 // bucket goes and which tasks exist.

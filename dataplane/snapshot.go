@@ -55,11 +55,13 @@ type SnapshotReply struct {
 	Tasks []TaskSnapshot `json:"tasks"`
 }
 
-// KLTEntry is one key lookup table entry: Key (of Bucket) lives on Owner.
-type KLTEntry struct {
-	Bucket int    `json:"bucket"`
-	Key    []byte `json:"key"`
-	Owner  string `json:"owner"`
+// KLTSegment is one (bucket, owner) part of the key lookup table: the
+// 32-bit hashes of the keys of Bucket whose values live on Owner (the table
+// keeps hashes, not keys; see statesvc.KLT).
+type KLTSegment struct {
+	Bucket int      `json:"bucket"`
+	Owner  string   `json:"owner"`
+	Hashes []uint32 `json:"hashes"`
 }
 
 // TaskSnapshot describes one task's snapshot (written as task.json).
@@ -75,7 +77,7 @@ type TaskSnapshot struct {
 	Entries uint64 `json:"entries"`
 	Bytes   uint64 `json:"bytes"` // size of the checkpoint's files
 	// KLT holds the lookup entries and the addresses of the owners they name.
-	KLT       []KLTEntry                 `json:"klt,omitempty"`
+	KLT       []KLTSegment               `json:"klt,omitempty"`
 	KLTOwners map[string]control.TaskRef `json:"klt_owners,omitempty"`
 }
 
@@ -182,8 +184,8 @@ func (t *task) saveSnapshot(dir string) (TaskSnapshot, error) {
 	for i := range all {
 		all[i] = i
 	}
-	for _, e := range ks.klt.EntriesForBuckets(all) {
-		snap.KLT = append(snap.KLT, KLTEntry{Bucket: e.Bucket, Key: e.Key, Owner: e.Owner})
+	for _, e := range ks.klt.Segments(all) {
+		snap.KLT = append(snap.KLT, KLTSegment{Bucket: e.Bucket, Owner: e.Owner, Hashes: e.Hashes})
 		if _, named := snap.KLTOwners[e.Owner]; !named {
 			ref, known := ks.owners.Load(e.Owner)
 			if !known {
@@ -280,12 +282,15 @@ func (t *task) loadSnapshot(dir string) (TaskSnapshot, error) {
 	for id, ref := range snap.KLTOwners {
 		ks.owners.Store(id, ref)
 	}
-	entries := make([]statesvc.Entry, 0, len(snap.KLT))
-	for _, e := range snap.KLT {
-		entries = append(entries, statesvc.Entry{Bucket: e.Bucket, Key: e.Key, Owner: e.Owner})
+	for i, e := range snap.KLT { // check all before adding any
+		if e.Bucket < 0 || e.Bucket >= max(1, ks.buckets) || e.Owner == "" {
+			return snap, fmt.Errorf("snapshot %s: lookup table segment %d has bucket %d (allowed [0, %d)) and owner %q (must not be empty)", dir, i, e.Bucket, max(1, ks.buckets), e.Owner)
+		}
 	}
-	if err := ks.klt.AddEntries(entries); err != nil {
-		return snap, err
+	for _, e := range snap.KLT {
+		if err := ks.klt.AddSegment(statesvc.Segment{Bucket: e.Bucket, Owner: e.Owner, Hashes: e.Hashes}); err != nil {
+			return snap, fmt.Errorf("snapshot %s: %w", dir, err)
+		}
 	}
 	snap.KLT, snap.KLTOwners = nil, nil
 	return snap, nil

@@ -14,15 +14,27 @@ import (
 
 // fetchRequest takes state keys from an owner task: the owner returns their
 // values and deletes them, because their new owner becomes the only writer.
+// A fetch of a key the owner does not hold (the key lookup table keeps key
+// hashes, so it can name an owner for a key that is local) returns nil
+// values and deletes nothing.
+//
+// With Limit > 0 it is a bucket pull instead (progressive migration): the
+// owner takes up to Limit user keys of Bucket — every state of each — and
+// returns them; fewer than Limit means the owner holds no more of Bucket.
 type fetchRequest struct {
-	JobID string
-	Task  string
-	Keys  [][]byte
+	JobID  string
+	Task   string
+	Keys   [][]byte
+	Bucket int
+	Limit  int
 }
 
 // fetchReply holds values aligned with the request's keys (nil = absent).
+// For a bucket pull, Keys are the user keys taken and Values hold, per
+// key, one value per state name of the operator in declaration order.
 type fetchReply struct {
 	Values [][]byte
+	Keys   [][]byte
 }
 
 const fetchMethod = "/koala.Exchange/Fetch"
@@ -43,6 +55,9 @@ func (w *Worker) takeState(req *fetchRequest) (*fetchReply, error) {
 	if t == nil || t.keyed == nil {
 		return nil, fmt.Errorf("worker %s: no stateful task %q of job %q to fetch from", w.opts.ID, req.Task, req.JobID)
 	}
+	if req.Limit > 0 {
+		return t.keyed.takeBucket(req.Bucket, req.Limit)
+	}
 	vals, err := t.keyed.store.MultiGet(req.Keys)
 	if err != nil {
 		return nil, fmt.Errorf("fetch from %s: %w", req.Task, err)
@@ -55,6 +70,57 @@ func (w *Worker) takeState(req *fetchRequest) (*fetchReply, error) {
 		return nil, fmt.Errorf("fetch from %s: delete moved keys: %w", req.Task, err)
 	}
 	return &fetchReply{Values: vals}, nil
+}
+
+// takeBucket serves a bucket pull: it takes up to limit user keys of bucket
+// with all their states.
+func (ks *keyedState) takeBucket(bucket, limit int) (*fetchReply, error) {
+	if err := statesvc.CheckBucket(bucket); err != nil || bucket >= max(1, ks.buckets) {
+		return nil, fmt.Errorf("pull from %s: bucket %d outside [0, %d)", ks.opName, bucket, max(1, ks.buckets))
+	}
+	start, end := statesvc.BucketRange(ks.opName, bucket, bucket+1)
+	var users [][]byte
+	seen := map[string]bool{}
+	var parseErr error
+	err := ks.store.Scan(start, end, func(k, _ []byte) bool {
+		_, _, _, user, err := statesvc.ParseStateKey(k)
+		if err != nil {
+			parseErr = err
+			return false
+		}
+		if !seen[string(user)] {
+			if len(users) == limit {
+				return false
+			}
+			seen[string(user)] = true
+			users = append(users, append([]byte(nil), user...))
+		}
+		return true
+	})
+	if err == nil {
+		err = parseErr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pull bucket %d of %s: %w", bucket, ks.opName, err)
+	}
+	skeys := make([][]byte, 0, len(users)*len(ks.names))
+	for _, u := range users {
+		for _, n := range ks.names {
+			skeys = append(skeys, ks.stateKey(n, u))
+		}
+	}
+	vals, err := ks.store.MultiGet(skeys)
+	if err != nil {
+		return nil, fmt.Errorf("pull bucket %d of %s: %w", bucket, ks.opName, err)
+	}
+	dels := make([]statesvc.KV, len(skeys))
+	for i, k := range skeys {
+		dels[i] = statesvc.KV{Key: k}
+	}
+	if err := ks.store.MultiPut(dels); err != nil {
+		return nil, fmt.Errorf("pull bucket %d of %s: delete moved keys: %w", bucket, ks.opName, err)
+	}
+	return &fetchReply{Keys: users, Values: vals}, nil
 }
 
 // stateConns keeps one client connection per remote worker for fetches.
@@ -116,27 +182,70 @@ func (w *Worker) fetchState(ctx context.Context, jobID string, owner control.Tas
 	return rep.Values, nil
 }
 
+// pullState takes up to limit user keys of bucket from owner (see
+// fetchRequest); vals holds perKey values per key.
+func (w *Worker) pullState(ctx context.Context, jobID string, owner control.TaskRef, bucket, limit, perKey int) (keys, vals [][]byte, err error) {
+	req := &fetchRequest{JobID: jobID, Task: owner.ID, Bucket: bucket, Limit: limit}
+	var rep *fetchReply
+	if owner.WorkerID == w.opts.ID {
+		rep, err = w.takeState(req)
+	} else {
+		var conn *grpc.ClientConn
+		if conn, err = w.state.get(owner.DataAddr); err != nil {
+			return nil, nil, err
+		}
+		rep = new(fetchReply)
+		if err = conn.Invoke(ctx, fetchMethod, req, rep); err != nil {
+			err = fmt.Errorf("pull bucket %d from task %s at %s: %w", bucket, owner.ID, owner.DataAddr, err)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(rep.Keys) > limit || len(rep.Values) != len(rep.Keys)*perKey {
+		return nil, nil, fmt.Errorf("pull bucket %d from task %s: %d keys and %d values for a limit of %d keys of %d states", bucket, owner.ID, len(rep.Keys), len(rep.Values), limit, perKey)
+	}
+	return rep.Keys, rep.Values, nil
+}
+
 func appendFetchRequest(buf []byte, r *fetchRequest) []byte {
 	buf = appendString(buf, r.JobID)
 	buf = appendString(buf, r.Task)
-	return appendByteSlices(buf, r.Keys)
+	buf = appendByteSlices(buf, r.Keys)
+	buf = appendUvarint(buf, uint64(r.Bucket))
+	return appendUvarint(buf, uint64(r.Limit))
 }
 
 func decodeFetchRequest(data []byte) (*fetchRequest, error) {
 	d := decoder{buf: data}
 	r := &fetchRequest{JobID: d.string(), Task: d.string()}
 	r.Keys = d.byteSlices()
-	if d.err != nil {
+	bucket, limit := d.uvarint(), d.uvarint()
+	switch {
+	case d.err != nil:
 		return nil, fmt.Errorf("decode fetch request: %w", d.err)
+	case len(d.buf) != 0:
+		return nil, fmt.Errorf("decode fetch request: %d trailing bytes", len(d.buf))
+	case bucket >= statesvc.MaxBuckets:
+		return nil, fmt.Errorf("decode fetch request: bucket %d, allowed [0, %d)", bucket, statesvc.MaxBuckets)
+	case limit > MaxFrameRecords:
+		return nil, fmt.Errorf("decode fetch request: pull limit %d, at most %d allowed", limit, MaxFrameRecords)
 	}
+	r.Bucket, r.Limit = int(bucket), int(limit)
 	return r, nil
 }
 
-func appendFetchReply(buf []byte, r *fetchReply) []byte { return appendByteSlices(buf, r.Values) }
+func appendFetchReply(buf []byte, r *fetchReply) []byte {
+	buf = appendByteSlices(buf, r.Values)
+	return appendByteSlices(buf, r.Keys)
+}
 
 func decodeFetchReply(data []byte) (*fetchReply, error) {
 	d := decoder{buf: data}
-	r := &fetchReply{Values: d.byteSlices()}
+	r := &fetchReply{Values: d.byteSlices(), Keys: d.byteSlices()}
+	if d.err == nil && len(d.buf) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.buf))
+	}
 	if d.err != nil {
 		return nil, fmt.Errorf("decode fetch reply: %w", d.err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,7 +115,7 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 	if err != nil {
 		return nil, fmt.Errorf("open %s state for %s: %w", backend, opName, err)
 	}
-	ks := &keyedState{shared: backend == statesvc.BackendRemotePebble, op: op, store: store, klt: statesvc.NewKLT(), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: ModeEventual, gradual: -1}
+	ks := &keyedState{shared: backend == statesvc.BackendRemotePebble, op: op, store: store, klt: statesvc.NewKLT(job.NumBuckets), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: ModeEventual, gradual: -1}
 	if m := job.Params[ParamMigrationMode]; m != "" {
 		if m != ModeFetchOnDemand && m != ModeEventual {
 			store.Close()
@@ -137,34 +138,62 @@ func (ks *keyedState) stateKey(name string, key []byte) []byte {
 	return statesvc.StateKey(nil, ks.opName, BucketOf(key, ks.buckets), name, key)
 }
 
+// stateKeyBuf builds the state keys of a batch into shared chunks instead
+// of one allocation per key. Returned keys stay valid (chunks are never
+// reused), so they may be handed to the store.
+type stateKeyBuf struct{ buf []byte }
+
+const stateKeyChunk = 16 << 10
+
+func (kb *stateKeyBuf) keyInBucket(ks *keyedState, bucket int, name string, user []byte) []byte {
+	need := 5 + len(ks.opName) + len(name) + len(user)
+	if cap(kb.buf)-len(kb.buf) < need {
+		kb.buf = make([]byte, 0, max(stateKeyChunk, need))
+	}
+	s := len(kb.buf)
+	kb.buf = statesvc.StateKey(kb.buf, ks.opName, bucket, name, user)
+	return kb.buf[s:len(kb.buf):len(kb.buf)]
+}
+
+func (kb *stateKeyBuf) key(ks *keyedState, name, user string) []byte {
+	u := []byte(user) // short-lived: StateKey copies it
+	return kb.keyInBucket(ks, BucketOf(u, ks.buckets), name, u)
+}
+
 // processBatch runs one batch of records this task owns.
 func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) error {
 	ks := t.keyed
-	st := &State{names: ks.names, values: map[string][]byte{}, dirty: map[string]bool{}}
-	var keys [][]byte
-	seen := map[string]bool{}
+	// Maps and slices sized for the batch up front: growing them was a
+	// visible share of the per-batch cost.
+	slots := len(recs) * len(ks.names)
+	st := &State{names: ks.names, values: make(map[string][]byte, slots), dirty: make(map[string]bool, slots)}
+	keys := make([][]byte, 0, len(recs))
+	seen := make(map[string]struct{}, len(recs))
 	for i := range recs {
-		if k := string(recs[i].Key); !seen[k] {
-			seen[k] = true
+		if _, dup := seen[string(recs[i].Key)]; !dup {
+			seen[string(recs[i].Key)] = struct{}{}
 			keys = append(keys, recs[i].Key)
 		}
 	}
 	ks.distinctKeys.Add(uint64(len(keys)))
-	// Keys whose value is still on another task are fetched first.
+	// Keys whose value may still be on another task are fetched first.
 	lookStart := time.Now()
 	remote := map[string][][]byte{}
 	var local [][]byte
 	ks.lookupBuf = ks.klt.LookupBatch(keys, ks.lookupBuf[:0])
 	for i, k := range keys {
-		if owner := ks.lookupBuf[i]; owner != "" {
-			remote[owner] = append(remote[owner], k)
-		} else {
+		owner := ks.lookupBuf[i]
+		if owner == "" {
 			local = append(local, k)
+			continue
+		}
+		for o := range strings.SplitSeq(owner, statesvc.OwnerSep) {
+			remote[o] = append(remote[o], k)
 		}
 	}
 	ks.lookupNanos.Add(uint64(time.Since(lookStart).Nanoseconds()))
 	ks.lookupCount.Add(1)
-	fetched, err := t.fetchKeys(ctx, remote)
+	fetched, taken, err := t.fetchKeys(ctx, remote)
 	if err != nil {
 		return err
 	}
@@ -180,23 +209,28 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 		return fmt.Errorf("operator %s: %w", t.opName, err)
 	}
 	putStart := time.Now()
-	var kvs []statesvc.KV
+	kvs := make([]statesvc.KV, 0, len(st.dirty)+len(fetched))
+	var kb stateKeyBuf
 	for slot, v := range st.values {
 		// Fetched values are written even when unchanged: they now live here.
 		if _, wasFetched := fetched[slot]; st.dirty[slot] || wasFetched {
-			kvs = append(kvs, statesvc.KV{Key: ks.stateKey(ks.names[slot[0]], []byte(slot[1:])), Value: v})
+			kvs = append(kvs, statesvc.KV{Key: kb.key(ks, ks.names[slot[0]], slot[1:]), Value: v})
 		}
 	}
 	if err := ks.store.MultiPut(kvs); err != nil {
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}
 	ks.putNanos.Add(uint64(time.Since(putStart).Nanoseconds()))
-	for _, ks2 := range remote {
-		for _, k := range ks2 {
-			ks.klt.Remove(k)
-		}
-	}
+	ks.forgetTaken(taken)
 	return nil
+}
+
+// forgetTaken drops the lookup entries of keys whose values were taken
+// from their owners (once those values are stored here).
+func (ks *keyedState) forgetTaken(taken map[string][][]byte) {
+	for owner, keys := range taken {
+		ks.klt.RemoveKeys(owner, keys)
+	}
 }
 
 func (ks *keyedState) loadLocal(st *State, keys [][]byte) error {
@@ -204,9 +238,11 @@ func (ks *keyedState) loadLocal(st *State, keys [][]byte) error {
 		return nil
 	}
 	skeys := make([][]byte, 0, len(keys)*len(ks.names))
+	var kb stateKeyBuf
 	for _, k := range keys {
+		b := BucketOf(k, ks.buckets)
 		for _, n := range ks.names {
-			skeys = append(skeys, ks.stateKey(n, k))
+			skeys = append(skeys, kb.keyInBucket(ks, b, n, k))
 		}
 	}
 	vals, err := ks.store.MultiGet(skeys)
@@ -226,23 +262,30 @@ func (ks *keyedState) loadLocal(st *State, keys [][]byte) error {
 }
 
 // fetchKeys takes the values of keys from their owners, one request per
-// owner, all owners in parallel. It returns State slots → values.
-func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[string][]byte, error) {
+// owner, all owners in parallel. It returns State slots → values and, per
+// owner, the keys it had a value for. The key lookup table may list a key
+// under an owner that does not hold it (it keeps key hashes: a false
+// positive, or a hash shared with another owner's key), so a key can come
+// back absent from every owner: then its value, if any, is local, and the
+// slots no owner had are read from the local store. Only keys an owner had
+// are reported as taken: their lookup entries may go, the others' not.
+func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[string][]byte, map[string][][]byte, error) {
 	out := map[string][]byte{}
 	if len(byOwner) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	ks := t.keyed
 	type result struct {
-		keys [][]byte
-		vals [][]byte
-		err  error
+		owner string
+		keys  [][]byte
+		vals  [][]byte
+		err   error
 	}
 	results := make(chan result, len(byOwner))
 	for owner, keys := range byOwner {
 		ref, ok := ks.owners.Load(owner)
 		if !ok {
-			return nil, fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
+			return nil, nil, fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
 		}
 		skeys := make([][]byte, 0, len(keys)*len(ks.names))
 		for _, k := range keys {
@@ -250,12 +293,13 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 				skeys = append(skeys, ks.stateKey(n, k))
 			}
 		}
-		go func(ref control.TaskRef, keys, skeys [][]byte) {
+		go func(owner string, ref control.TaskRef, keys, skeys [][]byte) {
 			vals, err := t.w.fetchState(ctx, t.jobID, ref, skeys)
-			results <- result{keys: keys, vals: vals, err: err}
-		}(ref.(control.TaskRef), keys, skeys)
+			results <- result{owner: owner, keys: keys, vals: vals, err: err}
+		}(owner, ref.(control.TaskRef), keys, skeys)
 	}
 	var firstErr error
+	taken := map[string][][]byte{}
 	for range byOwner {
 		r := <-results
 		if r.err != nil {
@@ -266,48 +310,94 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 		}
 		i := 0
 		for _, k := range r.keys {
+			had := false
 			for si := range ks.names {
 				v := r.vals[i]
 				i++
+				if v == nil {
+					continue
+				}
+				had = true
 				out[string(rune(si))+string(k)] = v
 				ks.keysFetched.Add(1)
 				ks.bytesMoved.Add(uint64(len(k) + len(v)))
 			}
+			if had {
+				taken[r.owner] = append(taken[r.owner], k)
+			}
 		}
 	}
-	return out, firstErr
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	// Slots no owner had: the local value (a false positive's key is local).
+	var missing [][]byte
+	seen := map[string]bool{}
+	for _, keys := range byOwner {
+		for _, k := range keys {
+			if seen[string(k)] {
+				continue
+			}
+			seen[string(k)] = true
+			for si := range ks.names {
+				if _, ok := out[string(rune(si))+string(k)]; !ok {
+					missing = append(missing, k)
+					break
+				}
+			}
+		}
+	}
+	if len(missing) > 0 {
+		loc := &State{values: map[string][]byte{}}
+		if err := ks.loadLocal(loc, missing); err != nil {
+			return nil, nil, err
+		}
+		for slot, v := range loc.values {
+			if _, ok := out[slot]; !ok {
+				out[slot] = v
+			}
+		}
+	}
+	return out, taken, nil
 }
 
-// migrateChunk moves up to n keys of the lookup table here in the
-// background of normal processing (progressive migration).
+// migrateChunk moves up to n keys here from an old owner in the background
+// of normal processing (progressive migration): it pulls keys of the first
+// (bucket, owner) pair the lookup table still lists, and drops that pair
+// once the owner has no more keys of the bucket.
 func (t *task) migrateChunk(ctx context.Context, n int) error {
 	ks := t.keyed
 	if n < 0 {
 		n = 4096
 	}
-	entries := ks.klt.Take(n)
-	if len(entries) == 0 {
+	bucket, owner, ok := ks.klt.Next()
+	if !ok {
 		return nil
 	}
-	byOwner := map[string][][]byte{}
-	for _, e := range entries {
-		byOwner[e.Owner] = append(byOwner[e.Owner], e.Key)
+	ref, ok := ks.owners.Load(owner)
+	if !ok {
+		return fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
 	}
-	fetched, err := t.fetchKeys(ctx, byOwner)
+	keys, vals, err := t.w.pullState(ctx, t.jobID, ref.(control.TaskRef), bucket, n, len(ks.names))
 	if err != nil {
 		return err
 	}
-	kvs := make([]statesvc.KV, 0, len(fetched))
-	for slot, v := range fetched {
-		if v != nil {
-			kvs = append(kvs, statesvc.KV{Key: ks.stateKey(ks.names[slot[0]], []byte(slot[1:])), Value: v})
+	var kvs []statesvc.KV
+	for i, k := range keys {
+		for si, name := range ks.names {
+			if v := vals[i*len(ks.names)+si]; v != nil {
+				kvs = append(kvs, statesvc.KV{Key: ks.stateKey(name, k), Value: v})
+				ks.keysFetched.Add(1)
+				ks.bytesMoved.Add(uint64(len(k) + len(v)))
+			}
 		}
 	}
 	if err := ks.store.MultiPut(kvs); err != nil {
 		return fmt.Errorf("task %s: store migrated keys: %w", t.id, err)
 	}
-	for _, e := range entries {
-		ks.klt.Remove(e.Key)
+	ks.klt.RemoveKeys(owner, keys)
+	if len(keys) < n {
+		ks.klt.DropSegment(bucket, owner)
 	}
 	return nil
 }

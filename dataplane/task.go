@@ -272,6 +272,7 @@ func (t *task) handleFrame(ctx context.Context, f *Frame) error {
 		if err != nil {
 			return err
 		}
+		f.release() // the batch is done: its record array can be reused
 		if t.keyed != nil {
 			return t.afterBatch(ctx)
 		}
@@ -337,7 +338,7 @@ func (t *task) forwardForeign(view *taskView, recs []Record) []Record {
 	if view.self == nil {
 		return recs
 	}
-	mine := recs[:0:0]
+	mine := recs[:0] // filter in place: the batch's array is ours, no copy
 	counts, n := t.bucketIn.Load(), max(view.self.buckets, 1)
 	if counts == nil || len(*counts) != n {
 		c := make([]atomic.Uint64, n)

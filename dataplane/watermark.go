@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -454,12 +455,14 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 			continue // moved away: its new owner fires it
 		}
 		if owner, ok := ks.klt.Lookup(k); ok {
-			remote[owner] = append(remote[owner], k)
+			for o := range strings.SplitSeq(owner, statesvc.OwnerSep) {
+				remote[o] = append(remote[o], k)
+			}
 		} else {
 			local = append(local, k)
 		}
 	}
-	fetched, err := t.fetchKeys(ctx, remote)
+	fetched, taken, err := t.fetchKeys(ctx, remote)
 	if err != nil {
 		return err
 	}
@@ -481,11 +484,7 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 	if err := ks.store.MultiPut(kvs); err != nil {
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}
-	for _, keys := range remote {
-		for _, k := range keys {
-			ks.klt.Remove(k)
-		}
-	}
+	ks.forgetTaken(taken)
 	return nil
 }
 

@@ -2,41 +2,99 @@ package statesvc
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // KLT is the key lookup table of lazy (Koala) migration, kept per task: for
-// each user key whose bucket moved to this task but whose value is not yet
-// migrated, the owner task that physically holds the value. Keys are full
-// user key bytes, independent of state names (one entry covers every state
-// of the key). Safe for concurrent use (the task's batch path and a
-// background migrator).
+// the keys of buckets that moved to this task whose values are not yet
+// migrated, the owner task that physically holds the value. Safe for
+// concurrent use (the task's batch path and a background migrator).
 //
-// Memory: per key, the key bytes plus 4 bytes of arena entry overhead (for
-// keys under 64 bytes and fewer than 128 owners) and 9-15 bytes of hash index
-// depending on where the index is in its growth cycle (measured: 13.7 bytes
-// beyond an 8-byte key at 1M keys, BenchmarkKLTMemory); owner names are
-// interned once in a small table.
+// It stores no keys, only a multiset of (32-bit key hash, owner) entries per
+// bucket, so it may answer "remote" for a key that is local (a false
+// positive, about n/2^32 for a bucket of n entries: the caller fetches,
+// finds nothing and uses the local value) but never "local" for a key that
+// is remote: an entry is dropped only when the caller says the key's value
+// was taken from that owner (RemoveKeys), when the owner has no more keys of
+// the bucket (DropSegment), or when the bucket leaves the task
+// (RemoveBuckets). Keys whose hash matches entries of several owners are
+// reported with all of them (see SplitOwners).
 //
-// Lookups: LookupBatch resolves a batch in passes that overlap the cache
-// misses of different keys; prefer it to per-key Lookup on the batch path.
+// Memory: per entry about 32 - log2(entries per bucket) + 3 bits
+// (Elias-Fano coded hashes, a dead bit, owner bits only when a bucket has
+// several owners): measured 3.0 B per key on the heap at 1 M keys in 128
+// buckets and 2.5 B at 10 M (BenchmarkKLTMemory, BenchmarkKLTMemory10M);
+// owner names are interned once.
 type KLT struct {
 	mu       sync.RWMutex
-	t        kltTable
+	nb       int
+	buckets  []*kltBucket // by bucket; nil = no entries
+	live     int
+	dirty    []int // buckets with buffered additions, merged before lookups
 	owners   []string
 	ownerIdx map[string]uint32
 }
 
-// Entry is one key lookup table entry.
-type Entry struct {
-	Bucket int
-	Key    []byte
-	Owner  string
+// OwnerSep separates the owners LookupBatch reports for a key whose hash
+// matches entries of several owners. Owner names never contain it.
+const OwnerSep = "\x00"
+
+// SplitOwners splits an owner reported by Lookup or LookupBatch into the
+// owners to fetch from (usually one).
+func SplitOwners(s string) []string {
+	if !strings.Contains(s, OwnerSep) {
+		return []string{s}
+	}
+	return strings.Split(s, OwnerSep)
 }
 
-// NewKLT returns an empty key lookup table.
-func NewKLT() *KLT { return &KLT{ownerIdx: make(map[string]uint32)} }
+// BucketOf maps a key to one of n buckets. Every component that partitions
+// by key (routing, state layout, migration, the KLT) must use this one
+// function; the KLT relies on it to find a key's bucket from its hash.
+func BucketOf(key []byte, n int) int { return bucketOfHash(xxhash.Sum64(key), n) }
+
+func bucketOfHash(h uint64, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(h % uint64(n))
+}
+
+// kltHash returns the bucket (of nb) and the 32-bit hash the KLT keeps for
+// key. The hash uses the high half of the 64-bit hash, which the bucket
+// (taken modulo the bucket count) hardly depends on.
+func kltHash(key []byte, nb int) (bucket int, h uint32) {
+	x := xxhash.Sum64(key)
+	return bucketOfHash(x, nb), uint32(x >> 32)
+}
+
+// NewKLT returns an empty key lookup table for keys spread over numBuckets
+// buckets with BucketOf (numBuckets <= 1: one bucket). It panics if
+// numBuckets exceeds MaxBuckets (a programming error).
+func NewKLT(numBuckets int) *KLT {
+	if numBuckets > MaxBuckets {
+		panic(fmt.Sprintf("statesvc: KLT of %d buckets, at most %d allowed", numBuckets, MaxBuckets))
+	}
+	return &KLT{nb: max(1, numBuckets), ownerIdx: make(map[string]uint32)}
+}
+
+// NumBuckets returns the bucket count the table was made for.
+func (k *KLT) NumBuckets() int { return k.nb }
+
+func checkOwner(owner string) error {
+	if owner == "" {
+		return fmt.Errorf("statesvc: KLT owner is empty")
+	}
+	if strings.Contains(owner, OwnerSep) {
+		return fmt.Errorf("statesvc: KLT owner %q contains a NUL byte", owner)
+	}
+	return nil
+}
 
 func (k *KLT) internOwner(owner string) uint32 {
 	if i, ok := k.ownerIdx[owner]; ok {
@@ -48,172 +106,342 @@ func (k *KLT) internOwner(owner string) uint32 {
 	return i
 }
 
-// Add records that key (of bucket) is held by owner, replacing any earlier
-// entry for key. It panics on an empty owner or a bucket outside
-// [0, MaxBuckets) (programming errors).
-func (k *KLT) Add(bucket int, key []byte, owner string) {
-	if owner == "" {
-		panic("statesvc: KLT.Add with empty owner")
+func (k *KLT) bucket(b int) *kltBucket {
+	if k.buckets == nil {
+		k.buckets = make([]*kltBucket, k.nb)
 	}
-	mustBucket(bucket)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.t.put(key, bucket, k.internOwner(owner))
+	if k.buckets[b] == nil {
+		k.buckets[b] = &kltBucket{}
+	}
+	if len(k.buckets[b].extra) == 0 {
+		k.dirty = append(k.dirty, b) // about to buffer an addition
+	}
+	return k.buckets[b]
 }
 
-// Lookup returns the task holding key's value, if the key is not yet local.
+// flush merges the buffered additions of every bucket into its sequence, so
+// lookups probe one structure. Additions come in runs per bucket (a handoff
+// streams bucket after bucket), so this rebuilds each bucket a few times per
+// handoff, not once per batch.
+func (k *KLT) flush() {
+	if len(k.dirty) == 0 {
+		return
+	}
+	k.mu.RUnlock()
+	k.mu.Lock()
+	for _, bi := range k.dirty {
+		if bi < len(k.buckets) && k.buckets[bi] != nil && len(k.buckets[bi].extra) > 0 {
+			k.buckets[bi].rebuild(-1)
+		}
+	}
+	k.dirty = k.dirty[:0]
+	k.mu.Unlock()
+	k.mu.RLock()
+}
+
+// Add records that key's value is held by owner. Adding a key again adds
+// another entry (a key then reads as remote until every entry is gone).
+// bucket must be BucketOf(key, NumBuckets()). It panics on an empty owner
+// or a wrong bucket (programming errors).
+func (k *KLT) Add(bucket int, key []byte, owner string) {
+	if err := checkOwner(owner); err != nil {
+		panic(err.Error())
+	}
+	b, h := kltHash(key, k.nb)
+	if b != bucket {
+		panic(fmt.Sprintf("statesvc: KLT.Add of a key of bucket %d as bucket %d", b, bucket))
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.bucket(b).add(h, k.internOwner(owner))
+	k.live++
+}
+
+// Segment is the content of one (bucket, owner) part of a table, as handed
+// from an old owner to a new one: the key hashes, sorted.
+type Segment struct {
+	Bucket int
+	Owner  string
+	Hashes []uint32
+}
+
+// AddSegment adds the entries of s (e.g. received from a handoff).
+func (k *KLT) AddSegment(s Segment) error {
+	if err := checkOwner(s.Owner); err != nil {
+		return err
+	}
+	if s.Bucket < 0 || s.Bucket >= k.nb {
+		return fmt.Errorf("statesvc: KLT segment of bucket %d, table has buckets [0, %d)", s.Bucket, k.nb)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	o := k.internOwner(s.Owner)
+	b := k.bucket(s.Bucket)
+	for _, h := range s.Hashes {
+		b.add(h, o)
+	}
+	k.live += len(s.Hashes)
+	return nil
+}
+
+// Segments returns the entries of the given buckets grouped by (bucket,
+// owner), in bucket order (to hand them to the task that now owns those
+// buckets).
+func (k *KLT) Segments(buckets []int) []Segment {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.segmentsLocked(buckets)
+}
+
+func (k *KLT) segmentsLocked(buckets []int) []Segment {
+	var out []Segment
+	for _, bi := range slices.Compact(slices.Sorted(slices.Values(buckets))) {
+		if bi < 0 || bi >= len(k.buckets) || k.buckets[bi] == nil {
+			continue
+		}
+		byOwner := map[uint32][]uint32{}
+		var order []uint32
+		k.buckets[bi].entries(func(h, o uint32) {
+			if _, ok := byOwner[o]; !ok {
+				order = append(order, o)
+			}
+			byOwner[o] = append(byOwner[o], h)
+		})
+		slices.Sort(order)
+		for _, o := range order {
+			out = append(out, Segment{Bucket: bi, Owner: k.owners[o], Hashes: byOwner[o]})
+		}
+	}
+	return out
+}
+
+// Lookup returns the task holding key's value, if the key is not yet local
+// (several owners joined with OwnerSep when entries of several match).
 func (k *KLT) Lookup(key []byte) (owner string, ok bool) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return k.lookupLocked(key)
+	k.flush()
+	o := k.lookupLocked(key)
+	return o, o != ""
 }
 
-func (k *KLT) lookupLocked(key []byte) (string, bool) {
-	i := k.t.find(key, kltHash(key))
-	if i < 0 {
-		return "", false
+func (k *KLT) lookupLocked(key []byte) string {
+	if k.live == 0 {
+		return ""
 	}
-	_, _, o, _, _ := k.t.entryAt(k.t.slots[i] & kltLocMask)
-	return k.owners[o], true
+	bi, h := kltHash(key, k.nb)
+	b := k.buckets[bi]
+	if b == nil {
+		return ""
+	}
+	o, ok, more := b.first(h)
+	switch {
+	case !ok:
+		return ""
+	case !more:
+		return k.owners[o]
+	}
+	var names []string
+	b.each(h, func(o uint32, _, _ int) bool {
+		if !slices.Contains(names, k.owners[o]) {
+			names = append(names, k.owners[o])
+		}
+		return true
+	})
+	slices.Sort(names)
+	return strings.Join(names, OwnerSep)
 }
 
 // LookupBatch looks up every key under one lock acquisition and appends the
-// owners to dst, aligned with keys; "" marks a key that is local (not in the
-// table). This is the per-batch path of a stateful operator.
+// owners to dst, aligned with keys; "" marks a key that is local. This is
+// the per-batch path of a stateful operator.
 func (k *KLT) LookupBatch(keys [][]byte, dst []string) []string {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	if k.t.live == 0 {
+	k.flush()
+	if k.live == 0 {
 		for range keys {
 			dst = append(dst, "")
 		}
 		return dst
 	}
-	var idx [kltGroup]int
-	var sink uint64
-	for base := 0; base < len(keys); base += kltGroup {
-		g := keys[base:min(base+kltGroup, len(keys))]
-		sink += k.t.findBatch(g, idx[:len(g)])
-		for _, i := range idx[:len(g)] {
-			o := ""
-			if i >= 0 {
-				_, _, oi, _, _ := k.t.entryAt(k.t.slots[i] & kltLocMask)
-				o = k.owners[oi]
-			}
-			dst = append(dst, o)
-		}
+	var g kltGroup
+	for base := 0; base < len(keys); base += kltGroupSize {
+		dst = k.lookupGroup(&g, keys[base:min(base+kltGroupSize, len(keys))], dst)
 	}
-	kltSink.Store(sink)
+	kltSink.Store(g.sink)
 	return dst
 }
 
-// kltSink receives findBatch's touch sums so the compiler keeps the loads.
-var kltSink atomic.Uint64
+// kltGroupSize is how many keys lookupGroup resolves together.
+const kltGroupSize = 32
 
-// Remove drops key (it is now local). Removing an absent key is a no-op.
-func (k *KLT) Remove(key []byte) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if i := k.t.find(key, kltHash(key)); i >= 0 {
-		k.t.removeAt(i)
-		k.shrinkLocked()
-	}
+// kltGroup is lookupGroup's scratch space.
+type kltGroup struct {
+	b    [kltGroupSize]*kltBucket
+	h    [kltGroupSize]uint32
+	pos  [kltGroupSize]uint64
+	sink uint64
 }
 
-// RemoveKeys drops several keys under one lock acquisition.
-func (k *KLT) RemoveKeys(keys [][]byte) {
+// kltSink receives lookupGroup's touch sums so the compiler keeps the loads.
+var kltSink atomic.Uint64
+
+// lookupGroup resolves keys in passes so the cache misses of different keys
+// overlap (memory-level parallelism) instead of queueing one behind the
+// other: (1) hash and touch the select sample of each key's high part;
+// (2) touch the unary words it points at; (3) find where the high part
+// starts (now in cache); (4) touch the low bits there in a tight loop;
+// (5) compare, now in cache.
+func (k *KLT) lookupGroup(g *kltGroup, keys [][]byte, dst []string) []string {
+	for i, key := range keys {
+		bi, h := kltHash(key, k.nb)
+		b := k.buckets[bi]
+		g.b[i], g.h[i] = b, h
+		if b != nil && b.seq.n > 0 {
+			g.sink += uint64(b.seq.zs[uint64(h)>>b.seq.lbits>>efSampleShift])
+		}
+	}
+	for i := range keys {
+		if b := g.b[i]; b != nil && b.seq.n > 0 {
+			p := b.seq.zs[uint64(g.h[i])>>b.seq.lbits>>efSampleShift]
+			g.sink += b.seq.high[p>>6] + b.seq.high[min(p>>6+1, uint32(len(b.seq.high)-1))]
+		}
+	}
+	for i := range keys {
+		if b := g.b[i]; b != nil && b.seq.n > 0 {
+			g.pos[i] = b.seq.start(uint64(g.h[i]) >> b.seq.lbits)
+		}
+	}
+	// A tight loop of independent loads: the low bits' cache misses of all
+	// keys are in flight together.
+	for i := range keys {
+		if b := g.b[i]; b != nil && b.seq.n > 0 {
+			el := g.pos[i] - uint64(g.h[i])>>b.seq.lbits
+			g.sink += b.seq.low[min(el, uint64(b.seq.n-1))*uint64(b.seq.lbits)>>6]
+		}
+	}
+	for i := range keys {
+		b, h := g.b[i], g.h[i]
+		if b == nil {
+			dst = append(dst, "")
+			continue
+		}
+		var o uint32
+		var ok, more bool
+		if len(b.extra) > 0 || b.seq.n == 0 {
+			o, ok, more = b.first(h)
+		} else {
+			j, pos := b.seq.findFrom(h, g.pos[i])
+			o, ok, more = b.firstFrom(h, j, pos, 0, false)
+		}
+		switch {
+		case !ok:
+			dst = append(dst, "")
+		case !more:
+			dst = append(dst, k.owners[o])
+		default:
+			dst = append(dst, k.lookupLocked(keys[i]))
+		}
+	}
+	return dst
+}
+
+// RemoveKeys says the values of keys were taken from owner (they are local
+// now): one entry (hash, owner) is dropped per key. Call it only for keys
+// whose value owner actually had, never for a key a fetch found absent: its
+// hash may belong to another key that is still remote.
+func (k *KLT) RemoveKeys(owner string, keys [][]byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	o, ok := k.ownerIdx[owner]
+	if !ok || k.live == 0 {
+		return
+	}
 	for _, key := range keys {
-		if i := k.t.find(key, kltHash(key)); i >= 0 {
-			k.t.removeAt(i)
+		bi, h := kltHash(key, k.nb)
+		if b := k.buckets[bi]; b != nil && b.remove(h, o) {
+			k.live--
+		}
+	}
+	k.shrinkLocked()
+}
+
+// Next returns a (bucket, owner) pair that still has entries, for
+// progressive migration: lowest bucket first, then lowest owner index.
+func (k *KLT) Next() (bucket int, owner string, ok bool) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	for bi, b := range k.buckets {
+		if b == nil || b.live() == 0 {
+			continue
+		}
+		best := uint32(len(k.owners))
+		b.entries(func(_, o uint32) { best = min(best, o) })
+		return bi, k.owners[best], true
+	}
+	return 0, "", false
+}
+
+// DropSegment removes every entry of (bucket, owner): the owner holds no
+// more keys of the bucket.
+func (k *KLT) DropSegment(bucket int, owner string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	o, ok := k.ownerIdx[owner]
+	if !ok || bucket < 0 || bucket >= len(k.buckets) || k.buckets[bucket] == nil {
+		return
+	}
+	k.live -= k.buckets[bucket].dropOwner(o)
+	if k.buckets[bucket].live() == 0 {
+		k.buckets[bucket] = nil
+	}
+	k.shrinkLocked()
+}
+
+// RemoveBuckets drops every entry of the given buckets.
+func (k *KLT) RemoveBuckets(buckets []int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, bi := range buckets {
+		if bi >= 0 && bi < len(k.buckets) && k.buckets[bi] != nil {
+			k.live -= k.buckets[bi].live()
+			k.buckets[bi] = nil
 		}
 	}
 	k.shrinkLocked()
 }
 
 func (k *KLT) shrinkLocked() {
-	k.t.maybeShrink()
-	if k.t.live == 0 && len(k.owners) > 0 {
-		k.owners, k.ownerIdx = nil, make(map[string]uint32)
+	if k.live == 0 {
+		k.buckets, k.dirty = nil, nil
+		if len(k.owners) > 0 {
+			k.owners, k.ownerIdx = nil, make(map[string]uint32)
+		}
 	}
 }
 
-// Len returns the number of keys in the table.
+// Len returns the number of entries in the table.
 func (k *KLT) Len() int {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return k.t.live
+	return k.live
 }
 
 // Bytes returns the approximate memory footprint in bytes (KLT-size metric).
 func (k *KLT) Bytes() uint64 {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	n := k.t.bytes() + 128
+	n := uint64(128 + 8*cap(k.buckets))
+	for _, b := range k.buckets {
+		if b != nil {
+			n += b.bytes()
+		}
+	}
 	for _, o := range k.owners {
 		n += uint64(len(o)) + 16 + 16 + 8 // name, slice entry, map entry
 	}
 	return n
-}
-
-// Take returns up to n entries for progressive migration without removing
-// them (call Remove once a key is local). The order is the insertion order,
-// so it is deterministic for a given history of calls; consecutive Takes
-// with the returned keys removed in between walk the table front to back.
-// The entries' keys are copies the caller owns.
-func (k *KLT) Take(n int) []Entry {
-	if n <= 0 {
-		return nil
-	}
-	k.mu.Lock() // Take advances the scan hint
-	defer k.mu.Unlock()
-	var out []Entry
-	first := true
-	k.t.walk(k.t.takeHint, func(loc uint64, key []byte, bucket int, owner uint32) bool {
-		if first {
-			k.t.takeHint, first = loc, false
-		}
-		out = append(out, Entry{Bucket: bucket, Key: key, Owner: k.owners[owner]})
-		return len(out) < n
-	})
-	return copyEntryKeys(out)
-}
-
-// EntriesForBuckets returns the entries of the given buckets (to hand them to
-// the task that now owns those buckets), in insertion order. Keys are copies.
-func (k *KLT) EntriesForBuckets(buckets []int) []Entry {
-	set := bucketSet(buckets)
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	var out []Entry
-	k.t.walk(0, func(_ uint64, key []byte, bucket int, owner uint32) bool {
-		if set.has(bucket) {
-			out = append(out, Entry{Bucket: bucket, Key: key, Owner: k.owners[owner]})
-		}
-		return true
-	})
-	return copyEntryKeys(out)
-}
-
-// RemoveBuckets drops every entry of the given buckets.
-func (k *KLT) RemoveBuckets(buckets []int) {
-	set := bucketSet(buckets)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	var doomed [][]byte
-	k.t.walk(0, func(_ uint64, key []byte, bucket int, _ uint32) bool {
-		if set.has(bucket) {
-			doomed = append(doomed, key) // aliases the arena; valid until removals compact it
-		}
-		return true
-	})
-	for _, key := range doomed {
-		if i := k.t.find(key, kltHash(key)); i >= 0 {
-			k.t.removeAt(i)
-		}
-	}
-	k.shrinkLocked()
 }
 
 // Buckets returns how many entries each bucket has (for planning and
@@ -222,56 +450,10 @@ func (k *KLT) Buckets() map[int]int {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	out := make(map[int]int)
-	k.t.walk(0, func(_ uint64, _ []byte, bucket int, _ uint32) bool {
-		out[bucket]++
-		return true
-	})
+	for bi, b := range k.buckets {
+		if b != nil && b.live() > 0 {
+			out[bi] = b.live()
+		}
+	}
 	return out
 }
-
-// AddEntries adds entries (e.g. received from a handoff) under one lock.
-func (k *KLT) AddEntries(entries []Entry) error {
-	for _, e := range entries {
-		if e.Owner == "" {
-			return fmt.Errorf("statesvc: KLT entry for key %q has empty owner", e.Key)
-		}
-		if err := CheckBucket(e.Bucket); err != nil {
-			return fmt.Errorf("statesvc: KLT entry for key %q: %w", e.Key, err)
-		}
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, e := range entries {
-		k.t.put(e.Key, e.Bucket, k.internOwner(e.Owner))
-	}
-	return nil
-}
-
-// copyEntryKeys replaces arena-aliasing keys with copies in one allocation.
-func copyEntryKeys(es []Entry) []Entry {
-	total := 0
-	for _, e := range es {
-		total += len(e.Key)
-	}
-	buf := make([]byte, 0, total)
-	for i := range es {
-		s := len(buf)
-		buf = append(buf, es[i].Key...)
-		es[i].Key = buf[s:len(buf):len(buf)]
-	}
-	return es
-}
-
-type bucketBits [MaxBuckets / 64]uint64
-
-func bucketSet(buckets []int) *bucketBits {
-	var s bucketBits
-	for _, b := range buckets {
-		if b >= 0 && b < MaxBuckets {
-			s[b/64] |= 1 << (b % 64)
-		}
-	}
-	return &s
-}
-
-func (s *bucketBits) has(b int) bool { return s[b/64]&(1<<(b%64)) != 0 }

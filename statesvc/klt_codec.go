@@ -7,38 +7,49 @@ import (
 	"hash/crc32"
 )
 
-// KLT wire/persistence format (little state, self-checking):
+// KLT wire/persistence format (small, self-checking):
 //
-//	"KLT1" | uvarint nOwners | nOwners × (uvarint len | name)
-//	| uvarint nEntries | nEntries × (uvarint bucket | uvarint owner | uvarint len | key)
+//	"KLT2" | uvarint numBuckets | uvarint nOwners | nOwners × (uvarint len | name)
+//	| uvarint nSegments | nSegments × (uvarint bucket | uvarint owner
+//	  | uvarint nHashes | nHashes × uvarint (hash − previous hash, sorted))
 //	| crc32-C of everything before (4 bytes LE)
 //
-// Entries appear in insertion order, so Take's order survives a round trip.
+// Segments appear in (bucket, owner) order with sorted hashes, so Encode is
+// canonical: equal tables encode to equal bytes.
 
-var kltMagic = []byte("KLT1")
+var kltMagic = []byte("KLT2")
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// Encode serializes the table (for persistence with the task's state or a
-// handoff to another task).
+// Encode serializes the table (for persistence or a handoff).
 func (k *KLT) Encode() []byte {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	buf := make([]byte, 0, 16+int(k.t.liveBytes)+4*k.t.live)
-	buf = append(buf, kltMagic...)
+	all := make([]int, 0, len(k.buckets))
+	for bi, b := range k.buckets {
+		if b != nil {
+			all = append(all, bi)
+		}
+	}
+	segs := k.segmentsLocked(all)
+	buf := append([]byte(nil), kltMagic...)
+	buf = binary.AppendUvarint(buf, uint64(k.nb))
 	buf = binary.AppendUvarint(buf, uint64(len(k.owners)))
 	for _, o := range k.owners {
 		buf = binary.AppendUvarint(buf, uint64(len(o)))
 		buf = append(buf, o...)
 	}
-	buf = binary.AppendUvarint(buf, uint64(k.t.live))
-	k.t.walk(0, func(_ uint64, key []byte, bucket int, owner uint32) bool {
-		buf = binary.AppendUvarint(buf, uint64(bucket))
-		buf = binary.AppendUvarint(buf, uint64(owner))
-		buf = binary.AppendUvarint(buf, uint64(len(key)))
-		buf = append(buf, key...)
-		return true
-	})
+	buf = binary.AppendUvarint(buf, uint64(len(segs)))
+	for _, s := range segs {
+		buf = binary.AppendUvarint(buf, uint64(s.Bucket))
+		buf = binary.AppendUvarint(buf, uint64(k.ownerIdx[s.Owner]))
+		buf = binary.AppendUvarint(buf, uint64(len(s.Hashes)))
+		prev := uint32(0)
+		for _, h := range s.Hashes {
+			buf = binary.AppendUvarint(buf, uint64(h-prev))
+			prev = h
+		}
+	}
 	return binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, crcTable))
 }
 
@@ -56,31 +67,53 @@ func DecodeKLT(data []byte) (*KLT, error) {
 		return nil, fmt.Errorf("%w: checksum %08x, want %08x", errKLTCorrupt, got, sum)
 	}
 	d := kltDecoder{b: body[len(kltMagic):]}
+	nb := d.uvarint("bucket count")
+	if d.err == nil && (nb < 1 || nb > MaxBuckets) {
+		d.fail("bucket count %d outside [1, %d]", nb, MaxBuckets)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	k := NewKLT(int(nb))
 	nOwners := d.count("owner count", 1)
-	k := NewKLT()
 	for i := uint64(0); i < nOwners && d.err == nil; i++ {
 		name := string(d.bytes("owner name"))
-		if d.err == nil && name == "" {
-			d.fail("owner %d has an empty name", i)
+		if d.err != nil {
+			break
+		}
+		if err := checkOwner(name); err != nil {
+			d.fail("owner %d: %v", i, err)
 		}
 		if _, dup := k.ownerIdx[name]; dup && d.err == nil {
 			d.fail("owner %q listed twice", name)
 		}
 		k.internOwner(name)
 	}
-	nEntries := d.count("entry count", 3)
-	for i := uint64(0); i < nEntries && d.err == nil; i++ {
+	nSegs := d.count("segment count", 3)
+	for i := uint64(0); i < nSegs && d.err == nil; i++ {
 		bucket := d.uvarint("bucket")
 		owner := d.uvarint("owner")
-		key := d.bytes("key")
+		n := d.count("hash count", 1)
 		switch {
 		case d.err != nil:
-		case bucket >= MaxBuckets:
-			d.fail("entry %d: bucket %d out of range", i, bucket)
+			continue
+		case bucket >= nb:
+			d.fail("segment %d: bucket %d of %d", i, bucket, nb)
+			continue
 		case owner >= uint64(len(k.owners)):
-			d.fail("entry %d: owner index %d of %d", i, owner, len(k.owners))
-		default:
-			k.t.put(key, int(bucket), uint32(owner))
+			d.fail("segment %d: owner index %d of %d", i, owner, len(k.owners))
+			continue
+		}
+		b, o := k.bucket(int(bucket)), uint32(owner)
+		h := uint64(0)
+		for j := uint64(0); j < n && d.err == nil; j++ {
+			h += d.uvarint("hash")
+			if h > 1<<32-1 {
+				d.fail("segment %d: hash %d out of range", i, h)
+				break
+			}
+			b.add(uint32(h), o)
+			k.live++
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {
@@ -88,6 +121,14 @@ func DecodeKLT(data []byte) (*KLT, error) {
 	}
 	if d.err != nil {
 		return nil, d.err
+	}
+	for bi, b := range k.buckets {
+		if b != nil && b.live() == 0 {
+			k.buckets[bi] = nil
+		}
+	}
+	if k.live == 0 {
+		k.buckets = nil
 	}
 	return k, nil
 }

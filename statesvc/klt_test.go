@@ -12,81 +12,150 @@ import (
 	"testing"
 )
 
-type modelEntry struct {
-	bucket int
-	owner  string
+const testBuckets = 16
+
+// kltModel is the reference: per key, the owners of its entries (a
+// multiset, like the table).
+type kltModel map[string][]string
+
+func (m kltModel) entries() int {
+	n := 0
+	for _, os := range m {
+		n += len(os)
+	}
+	return n
 }
 
-// checkKLT compares a KLT with a map model through every read API.
-func checkKLT(t *testing.T, k *KLT, model map[string]modelEntry) {
+func addKey(k *KLT, m kltModel, key []byte, owner string) {
+	k.Add(BucketOf(key, k.NumBuckets()), key, owner)
+	m[string(key)] = append(m[string(key)], owner)
+}
+
+// checkKLT checks that no key of the model reads as local or misses one of
+// its owners, and that the entry counts agree.
+func checkKLT(t *testing.T, k *KLT, m kltModel) {
 	t.Helper()
-	if k.Len() != len(model) {
-		t.Fatalf("Len = %d, model %d", k.Len(), len(model))
+	if k.Len() != m.entries() {
+		t.Fatalf("Len = %d, model %d", k.Len(), m.entries())
 	}
-	for key, e := range model {
+	perBucket := map[int]int{}
+	var keys [][]byte
+	for key, owners := range m {
+		perBucket[BucketOf([]byte(key), k.NumBuckets())] += len(owners)
+		keys = append(keys, []byte(key))
 		o, ok := k.Lookup([]byte(key))
-		if !ok || o != e.owner {
-			t.Fatalf("Lookup(%q) = %q,%v want %q", key, o, ok, e.owner)
+		for _, want := range owners {
+			if !ok || !slices.Contains(SplitOwners(o), want) {
+				t.Fatalf("Lookup(%q) = %q,%v, want owner %q among them", key, o, ok, want)
+			}
 		}
 	}
-	all := k.Take(len(model) + 10)
-	if len(all) != len(model) {
-		t.Fatalf("Take(all) returned %d entries, model %d", len(all), len(model))
-	}
-	for _, e := range all {
-		m, ok := model[string(e.Key)]
-		if !ok || m.bucket != e.Bucket || m.owner != e.Owner {
-			t.Fatalf("Take entry %+v, model %+v (%v)", e, m, ok)
+	for bi, n := range perBucket {
+		if n == 0 {
+			delete(perBucket, bi)
 		}
 	}
+	if got := k.Buckets(); !mapsEqual(got, perBucket) {
+		t.Fatalf("Buckets = %v, model %v", got, perBucket)
+	}
+	batch := k.LookupBatch(keys, nil)
+	for i, key := range keys {
+		if o, _ := k.Lookup(key); batch[i] != o {
+			t.Fatalf("LookupBatch[%q] = %q, Lookup %q", key, batch[i], o)
+		}
+	}
+}
+
+func mapsEqual(a, b map[int]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func TestKLTBasics(t *testing.T) {
-	k := NewKLT()
-	if _, ok := k.Lookup([]byte("x")); ok || k.Len() != 0 || len(k.Take(5)) != 0 {
+	k := NewKLT(testBuckets)
+	if _, ok := k.Lookup([]byte("x")); ok || k.Len() != 0 {
 		t.Fatal("empty KLT not empty")
 	}
-	k.Add(3, []byte("a"), "task-1")
-	k.Add(4, []byte("b"), "task-2")
-	k.Add(3, []byte(""), "task-1")  // empty key is a key
-	k.Add(5, []byte("a"), "task-3") // update owner and bucket
-	if o, ok := k.Lookup([]byte("a")); !ok || o != "task-3" {
-		t.Fatalf("Lookup(a) = %q %v", o, ok)
+	if _, _, ok := k.Next(); ok {
+		t.Fatal("Next on an empty table")
 	}
-	if o, ok := k.Lookup(nil); !ok || o != "task-1" {
-		t.Fatalf("Lookup(empty) = %q %v", o, ok)
-	}
+	m := kltModel{}
+	addKey(k, m, []byte("a"), "task-1")
+	addKey(k, m, []byte("b"), "task-2")
+	addKey(k, m, []byte(""), "task-1") // the empty key is a key
+	checkKLT(t, k, m)
 	got := k.LookupBatch(keys("a", "zz", "b"), []string{"keep"})
-	if !slices.Equal(got, []string{"keep", "task-3", "", "task-2"}) {
+	if !slices.Equal(got, []string{"keep", "task-1", "", "task-2"}) {
 		t.Fatalf("LookupBatch = %q", got)
 	}
-	if k.Len() != 3 || k.Bytes() == 0 {
-		t.Fatalf("Len %d Bytes %d", k.Len(), k.Bytes())
+	addKey(k, m, []byte("a"), "task-3") // a second owner for a: both reported
+	if o, _ := k.Lookup([]byte("a")); o != "task-1"+OwnerSep+"task-3" {
+		t.Fatalf("Lookup(a) with two owners = %q", o)
 	}
-	es := k.EntriesForBuckets([]int{5, 4})
-	if len(es) != 2 || string(es[0].Key) != "b" || es[1].Bucket != 5 || es[1].Owner != "task-3" {
-		t.Fatalf("EntriesForBuckets = %+v", es)
+	if !slices.Equal(SplitOwners("task-1"+OwnerSep+"task-3"), []string{"task-1", "task-3"}) || !slices.Equal(SplitOwners("x"), []string{"x"}) {
+		t.Fatal("SplitOwners")
 	}
-	es[0].Key[0] = 'X' // copies
-	if _, ok := k.Lookup([]byte("b")); !ok {
-		t.Fatal("EntriesForBuckets aliased the table")
+	k.RemoveKeys("task-9", keys("a")) // unknown owner: nothing
+	k.RemoveKeys("task-2", keys("a")) // a has no task-2 entry: nothing
+	checkKLT(t, k, m)
+	k.RemoveKeys("task-1", keys("a"))
+	m["a"] = []string{"task-3"}
+	checkKLT(t, k, m)
+	if o, _ := k.Lookup([]byte("a")); o != "task-3" {
+		t.Fatalf("Lookup(a) after its task-1 entry went = %q", o)
 	}
-	if bs := k.Buckets(); bs[3] != 1 || bs[4] != 1 || bs[5] != 1 || len(bs) != 3 {
-		t.Fatalf("Buckets = %v", bs)
+
+	// Segments and AddSegment move entries to another table.
+	var all []int
+	for b := range testBuckets {
+		all = append(all, b)
 	}
-	k.RemoveBuckets([]int{4, 99})
-	k.Remove([]byte("nope"))
-	if _, ok := k.Lookup([]byte("b")); ok || k.Len() != 2 {
-		t.Fatal("RemoveBuckets left b")
+	k2 := NewKLT(testBuckets)
+	for _, s := range k.Segments(all) {
+		if err := k2.AddSegment(s); err != nil {
+			t.Fatal(err)
+		}
 	}
-	k.Remove([]byte("a"))
-	k.Remove(nil)
-	if k.Len() != 0 || k.Bytes() > 1024 {
-		t.Fatalf("after removing all: Len %d Bytes %d", k.Len(), k.Bytes())
+	checkKLT(t, k2, m)
+	if !bytes.Equal(k.Encode(), k2.Encode()) {
+		t.Fatal("tables with equal entries encode differently")
 	}
+
+	// Next names each (bucket, owner) until DropSegment empties the table.
+	for range 10 {
+		b, o, ok := k2.Next()
+		if !ok {
+			break
+		}
+		k2.DropSegment(b, o)
+	}
+	if k2.Len() != 0 || k2.Bytes() > 1024 {
+		t.Fatalf("after dropping every segment: Len %d Bytes %d", k2.Len(), k2.Bytes())
+	}
+
+	bb := BucketOf([]byte("b"), testBuckets)
+	k.RemoveBuckets([]int{bb, 99, -1})
+	delete(m, "b")
+	if BucketOf([]byte("a"), testBuckets) == bb {
+		delete(m, "a")
+	}
+	if BucketOf([]byte(""), testBuckets) == bb {
+		delete(m, "")
+	}
+	checkKLT(t, k, m)
+
 	for name, f := range map[string]func(){
-		"empty owner": func() { k.Add(1, []byte("k"), "") },
-		"bad bucket":  func() { k.Add(MaxBuckets, []byte("k"), "t") },
+		"empty owner": func() { k.Add(BucketOf([]byte("k"), testBuckets), []byte("k"), "") },
+		"NUL owner":   func() { k.Add(BucketOf([]byte("k"), testBuckets), []byte("k"), "a\x00b") },
+		"bad bucket":  func() { k.Add(BucketOf([]byte("k"), testBuckets)+1, []byte("k"), "t") },
+		"huge table":  func() { NewKLT(MaxBuckets + 1) },
 	} {
 		func() {
 			defer func() {
@@ -97,120 +166,189 @@ func TestKLTBasics(t *testing.T) {
 			f()
 		}()
 	}
-	if err := k.AddEntries([]Entry{{Bucket: 1, Key: []byte("k")}}); err == nil {
-		t.Fatal("AddEntries accepted an empty owner")
-	}
-	if err := k.AddEntries([]Entry{{Bucket: 1, Key: []byte("k"), Owner: "t"}, {Bucket: 2, Key: []byte("l"), Owner: "u"}}); err != nil || k.Len() != 2 {
-		t.Fatalf("AddEntries: %v, Len %d", err, k.Len())
-	}
-	k.RemoveKeys(keys("k", "l", "m"))
-	if k.Len() != 0 {
-		t.Fatalf("RemoveKeys left %d", k.Len())
+	for name, s := range map[string]Segment{
+		"empty owner": {Bucket: 1, Hashes: []uint32{1}},
+		"bucket":      {Bucket: testBuckets, Owner: "t", Hashes: []uint32{1}},
+		"negative":    {Bucket: -1, Owner: "t", Hashes: []uint32{1}},
+	} {
+		if err := k.AddSegment(s); err == nil {
+			t.Errorf("AddSegment accepted a segment with a bad %s", name)
+		}
 	}
 }
 
-func TestKLTTakeProgresses(t *testing.T) {
-	k := NewKLT()
-	for i := range 1000 {
-		k.Add(i%16, []byte(fmt.Sprintf("key-%04d", i)), fmt.Sprintf("t%d", i%3))
-	}
-	seen := map[string]bool{}
-	for k.Len() > 0 {
-		batch := k.Take(64)
-		again := k.Take(64)
-		if len(batch) == 0 || !slices.EqualFunc(batch, again, func(a, b Entry) bool { return bytes.Equal(a.Key, b.Key) }) {
-			t.Fatal("Take not deterministic or empty while Len > 0")
-		}
-		for _, e := range batch {
-			if seen[string(e.Key)] {
-				t.Fatalf("key %q taken twice", e.Key)
+// TestEFSeq checks find and each against the sorted input, with duplicates
+// and both ends of the value range, for sizes around the coding's steps.
+func TestEFSeq(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 2, 3, 64, 255, 256, 257, 1000, 70_000} {
+		vals := make([]uint32, n)
+		for i := range vals {
+			switch rng.IntN(20) {
+			case 0:
+				vals[i] = 0
+			case 1:
+				vals[i] = 1<<32 - 1
+			case 2:
+				if i > 0 {
+					vals[i] = vals[i-1] // duplicate
+					continue
+				}
+			default:
+				vals[i] = rng.Uint32()
 			}
-			seen[string(e.Key)] = true
-			k.Remove(e.Key)
 		}
-	}
-	if len(seen) != 1000 {
-		t.Fatalf("took %d keys, want 1000", len(seen))
+		slices.Sort(vals)
+		s := newEFSeq(vals)
+		var got []uint32
+		s.each(func(i int, v uint32) {
+			if i != len(got) {
+				t.Fatalf("n=%d: each index %d, want %d", n, i, len(got))
+			}
+			got = append(got, v)
+		})
+		if !slices.Equal(got, vals) {
+			t.Fatalf("n=%d: each returned %d values, differing from the input", n, len(got))
+		}
+		for i, v := range vals {
+			j, pos := s.find(v)
+			first := slices.Index(vals, v)
+			if j != first {
+				t.Fatalf("n=%d: find(%d) = %d, want %d", n, v, j, first)
+			}
+			cnt := 1
+			for j, pos = s.nextEqual(j, pos, v); j >= 0; j, pos = s.nextEqual(j, pos, v) {
+				cnt++
+			}
+			if want := len(vals[first:]) - len(slices.DeleteFunc(slices.Clone(vals[first:]), func(x uint32) bool { return x == v })); cnt != want {
+				t.Fatalf("n=%d: %d copies of %d found, want %d", n, cnt, v, want)
+			}
+			_ = i
+		}
+		for range 2000 {
+			v := rng.Uint32()
+			if _, found := slices.BinarySearch(vals, v); found {
+				continue
+			}
+			if j, _ := s.find(v); j >= 0 {
+				t.Fatalf("n=%d: find(%d) = %d for an absent value", n, v, j)
+			}
+		}
 	}
 }
 
-// TestKLTModel runs random operations against a map model, with enough keys
-// and removals to trigger index growth, rehash over tombstones, arena
-// compaction and long keys spanning dedicated chunks.
+// TestKLTModel runs random operations against a model, with enough keys to
+// merge buffers into sequences, rebuild after removals, give buckets
+// several owners and round-trip the encoding.
 func TestKLTModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	k := NewKLT()
-	model := map[string]modelEntry{}
+	k := NewKLT(testBuckets)
+	m := kltModel{}
 	owners := []string{"a", "b", "c", "task-with-a-long-name"}
-	randKey := func() []byte {
-		n := rng.IntN(20)
-		if rng.IntN(5000) == 0 {
-			n = kltChunk + rng.IntN(100) // bigger than a chunk
-		} else if rng.IntN(100) == 0 {
-			n = 64 + rng.IntN(300) // multi-byte header
-		}
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.IntN(4)) + 'a'
-		}
-		return b
-	}
-	for round := range 6 { // the last rounds remove more than they add: compaction
-		addShare := 550 - 100*round
-		for range 60000 {
-			key := randKey()
+	for round := range 6 {
+		addShare := 600 - 100*round // later rounds remove more than they add
+		for range 40_000 {
+			key := []byte(fmt.Sprintf("k%d", rng.IntN(60_000)))
 			switch op := rng.IntN(1000); {
 			case op < addShare:
-				b, o := rng.IntN(64), owners[rng.IntN(len(owners))]
-				k.Add(b, key, o)
-				model[string(key)] = modelEntry{b, o}
-			case op < 999:
-				k.Remove(key)
-				delete(model, string(key))
+				addKey(k, m, key, owners[rng.IntN(len(owners))])
+			case op < 995:
+				os := m[string(key)]
+				if len(os) == 0 {
+					continue
+				}
+				o := os[rng.IntN(len(os))]
+				k.RemoveKeys(o, [][]byte{key})
+				os = slices.Delete(os, slices.Index(os, o), slices.Index(os, o)+1)
+				if len(os) == 0 {
+					delete(m, string(key))
+				} else {
+					m[string(key)] = os
+				}
 			default:
-				buckets := []int{rng.IntN(64)}
-				k.RemoveBuckets(buckets)
-				for mk, e := range model {
-					if e.bucket == buckets[0] {
-						delete(model, mk)
+				b, o := rng.IntN(testBuckets), owners[rng.IntN(len(owners))]
+				k.DropSegment(b, o)
+				for mk, os := range m {
+					if BucketOf([]byte(mk), testBuckets) == b {
+						os = slices.DeleteFunc(os, func(x string) bool { return x == o })
+						if len(os) == 0 {
+							delete(m, mk)
+						} else {
+							m[mk] = os
+						}
 					}
 				}
 			}
 		}
-		checkKLT(t, k, model)
-		k2, err := DecodeKLT(k.Encode())
+		checkKLT(t, k, m)
+		enc := k.Encode()
+		k2, err := DecodeKLT(enc)
 		if err != nil {
 			t.Fatalf("round %d: decode: %v", round, err)
 		}
-		checkKLT(t, k2, model)
-		if a, b := k.Take(50), k2.Take(50); !slices.EqualFunc(a, b, func(x, y Entry) bool {
-			return bytes.Equal(x.Key, y.Key) && x.Owner == y.Owner && x.Bucket == y.Bucket
-		}) {
-			t.Fatalf("round %d: Take order lost in encoding", round)
+		checkKLT(t, k2, m)
+		if !bytes.Equal(k2.Encode(), enc) {
+			t.Fatalf("round %d: encoding not canonical", round)
 		}
 	}
 }
 
+// TestKLTFalsePositives measures how often an absent key reads as remote:
+// about entries-per-bucket / 2^32 is expected.
+func TestKLTFalsePositives(t *testing.T) {
+	const n, probes = 200_000, 2_000_000
+	k := NewKLT(128)
+	for i := range n {
+		key := binary.BigEndian.AppendUint64(nil, uint64(i))
+		k.Add(BucketOf(key, 128), key, "old")
+	}
+	fp := 0
+	var batch [][]byte
+	var dst []string
+	for i := range probes {
+		batch = append(batch, binary.BigEndian.AppendUint64([]byte("absent"), uint64(i)))
+		if len(batch) == 1000 {
+			dst = k.LookupBatch(batch, dst[:0])
+			for _, o := range dst {
+				if o != "" {
+					fp++
+				}
+			}
+			batch = batch[:0]
+		}
+	}
+	// Expected: 2e6 × (200000/128) / 2^32 ≈ 0.7.
+	if fp > 10 {
+		t.Fatalf("%d false positives in %d lookups of absent keys", fp, probes)
+	}
+	t.Logf("%d false positives in %d lookups (%.2g)", fp, probes, float64(fp)/probes)
+}
+
 func TestDecodeKLTRejectsGarbage(t *testing.T) {
-	k := NewKLT()
-	k.Add(1, []byte("key"), "owner")
+	k := NewKLT(4)
+	key := []byte("key")
+	k.Add(BucketOf(key, 4), key, "owner")
 	good := k.Encode()
 	resum := func(b []byte) []byte {
-		b = b[:len(b)-4]
 		return binary.LittleEndian.AppendUint32(b, crc32Checksum(b))
 	}
 	body := good[:len(good)-4]
 	cases := map[string][]byte{
-		"empty":        nil,
-		"magic":        []byte("KLT2\x00\x00\x00\x00\x00\x00"),
-		"checksum":     append(slices.Clone(body), 0, 0, 0, 0),
-		"truncated":    resum(slices.Clone(good[:len(good)-2])),
-		"trailing":     resum(append(slices.Clone(body), 7, 0, 0, 0, 0)),
-		"huge count":   resum(append([]byte("KLT1\xff\xff\xff\xff\x0f"), 0, 0, 0, 0)),
-		"owner range":  resum(append([]byte("KLT1\x01\x01o\x01\x01\x05\x01k"), 0, 0, 0, 0)),
-		"bucket range": resum(append([]byte("KLT1\x01\x01o\x01\x80\x80\x04\x00\x01k"), 0, 0, 0, 0)),
-		"empty owner":  resum(append([]byte("KLT1\x01\x00\x00"), 0, 0, 0, 0)),
-		"dup owner":    resum(append([]byte("KLT1\x02\x01o\x01o\x00"), 0, 0, 0, 0)),
+		"empty":          nil,
+		"magic":          []byte("KLT1\x00\x00\x00\x00\x00\x00"),
+		"checksum":       append(slices.Clone(body), 0, 0, 0, 0),
+		"truncated":      resum(slices.Clone(body[:len(body)-1])),
+		"trailing":       resum(append(slices.Clone(body), 7)),
+		"no buckets":     resum([]byte("KLT2\x00\x00\x00")),
+		"many buckets":   resum([]byte("KLT2\x81\x80\x04\x00\x00")),
+		"huge count":     resum([]byte("KLT2\x04\xff\xff\xff\xff\x0f")),
+		"owner range":    resum([]byte("KLT2\x04\x01\x01o\x01\x00\x05\x01\x01")),
+		"bucket range":   resum([]byte("KLT2\x04\x01\x01o\x01\x04\x00\x01\x01")),
+		"hash range":     resum([]byte("KLT2\x04\x01\x01o\x01\x00\x00\x02\xff\xff\xff\xff\x0f\x01")),
+		"empty owner":    resum([]byte("KLT2\x04\x01\x00\x00")),
+		"NUL owner":      resum([]byte("KLT2\x04\x01\x02o\x00\x00")),
+		"dup owner":      resum([]byte("KLT2\x04\x02\x01o\x01o\x00")),
+		"hash count big": resum([]byte("KLT2\x04\x01\x01o\x01\x00\x00\x09\x01")),
 	}
 	for name, data := range cases {
 		if _, err := DecodeKLT(data); !errors.Is(err, errKLTCorrupt) {
@@ -220,33 +358,35 @@ func TestDecodeKLTRejectsGarbage(t *testing.T) {
 	if k2, err := DecodeKLT(good); err != nil || k2.Len() != 1 {
 		t.Fatalf("good input: %v", err)
 	}
-	if k3, err := DecodeKLT(NewKLT().Encode()); err != nil || k3.Len() != 0 {
+	if k3, err := DecodeKLT(NewKLT(1).Encode()); err != nil || k3.Len() != 0 {
 		t.Fatalf("empty table: %v", err)
 	}
 }
 
 func TestKLTConcurrent(t *testing.T) {
-	k := NewKLT()
+	k := NewKLT(testBuckets)
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			owner := fmt.Sprint("t", w)
 			for i := range 3000 {
 				key := []byte(fmt.Sprintf("k%d-%d", w, i%500))
 				switch i % 5 {
 				case 0, 1:
-					k.Add(i%32, key, fmt.Sprint("t", w))
+					k.Add(BucketOf(key, testBuckets), key, owner)
 				case 2:
 					k.LookupBatch([][]byte{key, []byte("x")}, nil)
 				case 3:
-					for _, e := range k.Take(10) {
-						k.Remove(e.Key)
+					k.RemoveKeys(owner, [][]byte{key})
+					if b, o, ok := k.Next(); ok && i%50 == 3 {
+						k.DropSegment(b, o)
 					}
 				case 4:
 					_ = k.Encode()
 					_ = k.Bytes()
-					_ = k.EntriesForBuckets([]int{i % 32})
+					_ = k.Segments([]int{i % testBuckets})
 				}
 			}
 		}()
@@ -255,12 +395,12 @@ func TestKLTConcurrent(t *testing.T) {
 }
 
 func FuzzDecodeKLT(f *testing.F) {
-	k := NewKLT()
-	k.Add(1, []byte("key"), "owner")
-	k.Add(65535, []byte{}, "o2")
+	k := NewKLT(MaxBuckets)
+	k.Add(BucketOf([]byte("key"), MaxBuckets), []byte("key"), "owner")
+	k.Add(BucketOf(nil, MaxBuckets), nil, "o2")
 	f.Add(k.Encode())
-	f.Add(NewKLT().Encode())
-	f.Add([]byte("KLT1"))
+	f.Add(NewKLT(1).Encode())
+	f.Add([]byte("KLT2"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Also try the input with a valid checksum so the parser is reached.
 		for _, in := range [][]byte{data, append(slices.Clone(data), le32(crc32Checksum(data))...)} {
@@ -281,67 +421,38 @@ func crc32Checksum(b []byte) uint32 { return crc32.Checksum(b, crcTable) }
 
 func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
 
-// TestKLTSaturatedDisplacement forces one probe run longer than the 8-bit
-// displacement field: 300 keys with the same home slot.
-func TestKLTSaturatedDisplacement(t *testing.T) {
-	var colliding [][]byte
-	want := kltHash([]byte("seed")) >> 48
-	for i := 0; len(colliding) < 300; i++ {
-		key := binary.LittleEndian.AppendUint64(nil, uint64(i))
-		if kltHash(key)>>48 == want { // same home in any index of <= 65536 slots
-			colliding = append(colliding, key)
-		}
-	}
-	k := NewKLT()
-	model := map[string]modelEntry{}
-	for i, key := range colliding {
-		k.Add(i%7, key, "o")
-		model[string(key)] = modelEntry{i % 7, "o"}
-		k.Add(i%7, []byte(fmt.Sprint("plain", i)), "p")
-		model[fmt.Sprint("plain", i)] = modelEntry{i % 7, "p"}
-	}
-	if !k.t.saturated {
-		t.Fatal("test did not reach displacement saturation")
-	}
-	checkKLT(t, k, model)
-	for i, key := range colliding {
-		if i%2 == 0 {
-			k.Remove(key)
-			delete(model, string(key))
-		}
-	}
-	checkKLT(t, k, model)
-	if _, ok := k.Lookup(colliding[0]); ok {
-		t.Fatal("removed colliding key still found")
-	}
-}
-
 // FuzzKLTOps interprets the input as operations and checks the table against
-// a map model after each one.
+// the model after each one.
 func FuzzKLTOps(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 1, 1, 2, 3, 0})
-	f.Add([]byte{0, 5, 0, 6, 0, 7, 1, 5, 2, 3, 4, 4})
+	f.Add([]byte{0, 5, 0, 6, 0, 7, 1, 5, 2, 3, 4, 4, 5, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		k := NewKLT()
-		model := map[string]modelEntry{}
+		k := NewKLT(5)
+		m := kltModel{}
 		owners := []string{"a", "b", "c"}
 		for i := 0; i+1 < len(ops); i += 2 {
 			op, arg := ops[i]%6, ops[i+1]
 			key := []byte{arg % 32}
-			bucket := int(arg % 5)
 			switch op {
 			case 0, 1:
-				o := owners[int(arg)%len(owners)]
-				k.Add(bucket, key, o)
-				model[string(key)] = modelEntry{bucket, o}
+				addKey(k, m, key, owners[int(arg/32)%len(owners)])
 			case 2:
-				k.Remove(key)
-				delete(model, string(key))
+				if os := m[string(key)]; len(os) > 0 {
+					k.RemoveKeys(os[0], [][]byte{key})
+					if m[string(key)] = os[1:]; len(os) == 1 {
+						delete(m, string(key))
+					}
+				}
 			case 3:
-				k.RemoveBuckets([]int{bucket})
-				for mk, e := range model {
-					if e.bucket == bucket {
-						delete(model, mk)
+				b, o := int(arg%5), owners[int(arg/5)%len(owners)]
+				k.DropSegment(b, o)
+				for mk, os := range m {
+					if BucketOf([]byte(mk), 5) == b {
+						if os = slices.DeleteFunc(os, func(x string) bool { return x == o }); len(os) == 0 {
+							delete(m, mk)
+						} else {
+							m[mk] = os
+						}
 					}
 				}
 			case 4:
@@ -351,15 +462,17 @@ func FuzzKLTOps(f *testing.F) {
 				}
 				k = k2
 			case 5:
-				for _, e := range k.Take(int(arg % 4)) {
-					k.Remove(e.Key)
-					delete(model, string(e.Key))
+				k.RemoveBuckets([]int{int(arg % 5)})
+				for mk := range m {
+					if BucketOf([]byte(mk), 5) == int(arg%5) {
+						delete(m, mk)
+					}
 				}
 			}
-			if k.Len() != len(model) {
-				t.Fatalf("op %d: Len %d, model %d", i/2, k.Len(), len(model))
+			if k.Len() != m.entries() {
+				t.Fatalf("op %d: Len %d, model %d", i/2, k.Len(), m.entries())
 			}
 		}
-		checkKLT(t, k, model)
+		checkKLT(t, k, m)
 	})
 }

@@ -15,7 +15,8 @@ import (
 
 // Pebble is the local Pebble backend. Safe for concurrent use.
 type Pebble struct {
-	db *pebble.DB
+	db    *pebble.DB
+	cache *valueCache
 
 	// In-flight tracking so Close waits for running calls (Pebble panics on
 	// use after close and refuses to close with open iterators) while calls
@@ -73,7 +74,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 	if err != nil {
 		return nil, fmt.Errorf("statesvc: open pebble in %s: %w", o.Dir, err)
 	}
-	p := &Pebble{db: db}
+	p := &Pebble{db: db, cache: newValueCache(o.CacheBytes / valueCacheShare)}
 	p.cond.L = &p.mu
 	return p, nil
 }
@@ -104,12 +105,59 @@ func (p *Pebble) exit() {
 // a single key is cheaper as a point get.
 const pebbleIterMultiGetMin = 4
 
-// MultiGet implements Store.
+// valueCacheShare sizes the value cache at CacheBytes/valueCacheShare (on
+// top of the block cache).
+const valueCacheShare = 8
+
+// MultiGet implements Store. Keys the value cache knows skip Pebble.
 func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
 	defer p.exit()
+	cached, miss, gen := p.cache.lookup(keys)
+	if cached == nil { // cache off: straight to Pebble
+		return p.readPebble(keys)
+	}
+	var read [][]byte
+	if len(miss) > 0 {
+		mk := keys
+		if len(miss) < len(keys) {
+			mk = make([][]byte, len(miss))
+			for j, i := range miss {
+				mk[j] = keys[i]
+			}
+		}
+		var err error
+		if read, err = p.readPebble(mk); err != nil {
+			return nil, err
+		}
+		p.cache.fill(gen, mk, read)
+		if len(miss) == len(keys) {
+			return read, nil
+		}
+	}
+	// Copy the hits (the caller owns what it gets) into one buffer.
+	size := 0
+	for _, e := range cached {
+		size += len(e.v)
+	}
+	buf := make([]byte, 0, size)
+	out := make([][]byte, len(keys))
+	for i, e := range cached {
+		if e.present {
+			s := len(buf)
+			buf = append(buf, e.v...)
+			out[i] = buf[s:len(buf):len(buf)]
+		}
+	}
+	for j, i := range miss {
+		out[i] = read[j]
+	}
+	return out, nil
+}
+
+func (p *Pebble) readPebble(keys [][]byte) ([][]byte, error) {
 	if len(keys) < pebbleIterMultiGetMin {
 		return p.multiGetPoint(keys)
 	}
@@ -223,6 +271,7 @@ func (p *Pebble) MultiPut(kvs []KV) error {
 	}
 	b := p.db.NewBatchWithSize(size)
 	defer b.Close()
+	p.cache.beginWrite()
 	for _, kv := range kvs {
 		var err error
 		if kv.Value == nil {
@@ -235,8 +284,10 @@ func (p *Pebble) MultiPut(kvs []KV) error {
 		}
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
+		p.cache.reset()
 		return fmt.Errorf("statesvc: pebble commit batch of %d writes: %w", len(kvs), err)
 	}
+	p.cache.wrote(kvs)
 	return nil
 }
 
@@ -276,6 +327,9 @@ func (p *Pebble) DeleteRange(start, end []byte) error {
 		return err
 	}
 	defer p.exit()
+	// Rare (bucket cleanup): forget every cached value before and after.
+	p.cache.reset()
+	defer p.cache.reset()
 	if start == nil {
 		start = []byte{}
 	}
