@@ -60,6 +60,10 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 		}
 	}
 	_, stillHere := next.self.byID[t.id]
+	// Upstreams swap routes behind a route barrier only in the lazy
+	// protocol; there new owners hold direct records until this task's
+	// forwarded stream is drained (route_drain.go).
+	ordered := !eager
 	eager = eager || !stillHere
 	t.w.log.Debug("handoff", "task", t.id, "reconfig", reconfigID, "to", order)
 	for _, toID := range order {
@@ -72,7 +76,12 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 		t.keyed.klt.RemoveBuckets(gained[toID])
 		q := &handoffQueue{}
 		t.out.divert(toID, q)
-		go t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, q)
+		var gate []int
+		if ordered {
+			gate = gained[toID]
+			t.drainTo = append(t.drainTo, next.self.byID[toID])
+		}
+		go t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, gate, q)
 	}
 	return nil
 }
@@ -98,7 +107,7 @@ func (q *handoffQueue) offer(f *Frame) bool {
 
 // sendHandoff streams the lookup entries of buckets to the new owner, then
 // the KLT end, then the records forwarded meanwhile.
-func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager bool, q *handoffQueue) {
+func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager bool, gate []int, q *handoffQueue) {
 	err := func() error {
 		entries, err := t.keyed.localEntries(buckets, me)
 		if err != nil {
@@ -120,6 +129,9 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 		end := &Frame{Kind: FrameKLTEnd, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID}
 		if eager {
 			end.Records = []Record{{Key: []byte("eager"), Offset: -1}}
+		}
+		if len(gate) > 0 {
+			end.Records = append(end.Records, Record{Key: []byte(kltBucketsKey), Value: encodeBuckets(gate), Offset: -1})
 		}
 		if err := t.w.deliver(ctx, target, end); err != nil {
 			return err
@@ -292,17 +304,27 @@ func (t *task) installKLT(f *Frame) error {
 	return nil
 }
 
-func (t *task) endKLT(f *Frame) {
+func (t *task) endKLT(f *Frame) error {
 	if t.keyed == nil {
-		return
+		return nil
 	}
-	if len(f.Records) > 0 && string(f.Records[0].Key) == "eager" {
-		t.keyed.eager = true
+	for _, r := range f.Records {
+		switch string(r.Key) {
+		case "eager":
+			t.keyed.eager = true
+		case kltBucketsKey:
+			buckets, err := decodeBuckets(r.Value)
+			if err != nil {
+				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
+			}
+			t.openGate(f.FromTask, buckets)
+		}
 	}
 	t.keyed.pending = f.BarrierID
 	t.keyed.installed.Store(f.BarrierID+"/"+f.FromTask, true)
 	t.w.log.Debug("klt installed", "task", t.id, "from", f.FromTask, "reconfig", f.BarrierID, "entries", t.keyed.klt.Len())
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask, Remaining: t.keyed.klt.Len()})
+	return nil
 }
 
 // applyRouting installs dep between batches and, for an in-band update,
@@ -341,7 +363,12 @@ func (t *task) applyRouting(ctx context.Context, req control.RoutingRequest) err
 // record routed with the old table can still arrive here. A barrier that
 // names its senders is aligned over them; one that does not, over the
 // upstream tasks of the view.
-func (t *task) onRouteBarrier(view *taskView, f *Frame) {
+func (t *task) onRouteBarrier(ctx context.Context, view *taskView, f *Frame) error {
+	// Everything f's sender routed here with the old table is processed
+	// and, where forwarded, queued ahead of this marker.
+	if err := t.sendRouteDrained(ctx, f.BarrierID, f.FromTask, false); err != nil {
+		return err
+	}
 	if len(f.Records) > 0 {
 		senders := make([]string, 0, len(f.Records))
 		for _, r := range f.Records {
@@ -350,8 +377,12 @@ func (t *task) onRouteBarrier(view *taskView, f *Frame) {
 		view = &taskView{upstreams: senders}
 	}
 	if !t.align(view, f) {
-		return
+		return nil
+	}
+	if err := t.sendRouteDrained(ctx, f.BarrierID, f.FromTask, true); err != nil {
+		return err
 	}
 	t.routeDone.Store(f.BarrierID, true)
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventForwardingDone})
+	return nil
 }

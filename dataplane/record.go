@@ -48,7 +48,12 @@ const (
 	// (Records[0].Offset 1 = the sender is idle); see watermark.go.
 	FrameWatermark FrameKind = 7
 
-	lastWireKind = FrameWatermark
+	// FrameRouteDrained: an old owner tells a new owner, behind the records
+	// it forwarded, which upstream tasks' route barriers it has seen
+	// (route_drain.go).
+	FrameRouteDrained FrameKind = 8
+
+	lastWireKind = FrameRouteDrained
 	// frameControl runs a function on the task goroutine; never on the wire.
 	frameControl FrameKind = 100
 )
@@ -69,6 +74,8 @@ func (k FrameKind) String() string {
 		return "route-barrier"
 	case FrameWatermark:
 		return "watermark"
+	case FrameRouteDrained:
+		return "route-drained"
 	case frameControl:
 		return "control"
 	}

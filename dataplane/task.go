@@ -124,7 +124,9 @@ type task struct {
 	// Owned by the task goroutine.
 	barriers map[string]map[string]bool
 	out      outputs
-	wm       watermarks // event-time progress (watermark.go)
+	gates    *routeGates  // new owner: direct records held (route_drain.go)
+	drainTo  drainTargets // old owner: new owners to tell (route_drain.go)
+	wm       watermarks   // event-time progress (watermark.go)
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64
@@ -236,6 +238,15 @@ func (t *task) runProcessor(ctx context.Context) error {
 
 func (t *task) handleFrame(ctx context.Context, f *Frame) error {
 	view := t.view.Load()
+	if t.gateable(view, f) {
+		if f = t.admit(view, f); f == nil {
+			return nil // held until the old owner's forwarded stream is drained
+		}
+	}
+	return t.dispatch(ctx, view, f)
+}
+
+func (t *task) dispatch(ctx context.Context, view *taskView, f *Frame) error {
 	switch f.Kind {
 	case FrameData:
 		start := time.Now()
@@ -280,15 +291,15 @@ func (t *task) handleFrame(ctx context.Context, f *Frame) error {
 	case FrameBarrier, FrameEOS:
 		return t.onBarrier(ctx, view, f)
 	case FrameRouteBarrier:
-		t.onRouteBarrier(view, f)
-		return nil
+		return t.onRouteBarrier(ctx, view, f)
+	case FrameRouteDrained:
+		return t.onRouteDrained(ctx, f)
 	case FrameWatermark:
 		return t.onWatermark(ctx, view, f) // watermark.go
 	case FrameKLT:
 		return t.installKLT(f)
 	case FrameKLTEnd:
-		t.endKLT(f)
-		return nil
+		return t.endKLT(f)
 	case frameControl:
 		err := f.ctl.fn(ctx, t)
 		f.ctl.reply <- err

@@ -1,0 +1,247 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"koala/dataplane/control"
+)
+
+// Per-key order across a lazy handoff.
+//
+// An upstream task U may send record r1 of key k to the old owner O with
+// the old routing, switch routing, and send r2 of k straight to the new
+// owner N. O forwards r1 to N, so r2 can reach N first. To keep the order,
+// N holds records that arrive directly from U for the buckets it gained
+// from O until O says, in its forwarded stream to N and so after every
+// record of U it forwarded, that it has seen U's route barrier: nothing U
+// routed with the old table can follow. Once O has seen the barrier of
+// every listed sender it says so too ("*"), which also releases senders
+// no barrier named (tasks that never routed with the old table).
+//
+// A held sender keeps its order for everything it sends later, barriers
+// and watermarks included, so no barrier overtakes held records.
+
+// drainAll in a route-drained frame means every listed sender is drained.
+const drainAll = "*"
+
+// kltBucketsKey marks the KLT end record listing the buckets handed over.
+const kltBucketsKey = "buckets"
+
+// encodeBuckets writes buckets as a comma-separated list.
+func encodeBuckets(buckets []int) []byte {
+	parts := make([]string, len(buckets))
+	for i, b := range buckets {
+		parts[i] = strconv.Itoa(b)
+	}
+	return []byte(strings.Join(parts, ","))
+}
+
+func decodeBuckets(v []byte) (map[int]bool, error) {
+	out := map[int]bool{}
+	if len(v) == 0 {
+		return out, nil
+	}
+	for _, p := range strings.Split(string(v), ",") {
+		b, err := strconv.Atoi(p)
+		if err != nil || b < 0 {
+			return nil, fmt.Errorf("bad bucket %q in a KLT end list (want non-negative integers)", p)
+		}
+		out[b] = true
+	}
+	return out, nil
+}
+
+// drainGate is what a new owner holds back for one old owner.
+type drainGate struct {
+	buckets map[int]bool
+	drained map[string]bool // upstream senders O has seen the barrier of
+}
+
+// routeGates is a new owner's state; owned by the task goroutine.
+//
+// Held frames stay in memory: the task has one inbox for all senders, so
+// it cannot stop reading one sender without also stopping the old owner's
+// marker. The number held is logged when it grows past heldWarn.
+type routeGates struct {
+	from   map[string]*drainGate // old owner → gate
+	held   map[string][]*Frame   // sender → frames held, in arrival order
+	n      int                   // records held
+	warned bool
+}
+
+// heldWarn is the number of held records past which a new owner logs.
+const heldWarn = 100_000
+
+// openGate starts holding direct records for buckets gained from oldOwner.
+func (t *task) openGate(oldOwner string, buckets map[int]bool) {
+	if len(buckets) == 0 {
+		return
+	}
+	if t.gates == nil {
+		t.gates = &routeGates{from: map[string]*drainGate{}, held: map[string][]*Frame{}}
+	}
+	t.gates.from[oldOwner] = &drainGate{buckets: buckets, drained: map[string]bool{}}
+}
+
+// gateable reports whether f comes straight from an upstream task and is
+// subject to the gates: frames of the task's own operator (forwarded
+// records, lookup entries, markers) never are.
+func (t *task) gateable(view *taskView, f *Frame) bool {
+	if t.gates == nil || (len(t.gates.from) == 0 && t.gates.n == 0 && len(t.gates.held) == 0) {
+		return false
+	}
+	switch f.Kind {
+	case FrameData, FrameBarrier, FrameEOS, FrameWatermark:
+	default:
+		return false
+	}
+	if _, peer := t.gates.from[f.FromTask]; peer {
+		return false
+	}
+	if view.self != nil {
+		if _, peer := view.self.byID[f.FromTask]; peer {
+			return false
+		}
+	}
+	return true
+}
+
+// held reports whether a record of bucket b from sender must wait.
+func (g *routeGates) holds(b int, sender string) bool {
+	for _, gate := range g.from {
+		if gate.buckets[b] && !gate.drained[sender] {
+			return true
+		}
+	}
+	return false
+}
+
+// admit returns the part of f to process now (nil: nothing) and holds the
+// rest behind the sender's earlier held frames.
+func (t *task) admit(view *taskView, f *Frame) *Frame {
+	g := t.gates
+	s := f.FromTask
+	if len(g.held[s]) > 0 {
+		g.held[s] = append(g.held[s], f)
+		g.n += len(f.Records)
+		return nil
+	}
+	if f.Kind != FrameData || view.self == nil {
+		return f
+	}
+	var now, later []Record
+	for _, r := range f.Records {
+		if g.holds(BucketOf(r.Key, view.self.buckets), s) {
+			later = append(later, r)
+		} else {
+			now = append(now, r)
+		}
+	}
+	if len(later) == 0 {
+		return f
+	}
+	h := *f
+	h.Records = later
+	g.held[s] = append(g.held[s], &h)
+	g.n += len(later)
+	if g.n > heldWarn && !g.warned {
+		g.warned = true
+		t.w.log.Warn("many direct records held until old owners drain", "task", t.id, "held", g.n)
+	}
+	if len(now) == 0 {
+		return nil
+	}
+	p := *f
+	p.Records = now
+	return &p
+}
+
+// onRouteDrained takes an old owner's marker and processes what it
+// releases. A marker seen again, or from an old owner whose gate is gone,
+// changes nothing.
+func (t *task) onRouteDrained(ctx context.Context, f *Frame) error {
+	if t.gates == nil {
+		return nil
+	}
+	gate := t.gates.from[f.FromTask]
+	if gate == nil {
+		return nil
+	}
+	for _, r := range f.Records {
+		if string(r.Key) == drainAll {
+			delete(t.gates.from, f.FromTask)
+			break
+		}
+		gate.drained[string(r.Key)] = true
+	}
+	return t.releaseHeld(ctx)
+}
+
+// releaseHeld re-admits every held frame in its sender's order.
+func (t *task) releaseHeld(ctx context.Context) error {
+	g := t.gates
+	senders := make([]string, 0, len(g.held))
+	for s := range g.held {
+		senders = append(senders, s)
+	}
+	sort.Strings(senders)
+	for _, s := range senders {
+		frames := g.held[s]
+		delete(g.held, s)
+		for _, f := range frames {
+			g.n -= len(f.Records)
+		}
+		for _, f := range frames {
+			view := t.view.Load()
+			if p := t.admit(view, f); p != nil {
+				if err := t.dispatch(ctx, view, p); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// drainTargets are the new owners an old owner forwards to in a lazy
+// handoff; they get its route-drained markers. Owned by the task goroutine.
+type drainTargets []control.TaskRef
+
+// sendRouteDrained tells every new owner, behind the records already
+// forwarded to it, that sender's records routed with the old table are all
+// forwarded; with all set, that every listed sender's are.
+func (t *task) sendRouteDrained(ctx context.Context, barrierID, sender string, all bool) error {
+	if len(t.drainTo) == 0 {
+		return nil
+	}
+	recs := []Record{{Key: []byte(sender), Offset: -1}}
+	if all {
+		recs = append(recs, Record{Key: []byte(drainAll), Offset: -1})
+	}
+	for _, target := range t.drainTo {
+		f := &Frame{Kind: FrameRouteDrained, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: barrierID, Records: recs}
+		if err := t.out.send(ctx, t.w, target, f); err != nil {
+			return err
+		}
+	}
+	if all {
+		t.drainTo = nil
+	}
+	return nil
+}
+
+// send delivers one frame to target behind the frames already sent or
+// waiting in target's handoff queue.
+func (o *outputs) send(ctx context.Context, w *Worker, target control.TaskRef, f *Frame) error {
+	if q := o.diverted[target.ID]; q != nil {
+		if q.offer(f) {
+			return nil
+		}
+		delete(o.diverted, target.ID)
+	}
+	return w.deliver(ctx, target, f)
+}
