@@ -1,8 +1,10 @@
 package experiments
 
 import (
-	"koala/dataplane/metrics"
+	"fmt"
 	"time"
+
+	"koala/dataplane/metrics"
 )
 
 // Steady is one steady-state run: a query without reconfiguration at a fixed
@@ -26,6 +28,7 @@ type Steady struct {
 	WindowFrom float64 `json:"window_from_sec"`
 	WindowTo   float64 `json:"window_to_sec"`
 
+	CountedAt       string  `json:"counted_at"` // operator whose records_in are the events (the sink, or an aggregation's input)
 	SinkEvents      float64 `json:"sink_events"`
 	EventsPerSec    float64 `json:"sink_events_per_sec"`
 	CPUSeconds      float64 `json:"worker_cpu_seconds"`
@@ -124,4 +127,13 @@ func ComputeSteady(s Steady, in SteadyInputs) Steady {
 		s.BatchP99Us = v
 	}
 	return s
+}
+
+// eventsText is the events/s cell: marked with the operator when it is not
+// the sink.
+func (s Steady) eventsText() string {
+	if s.CountedAt != "" && s.CountedAt != "sink" {
+		return fmt.Sprintf("%.0f (*%s)", s.EventsPerSec, s.CountedAt)
+	}
+	return fmt.Sprintf("%.0f", s.EventsPerSec)
 }

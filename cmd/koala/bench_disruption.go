@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"koala/dataplane/metrics"
-	"koala/experiments"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"koala/dataplane/metrics"
+	"koala/experiments"
 
 	"go.temporal.io/sdk/client"
 )

@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"koala/experiments"
 	"os/exec"
 	"strings"
+
+	"koala/experiments"
 )
 
 // benchMicro runs the testing.B benchmarks with the go toolchain. They are

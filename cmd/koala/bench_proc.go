@@ -3,30 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
-	"koala/experiments"
 	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"koala/experiments"
 )
 
 // workerPIDs reads <runDir>/worker-*.pid.
 func workerPIDs(runDir string) []int {
-	files, _ := filepath.Glob(filepath.Join(runDir, "worker-*.pid"))
-	sort.Strings(files)
 	var pids []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-			pids = append(pids, pid)
-		}
+	for _, w := range workerFiles(runDir) {
+		pids = append(pids, w.pid)
 	}
 	return pids
 }

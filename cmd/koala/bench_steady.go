@@ -4,17 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
+
 	"koala/dataplane/metrics"
 	"koala/experiments"
 	"koala/workflows"
-	"strings"
-	"time"
 
 	"go.temporal.io/sdk/client"
 )
 
 // benchSteady runs one query without reconfiguration and measures it.
-func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.ClickHouse, cfg, op string, rate int, target float64, stamp string) experiments.Steady {
+func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.ClickHouse, cfg, op, countAt string, rate int, target float64, stamp string) experiments.Steady {
 	s := experiments.Steady{Operator: op, Target: target, Status: experiments.StatusFailed}
 	in, err := experiments.LoadConfig(cfg)
 	if err != nil {
@@ -91,6 +92,12 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	if ops := res.Final.Job.Operators; len(ops) > 0 {
 		sink = ops[len(ops)-1].Name
 	}
+	if countAt != "" {
+		// An aggregation's sink receives results, not events: count the
+		// events where they enter the aggregation instead.
+		sink = countAt
+	}
+	s.CountedAt = sink
 	var sin experiments.SteadyInputs
 	var errs []string
 	note := func(what string, err error) {
@@ -124,8 +131,8 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	if s.CPUSeconds <= 0 {
 		s.Reason = "no CPU samples over the window"
 	}
-	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at the sink (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; batch p50 %.2f ms p99 %.2f ms; lost=%d dup=%d\n",
-		label, s.ProducedPerSec, s.EventsPerSec, 100*s.SustainedRatio, s.Rate, s.CPUSeconds, s.WindowTo-s.WindowFrom, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec,
+	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at %s (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; batch p50 %.2f ms p99 %.2f ms; lost=%d dup=%d\n",
+		label, s.ProducedPerSec, s.EventsPerSec, s.CountedAt, 100*s.SustainedRatio, s.Rate, s.CPUSeconds, s.WindowTo-s.WindowFrom, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec,
 		s.BatchP50Us/1000, s.BatchP99Us/1000, s.Lost, s.Duplicated)
 	return s
 }
