@@ -39,6 +39,8 @@ type benchOpts struct {
 	rssRate      int
 	rssSec       int
 	rssInterval  time.Duration
+	stateWarm    string
+	stateActive  int
 
 	disruptionConfig, protocols string
 	statesvcAddr                string
@@ -68,7 +70,9 @@ func init() {
  4. disruption: the koala compare machinery on the 2→4 counter scale-out for
     lazy, stop-and-restart, remote (against a koala statesvc it starts and
     stops itself) and drrs;
- 5. state: scaling with state (not implemented yet; selecting it is an error);
+ 5. state: scaling with state, in-process (go test TestBenchStateScaling):
+    bytes migrated by a lazy fetch-on-demand 2→4 counter scale-out vs the
+    total state, at a fixed active key set;
  6. rss: the counter offered far above its ceiling, every worker's VmRSS
     sampled each second; max RSS and its growth over the last half.
 
@@ -111,8 +115,10 @@ JSON under results/bench/.`,
 	f.IntVar(&o.pebbleKeys, "ceiling-pebble-keys", 200_000, "distinct keys of the Pebble ceiling")
 	f.StringVar(&o.rssConfig, "rss-config", "experiments/bench/counter-steady.json", "query config of the RSS-under-backpressure run")
 	f.IntVar(&o.rssRate, "rss-rate", 80_000, "offered rate of the RSS run (well above the query's ceiling)")
-	f.IntVar(&o.rssSec, "rss-seconds", 60, "runtime of the RSS run")
+	f.IntVar(&o.rssSec, "rss-seconds", 90, "runtime of the RSS run")
 	f.DurationVar(&o.rssInterval, "rss-interval", time.Second, "RSS sampling interval")
+	f.StringVar(&o.stateWarm, "state-warm-keys", "250000,1000000,2000000", "state phase: warm key counts (state sizes), comma-separated")
+	f.IntVar(&o.stateActive, "state-active-keys", 50000, "state phase: size of the fixed active key set")
 	f.StringVar(&o.phases, "phases", "all", "phases to run, comma-separated: all or any of "+strings.Join(experiments.BenchPhases, ","))
 	rootCmd.AddCommand(cmd)
 }
@@ -125,9 +131,6 @@ func runBench(ctx context.Context, o benchOpts) error {
 	phases, err := experiments.ParsePhases(o.phases)
 	if err != nil {
 		return err
-	}
-	if phases[experiments.PhaseState] {
-		return fmt.Errorf("--phases: phase %q (scaling with state) is not implemented yet; run the others", experiments.PhaseState)
 	}
 	rep := experiments.BenchReport{Started: time.Now(), Machine: machineText(), Load: loadAvg()}
 	for _, p := range experiments.BenchPhases {
@@ -214,6 +217,14 @@ func runBench(ctx context.Context, o benchOpts) error {
 		rep.DisruptionSec = time.Since(t0).Seconds()
 	}
 
+	if phases[experiments.PhaseState] && ctx.Err() == nil {
+		phaseLoad("scaling with state")
+		t0 := time.Now()
+		st := benchState(ctx, o)
+		rep.State = &st
+		rep.StateSec = time.Since(t0).Seconds()
+	}
+
 	if phases[experiments.PhaseRSS] && ctx.Err() == nil {
 		phaseLoad("RSS under backpressure")
 		t0 := time.Now()
@@ -237,8 +248,8 @@ func runBench(ctx context.Context, o benchOpts) error {
 	for _, t := range rep.Targets() {
 		fmt.Printf("  %-8s %s: %s\n", t.Verdict, t.Target, t.Measured)
 	}
-	fmt.Printf("\nbench took %.1f min (micro %.0f s, steady %.0f s, ceilings %.0f s, disruption %.0f s, rss %.0f s)\n",
-		rep.Finished.Sub(rep.Started).Minutes(), rep.MicroSec, rep.SteadySec, rep.CeilingsSec, rep.DisruptionSec, rep.RSSSec)
+	fmt.Printf("\nbench took %.1f min (micro %.0f s, steady %.0f s, ceilings %.0f s, disruption %.0f s, state %.0f s, rss %.0f s)\n",
+		rep.Finished.Sub(rep.Started).Minutes(), rep.MicroSec, rep.SteadySec, rep.CeilingsSec, rep.DisruptionSec, rep.StateSec, rep.RSSSec)
 	for _, p := range paths {
 		fmt.Println("wrote", p)
 	}

@@ -39,6 +39,9 @@ func benchRSS(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.Cl
 	if o.rssSec > 0 {
 		in.TotalRuntimeSeconds = o.rssSec
 	}
+	// The backlog left at the end is not drained: only the producing window
+	// is measured, so a short drain keeps the phase short.
+	in.DrainTimeoutSeconds = 10
 	r.Query, r.Rate, r.RuntimeSec = in.QueryName, in.Producer.RatePerSec, in.TotalRuntimeSeconds
 	label := "[rss " + in.QueryName + "]"
 	workers := workerFiles(o.runDir)
@@ -57,13 +60,7 @@ func benchRSS(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.Cl
 	}
 	r.WorkflowID = run.GetID()
 	fmt.Printf("%s started %s at %d ev/s for %d s, sampling RSS of %d workers every %s\n", label, id, r.Rate, r.RuntimeSec, len(workers), o.rssInterval)
-	// Only the producing part matters: the drain of the backlog afterwards
-	// is cut by the run's drain timeout, which is what the workflow does.
-	drain := in.DrainTimeoutSeconds
-	if drain <= 0 {
-		drain = experiments.DefaultDrainTimeoutSeconds
-	}
-	limit := time.Duration(in.TotalRuntimeSeconds+drain)*time.Second + o.margin
+	limit := time.Duration(in.TotalRuntimeSeconds+in.DrainTimeoutSeconds)*time.Second + o.margin
 	runStart := time.Now()
 	res, err := followVariant(ctx, run, label, in.TotalRuntimeSeconds, limit)
 	samples := sampler.stop()
