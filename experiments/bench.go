@@ -1,9 +1,13 @@
 package experiments
 
-// This file holds the pure parts of `koala bench` (make bench): parsing go
-// test benchmark output, CPU accounting from /proc, the steady-state figures
-// and the BENCHMARKS.md report. The orchestration (go test, workflows,
-// ClickHouse, the remote state server) lives in cmd/koala/bench.go.
+// The bench*.go files hold the pure parts of `koala bench` (make bench): parsing go
+// test benchmark output, CPU and RSS from /proc, the steady-state figures,
+// the component ceilings, the state-scaling verdict and the BENCHMARKS.md
+// report. The orchestration (go test, workflows,
+// ClickHouse, the remote state server, the RSS sampler) lives in
+// cmd/koala/bench*.go. Files: bench_micro (go test -bench output),
+// bench_proc (CPU from /proc), bench_steady, bench_ceilings, bench_state,
+// bench_rss, bench_phases, bench_report*.
 
 // Targets of issue 8.
 const (
