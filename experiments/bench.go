@@ -1,13 +1,12 @@
 package experiments
 
-// The bench*.go files hold the pure parts of `koala bench` (make bench): parsing go
-// test benchmark output, CPU and RSS from /proc, the steady-state figures,
-// the component ceilings, the state-scaling verdict and the BENCHMARKS.md
-// report. The orchestration (go test, workflows,
-// ClickHouse, the remote state server, the RSS sampler) lives in
-// cmd/koala/bench*.go. Files: bench_micro (go test -bench output),
-// bench_proc (CPU from /proc), bench_steady, bench_ceilings, bench_state,
-// bench_rss, bench_phases, bench_report*.
+// The bench*.go files hold the pure parts of `koala bench` (make bench):
+// parsing go test benchmark output (bench_micro), CPU and RSS from /proc
+// (bench_proc, bench_rss), the steady-state figures (bench_steady), the
+// component ceilings (bench_ceilings), scaling with state (bench_state), the
+// phase list (bench_phases) and the BENCHMARKS.md report (bench_report*). The
+// orchestration (go test, workflows, ClickHouse, the remote state server, the
+// samplers) lives in cmd/koala/bench*.go.
 
 // Targets of issue 8.
 const (
