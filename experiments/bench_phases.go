@@ -45,16 +45,3 @@ func ParsePhases(s string) (map[string]bool, error) {
 	}
 	return out, nil
 }
-
-// nonOneToOneQueries emit other than one output record per input record
-// (aggregations, filters, joins), so the exactness ledger of `koala run`,
-// which counts source records reaching the sink, reports lost ≠ 0 for them by
-// design. Until queries declare this themselves, the bench decides by name.
-var nonOneToOneQueries = []string{
-	"nexmark-q2", "nexmark-q3", "nexmark-q4", "nexmark-q5", "nexmark-q6", "nexmark-q7", "nexmark-q8",
-	"nexmark_query2", "nexmark_query3", "nexmark_query4", "nexmark_query5", "nexmark_query6", "nexmark_query7", "nexmark_query8",
-}
-
-// OneToOne reports whether query delivers every source record to the sink,
-// i.e. whether its lost/duplicated counts are an exactness check.
-func OneToOne(query string) bool { return !slices.Contains(nonOneToOneQueries, query) }

@@ -44,9 +44,13 @@ type Steady struct {
 	BatchP99Us   float64 `json:"batch_p99_us"` // p99 of per-task per-second batch_time_max_us
 	BatchSamples int     `json:"batch_samples"`
 
-	Produced   int64 `json:"produced"`
-	Lost       int64 `json:"lost"`
-	Duplicated int64 `json:"duplicated"`
+	// ExactnessUnchecked is the run's reason why the sink ledger cannot
+	// check this query (it filters, joins or aggregates); Lost and
+	// Duplicated then mean nothing.
+	ExactnessUnchecked string `json:"exactness_unchecked,omitempty"`
+	Produced           int64  `json:"produced"`
+	Lost               int64  `json:"lost"`
+	Duplicated         int64  `json:"duplicated"`
 }
 
 // SteadyInputs is what ComputeSteady needs of one finished run.

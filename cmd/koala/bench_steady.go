@@ -78,6 +78,7 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	}
 	writeRawResult(o.resultsDir, "steady-"+in.QueryName, res)
 	s.JobID, s.Produced, s.Lost, s.Duplicated = res.JobID, res.Produced, res.Lost, res.Duplicated
+	s.ExactnessUnchecked = res.ExactnessUnchecked
 	if in.TotalRuntimeSeconds > 0 {
 		s.ProducedPerSec = float64(res.Produced) / float64(in.TotalRuntimeSeconds)
 	}
