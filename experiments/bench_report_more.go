@@ -57,7 +57,9 @@ func (r BenchReport) rssMarkdown() string {
 		fmt.Fprintf(&b, "%s: %s\n", x.Status, esc(x.Reason))
 		return b.String()
 	}
-	fmt.Fprintf(&b, "Produced %d records, %.0f reached the sink; Kafka lag at half time %.0f, at the end %.0f.\n\n", x.Produced, x.SinkEvents, x.StartLag, x.EndLag)
+	fmt.Fprintf(&b, "Produced %d records in the window; Kafka lag (the source tasks' `kafka_lag`) at half time %.0f, at the end of the window %.0f; the sink counted %.0f records by the end of the job (the backlog drains after the window, outside the RSS samples). "+
+		"Worker queues are bounded (exchange peer queues, task inboxes) and each Pebble store has a fixed memtable and block cache, so RSS is expected to rise while those fill and then stay flat; a growth verdict within the first minute or two can be that warm-up (raise --rss-seconds to separate it).\n\n",
+		x.Produced, x.StartLag, x.EndLag, x.SinkEvents)
 	b.WriteString("| worker | pid | samples | max RSS | last-half mean | slope | growth over last half | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	for _, w := range x.Workers {
 		fmt.Fprintf(&b, "| %s | %d | %d | %.1f MB | %.1f MB | %+.3f MB/s | %+.1f %% over %.0f s | %s |\n",

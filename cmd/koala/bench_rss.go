@@ -39,8 +39,8 @@ func benchRSS(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.Cl
 	if o.rssSec > 0 {
 		in.TotalRuntimeSeconds = o.rssSec
 	}
-	// The backlog left at the end is not drained: only the producing window
-	// is measured, so a short drain keeps the phase short.
+	// Only the producing window is measured; a short drain timeout keeps
+	// the phase from waiting long for the backlog after it.
 	in.DrainTimeoutSeconds = 10
 	r.Query, r.Rate, r.RuntimeSec = in.QueryName, in.Producer.RatePerSec, in.TotalRuntimeSeconds
 	label := "[rss " + in.QueryName + "]"
@@ -103,7 +103,7 @@ func benchRSS(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.Cl
 		fmt.Printf("%s %s pid %d: %d samples, max %.1f MB, last half mean %.1f MB, slope %+.3f MB/s, growth %+.1f %% → %s\n",
 			label, w.Worker, w.PID, w.Samples, w.MaxMB, w.LastHalfMeanMB, w.SlopeMBPerSec, 100*w.LastHalfGrowth, w.Verdict)
 	}
-	fmt.Printf("%s Kafka lag at half time %.0f, at the end %.0f; %d produced, %.0f at the sink\n", label, r.StartLag, r.EndLag, r.Produced, r.SinkEvents)
+	fmt.Printf("%s Kafka lag at half time %.0f, at the end of the window %.0f; %d produced, %.0f at the sink by the end of the job\n", label, r.StartLag, r.EndLag, r.Produced, r.SinkEvents)
 	return r
 }
 
