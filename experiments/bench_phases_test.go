@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"koala/dataplane/control"
 )
 
 func TestParsePhases(t *testing.T) {
@@ -203,5 +205,25 @@ func TestMarkdownNewSections(t *testing.T) {
 	}
 	if rssRow == nil || rssRow.Verdict != VerdictMet || !strings.Contains(rssRow.Measured, "w1 max 210 MB") {
 		t.Errorf("RSS target row: %+v", rssRow)
+	}
+}
+
+func TestMergeSinkLatency(t *testing.T) {
+	if MergeSinkLatency(nil) != nil {
+		t.Error("no tasks: not nil")
+	}
+	one := control.Latency{Count: 10, P50Us: 100, P99Us: 900, P999Us: 990, MaxUs: 1000}
+	if got := MergeSinkLatency([]control.Latency{one}); got == nil || *got != one {
+		t.Errorf("one task: %+v", got)
+	}
+	two := MergeSinkLatency([]control.Latency{one, {Count: 5, P50Us: 200, P99Us: 500, P999Us: 2000, MaxUs: 3000, Clamped: 1}})
+	want := control.Latency{Count: 15, P50Us: 200, P99Us: 900, P999Us: 2000, MaxUs: 3000, Clamped: 1}
+	if two == nil || *two != want {
+		t.Errorf("two tasks: %+v, want %+v", two, want)
+	}
+	s := Steady{Query: "hello", Status: StatusOK, E2E: two}
+	md := BenchReport{Steady: []Steady{s}}.Markdown()
+	if !strings.Contains(md, "| 0.2 / 0.9 / 2.0 / 3.0 ms |") {
+		t.Errorf("markdown lacks the e2e cell:\n%s", md)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 )
 
@@ -43,6 +44,11 @@ type Steady struct {
 	BatchP50Us   float64 `json:"batch_p50_us"` // median of per-task per-second batch_time_avg_us
 	BatchP99Us   float64 `json:"batch_p99_us"` // p99 of per-task per-second batch_time_max_us
 	BatchSamples int     `json:"batch_samples"`
+
+	// E2E is producer → sink latency from the sink tasks' HDR histograms
+	// (whole job, warm-up and drain included); nil for queries whose sink
+	// does not get the input records (ExactnessUnchecked set).
+	E2E *control.Latency `json:"e2e_latency,omitempty"`
 
 	// ExactnessUnchecked is the run's reason why the sink ledger cannot
 	// check this query (it filters, joins or aggregates); Lost and
@@ -140,4 +146,32 @@ func (s Steady) eventsText() string {
 		return fmt.Sprintf("%.0f (*%s)", s.EventsPerSec, s.CountedAt)
 	}
 	return fmt.Sprintf("%.0f", s.EventsPerSec)
+}
+
+// MergeSinkLatency summarises the sink tasks' latencies: one task's as is;
+// with several, the largest of each percentile (an upper bound, since the
+// histograms themselves are not merged) and the summed counts.
+func MergeSinkLatency(ls []control.Latency) *control.Latency {
+	if len(ls) == 0 {
+		return nil
+	}
+	out := ls[0]
+	for _, l := range ls[1:] {
+		out.Count += l.Count
+		out.Clamped += l.Clamped
+		out.Future += l.Future
+		out.P50Us = max(out.P50Us, l.P50Us)
+		out.P99Us = max(out.P99Us, l.P99Us)
+		out.P999Us = max(out.P999Us, l.P999Us)
+		out.MaxUs = max(out.MaxUs, l.MaxUs)
+	}
+	return &out
+}
+
+// E2EText is the latency cell of the steady-state table.
+func (s Steady) E2EText() string {
+	if s.E2E == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f / %.1f / %.1f / %.1f ms", float64(s.E2E.P50Us)/1000, float64(s.E2E.P99Us)/1000, float64(s.E2E.P999Us)/1000, float64(s.E2E.MaxUs)/1000)
 }
