@@ -84,7 +84,7 @@ func (s StateScaling) markdown() string {
 	}
 	b.WriteString("In-process cluster (embedded NATS, kfake Kafka, three workers, Pebble) in `go test`, not the stack. Each size: warm W keys once with the `sequential` generator, scale the counter out 2 → 4 (lazy, fetch-on-demand), then 5 × A events over a fixed active set of A keys. " +
 		"*active moved* is the oracle: key + 8-byte value of the active keys the input touched whose bucket moved. Target: bytes migrated within 20 % across sizes. " +
-		"A counter key is 8 bytes of key and 8 of value, so the default sizes (--state-warm-keys) are tens of MB of state, not GB: ~60 M keys per GB do not build within the bench's time on this machine; *build* shows what each size took.\n\n")
+		"A counter entry is an 8-byte key and an 8-byte value, so the default sizes (--state-warm-keys) are tens of MB of state, not GB: ~60 M keys per GB do not build within the bench's time on this machine; *build* shows what each size took.\n\n")
 	if s.Command != "" {
 		fmt.Fprintf(&b, "`%s`\n\n", s.Command)
 	}
