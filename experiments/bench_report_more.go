@@ -54,12 +54,14 @@ func (r BenchReport) rssMarkdown() string {
 		"*growth* = least-squares slope over the last half of the samples × that half's duration ÷ its mean RSS; target ≤ %.0f %%. Workflow `%s`.\n\n",
 		x.Query, x.Rate, x.RuntimeSec, 100*TargetRSSGrowth, x.WorkflowID)
 	if x.Status != StatusOK {
-		fmt.Fprintf(&b, "%s: %s\n", x.Status, esc(x.Reason))
-		return b.String()
+		// The samples of the window are still shown: they do not depend on
+		// how the run ended, but the verdict is left open.
+		fmt.Fprintf(&b, "%s: %s\n\n", x.Status, esc(x.Reason))
+	} else {
+		fmt.Fprintf(&b, "Produced %d records in the window; Kafka lag (the source tasks' `kafka_lag`) at half time %.0f, at the end of the window %.0f; the sink counted %.0f records by the end of the job (the backlog drains after the window, outside the RSS samples). "+
+			"Worker queues are bounded (exchange peer queues, task inboxes) and each Pebble store has a fixed memtable and block cache, so RSS is expected to rise while those fill and then stay flat; a growth verdict within the first minute or two can be that warm-up (raise --rss-seconds to separate it).\n\n",
+			x.Produced, x.StartLag, x.EndLag, x.SinkEvents)
 	}
-	fmt.Fprintf(&b, "Produced %d records in the window; Kafka lag (the source tasks' `kafka_lag`) at half time %.0f, at the end of the window %.0f; the sink counted %.0f records by the end of the job (the backlog drains after the window, outside the RSS samples). "+
-		"Worker queues are bounded (exchange peer queues, task inboxes) and each Pebble store has a fixed memtable and block cache, so RSS is expected to rise while those fill and then stay flat; a growth verdict within the first minute or two can be that warm-up (raise --rss-seconds to separate it).\n\n",
-		x.Produced, x.StartLag, x.EndLag, x.SinkEvents)
 	b.WriteString("| worker | pid | samples | max RSS | last-half mean | slope | growth over last half | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	for _, w := range x.Workers {
 		fmt.Fprintf(&b, "| %s | %d | %d | %.1f MB | %.1f MB | %+.3f MB/s | %+.1f %% over %.0f s | %s |\n",

@@ -115,7 +115,7 @@ JSON under results/bench/.`,
 	f.IntVar(&o.pebbleKeys, "ceiling-pebble-keys", 200_000, "distinct keys of the Pebble ceiling")
 	f.StringVar(&o.rssConfig, "rss-config", "experiments/bench/counter-steady.json", "query config of the RSS-under-backpressure run")
 	f.IntVar(&o.rssRate, "rss-rate", 80_000, "offered rate of the RSS run (well above the query's ceiling)")
-	f.IntVar(&o.rssSec, "rss-seconds", 120, "runtime of the RSS run")
+	f.IntVar(&o.rssSec, "rss-seconds", 90, "runtime of the RSS run")
 	f.DurationVar(&o.rssInterval, "rss-interval", time.Second, "RSS sampling interval")
 	f.StringVar(&o.stateWarm, "state-warm-keys", "250000,1000000,2000000", "state phase: warm key counts (state sizes), comma-separated")
 	f.IntVar(&o.stateActive, "state-active-keys", 50000, "state phase: size of the fixed active key set")

@@ -39,9 +39,10 @@ func benchRSS(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.Cl
 	if o.rssSec > 0 {
 		in.TotalRuntimeSeconds = o.rssSec
 	}
-	// Only the producing window is measured; a short drain timeout keeps
-	// the phase from waiting long for the backlog after it.
-	in.DrainTimeoutSeconds = 10
+	// Only the producing window is measured, but the backlog must drain for
+	// the job to end cleanly (a drain timeout fails the run and would leave
+	// its tasks to the workflow's clean-up): allow for it.
+	in.DrainTimeoutSeconds = max(in.DrainTimeoutSeconds, 2*in.TotalRuntimeSeconds)
 	r.Query, r.Rate, r.RuntimeSec = in.QueryName, in.Producer.RatePerSec, in.TotalRuntimeSeconds
 	label := "[rss " + in.QueryName + "]"
 	workers := workerFiles(o.runDir)
