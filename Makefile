@@ -38,10 +38,12 @@ down: build
 status: build
 	./$(KOALA) stack status
 
-# Benchmarks against the local stack (about 12 min on 2 cores): go test
-# hot-path benchmarks, steady state per core, disruption per protocol; writes
-# BENCHMARKS.md and results/bench/. BENCH_RUN_DIR is the stack's run directory
-# (worker PID files); BENCH_FLAGS go to `koala bench` (see koala bench --help).
+# Benchmarks against the local stack (under 20 min on 2 cores): go test
+# hot-path benchmarks, steady state per core (hello, counter, nexmark-q5),
+# component ceilings, disruption per protocol, scaling with state (in-process),
+# RSS under backpressure; writes BENCHMARKS.md and results/bench/.
+# BENCH_RUN_DIR is the stack's run directory (worker PID files); BENCH_FLAGS go
+# to `koala bench`, e.g. BENCH_FLAGS='--phases ceilings,rss' (koala bench --help).
 BENCH_RUN_DIR ?= $(if $(KOALA_HOME),$(KOALA_HOME),.koala)/run
 BENCH_FLAGS   ?=
 bench: build

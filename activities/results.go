@@ -60,6 +60,9 @@ type SinkCounts struct {
 	Distinct   uint64 `json:"distinct"`
 	Duplicates uint64 `json:"duplicates"`
 	Tasks      int    `json:"tasks"`
+	// Latency is each sink task's producer → sink latency (HDR histogram
+	// over the task's lifetime), for the tasks that received records.
+	Latency []control.Latency `json:"latency,omitempty"`
 }
 
 // CollectSinkCounts asks every sink task for its ledger.
@@ -79,6 +82,9 @@ func (a *Activities) CollectSinkCounts(ctx context.Context, dep control.Deployme
 			out.Distinct += t.SinkDistinct
 			out.Duplicates += t.SinkDuplicates
 			out.Tasks++
+			if t.SinkLatency != nil {
+				out.Latency = append(out.Latency, *t.SinkLatency)
+			}
 		}
 	}
 	return out, nil

@@ -100,10 +100,11 @@ type task struct {
 	viewMu sync.Mutex // serialises mergeView
 	stats  taskStats
 
-	inbox  chan *Frame  // processing tasks
-	source *sourceState // source tasks
-	ledger *sinkLedger  // terminal tasks
-	op     Operator     // processing tasks
+	inbox   chan *Frame  // processing tasks
+	source  *sourceState // source tasks
+	ledger  *sinkLedger  // terminal tasks
+	latency *sinkLatency // terminal tasks: producer → sink latency
+	op      Operator     // processing tasks
 	// routeDone remembers aligned route barriers for retried swaps.
 	routeDone sync.Map
 	// bucketIn counts the records a keyed task kept, per bucket: the
@@ -258,6 +259,7 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *Frame) error {
 		t.stats.recordsIn.Add(uint64(len(recs)))
 		if t.ledger != nil && len(view.routes) == 0 {
 			t.ledger.observe(recs)
+			t.latency.observe(recs, start)
 			if t.values != nil {
 				t.values.observe(recs)
 			}
@@ -397,6 +399,7 @@ func (t *task) status(req control.TasksRequest) control.TaskStatus {
 	}
 	if t.ledger != nil {
 		st.SinkReceived, st.SinkDistinct, st.SinkDuplicates = t.ledger.counts()
+		st.SinkLatency = t.latency.snapshot()
 	}
 	if t.values != nil && withValues {
 		st.KeyValues = t.values.snapshot()

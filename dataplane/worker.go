@@ -358,6 +358,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	t.inbox = make(chan *Frame, 64)
 	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
 		t.ledger = newSinkLedger()
+		t.latency = newSinkLatency()
 		if spec.Kind == KindCollectSink {
 			t.values = newKeyValues()
 		}

@@ -340,6 +340,9 @@ type TaskStatus struct {
 	SinkReceived   uint64 `json:"sink_received,omitempty"`
 	SinkDistinct   uint64 `json:"sink_distinct,omitempty"`
 	SinkDuplicates uint64 `json:"sink_duplicates,omitempty"`
+	// SinkLatency is producer → sink latency of the records received so far
+	// (sink tasks only; nil before the first record).
+	SinkLatency *Latency `json:"sink_latency,omitempty"`
 	// Keyed state: entries still in the key lookup table, keys fetched so far.
 	KLTSize int `json:"klt_size,omitempty"`
 	// RouteBarriers lists the route barriers this task aligned (forwarding done).
@@ -425,4 +428,17 @@ type ProduceReport struct {
 	ElapsedSecs float64         `json:"elapsed_secs"`
 	// Malformed counts input lines a file-reading generator skipped.
 	Malformed int64 `json:"malformed,omitempty"`
+}
+
+// Latency is an HDR histogram's summary of producer → sink latency.
+type Latency struct {
+	Count  uint64 `json:"count"`
+	P50Us  int64  `json:"p50_us"`
+	P99Us  int64  `json:"p99_us"`
+	P999Us int64  `json:"p999_us"`
+	MaxUs  int64  `json:"max_us"`
+	// Clamped records were older than the histogram's range (counted at its
+	// top); Future ones were stamped after the sink's clock (counted as 1 µs).
+	Clamped uint64 `json:"clamped,omitempty"`
+	Future  uint64 `json:"future,omitempty"`
 }

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"koala/experiments"
+)
+
+// workerPIDs reads <runDir>/worker-*.pid.
+func workerPIDs(runDir string) []int {
+	var pids []int
+	for _, w := range workerFiles(runDir) {
+		pids = append(pids, w.pid)
+	}
+	return pids
+}
+
+type cpuSampler struct {
+	mu      sync.Mutex
+	samples []experiments.CPUSample
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// startCPUSampler records the summed utime+stime of pids every interval.
+// A process that cannot be read counts its last value (a worker that exited
+// used no more CPU).
+func startCPUSampler(pids []int, interval time.Duration) *cpuSampler {
+	s := &cpuSampler{done: make(chan struct{})}
+	last := make([]float64, len(pids))
+	take := func() {
+		var sum float64
+		for i, pid := range pids {
+			if v, err := experiments.ProcCPUSeconds(pid); err == nil {
+				last[i] = v
+			}
+			sum += last[i]
+		}
+		busy, _ := experiments.MachineBusySeconds()
+		s.mu.Lock()
+		s.samples = append(s.samples, experiments.CPUSample{At: time.Now(), Seconds: sum, MachineBusy: busy})
+		s.mu.Unlock()
+	}
+	take()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.done:
+				take()
+				return
+			case <-t.C:
+				take()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *cpuSampler) stop() []experiments.CPUSample {
+	close(s.done)
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "n/a"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "n/a"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func machineText() string {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "MemTotal:") {
+				f := strings.Fields(l)
+				if len(f) >= 2 {
+					if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+						mem = fmt.Sprintf(", %.1f GB RAM", kb/1024/1024)
+					}
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s)%s, %s/%s, %s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"koala/dataplane/metrics"
+	"koala/experiments"
+	"koala/workflows"
+
+	"go.temporal.io/sdk/client"
+)
+
+// benchSteady runs one query without reconfiguration and measures it.
+func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.ClickHouse, cfg, op, countAt string, rate int, target float64, stamp string) experiments.Steady {
+	s := experiments.Steady{Operator: op, Target: target, Status: experiments.StatusFailed}
+	in, err := experiments.LoadConfig(cfg)
+	if err != nil {
+		s.Reason = err.Error()
+		fmt.Println("steady:", s.Reason)
+		return s
+	}
+	if len(in.KafkaBrokers) == 0 {
+		in.KafkaBrokers = splitList(o.kafka)
+	}
+	if rate > 0 {
+		in.Producer.RatePerSec = rate
+	}
+	if o.steadySec > 0 {
+		in.TotalRuntimeSeconds = o.steadySec
+	}
+	in.Reconfigurations = nil
+	s.Query, s.Backend, s.Rate, s.RuntimeSec = in.QueryName, in.StateBackend, in.Producer.RatePerSec, in.TotalRuntimeSeconds
+	label := "[steady " + in.QueryName + "]"
+	if ch == nil {
+		s.Reason = "no ClickHouse"
+		return s
+	}
+
+	pids := workerPIDs(o.runDir)
+	if len(pids) == 0 {
+		s.Reason = "no worker PID files under " + o.runDir
+		fmt.Println(label, s.Reason)
+		return s
+	}
+	s.WorkerPIDs = pids
+	sampler := startCPUSampler(pids, 500*time.Millisecond)
+
+	id := fmt.Sprintf("%s-%s", in.Name, stamp)
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
+	if err != nil {
+		sampler.stop()
+		s.Reason = fmt.Sprintf("start workflow %s: %v", id, err)
+		fmt.Println(label, s.Reason)
+		return s
+	}
+	s.WorkflowID = run.GetID()
+	fmt.Printf("%s started %s: %s at %d ev/s for %d s, %d worker processes %v\n", label, id, in.QueryName, s.Rate, s.RuntimeSec, len(pids), pids)
+	drain := in.DrainTimeoutSeconds
+	if drain <= 0 {
+		drain = experiments.DefaultDrainTimeoutSeconds
+	}
+	limit := time.Duration(in.TotalRuntimeSeconds+drain)*time.Second + o.margin
+	res, err := followVariant(ctx, run, label, in.TotalRuntimeSeconds, limit)
+	samples := sampler.stop()
+	if err != nil {
+		if errors.Is(err, errGaveUp) {
+			tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = tc.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), "koala bench: run exceeded its time limit")
+			cancel()
+		}
+		s.Reason = err.Error()
+		fmt.Println(label, "failed:", s.Reason)
+		return s
+	}
+	writeRawResult(o.resultsDir, "steady-"+in.QueryName, res)
+	s.JobID, s.Produced, s.Lost, s.Duplicated = res.JobID, res.Produced, res.Lost, res.Duplicated
+	s.ExactnessUnchecked = res.ExactnessUnchecked
+	if s.ExactnessUnchecked == "" {
+		s.E2E = experiments.MergeSinkLatency(res.Sink.Latency)
+	}
+	if in.TotalRuntimeSeconds > 0 {
+		s.ProducedPerSec = float64(res.Produced) / float64(in.TotalRuntimeSeconds)
+	}
+	sleepCtx(ctx, o.flushWait)
+
+	jobStart, err := ch.JobStart(ctx, res.JobID)
+	if err != nil {
+		s.Reason = "job start: " + err.Error()
+		return s
+	}
+	sink := "sink"
+	if ops := res.Final.Job.Operators; len(ops) > 0 {
+		sink = ops[len(ops)-1].Name
+	}
+	if countAt != "" {
+		// An aggregation's sink receives results, not events: count the
+		// events where they enter the aggregation instead.
+		sink = countAt
+	}
+	s.CountedAt = sink
+	var sin experiments.SteadyInputs
+	var errs []string
+	note := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, what+": "+err.Error())
+		}
+	}
+	sin.Sink, err = ch.Throughput(ctx, res.JobID, sink)
+	note("sink", err)
+	sin.Lag, err = ch.Lag(ctx, res.JobID)
+	note("lag", err)
+	sin.BatchAvg, err = ch.ColumnByTask(ctx, res.JobID, op, "batch_time_avg_us", metrics.AggMax)
+	note("batch avg", err)
+	sin.BatchMax, err = ch.ColumnByTask(ctx, res.JobID, op, "batch_time_max_us", metrics.AggMax)
+	note("batch max", err)
+	if len(errs) > 0 {
+		s.Reason = strings.Join(errs, "; ")
+		return s
+	}
+	// Window: after the warm-up, until the producer stopped (minus one second
+	// for the last partial second), on the job's metric axis.
+	offset := 0.0
+	if !res.StartedAt.IsZero() {
+		offset = res.StartedAt.Sub(jobStart).Seconds()
+	}
+	sin.JobStart, sin.CPU, sin.TargetRate = jobStart, samples, s.Rate
+	sin.From = float64(int(offset + experiments.CompareWarmupSec + 2)) // whole seconds
+	sin.To = float64(int(offset + float64(in.TotalRuntimeSeconds) - 1))
+	s = experiments.ComputeSteady(s, sin)
+	s.Status = experiments.StatusOK
+	if s.CPUSeconds <= 0 {
+		s.Reason = "no CPU samples over the window"
+	}
+	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at %s (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; batch p50 %.2f ms p99 %.2f ms; e2e p50/p99/p999/max %s; lost=%d dup=%d\n",
+		label, s.ProducedPerSec, s.EventsPerSec, s.CountedAt, 100*s.SustainedRatio, s.Rate, s.CPUSeconds, s.WindowTo-s.WindowFrom, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec,
+		s.BatchP50Us/1000, s.BatchP99Us/1000, s.E2EText(), s.Lost, s.Duplicated)
+	return s
+}

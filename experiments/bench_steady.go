@@ -1,0 +1,177 @@
+package experiments
+
+import (
+	"fmt"
+	"time"
+
+	"koala/dataplane/control"
+	"koala/dataplane/metrics"
+)
+
+// Steady is one steady-state run: a query without reconfiguration at a fixed
+// input rate.
+type Steady struct {
+	Query      string  `json:"query"`
+	Operator   string  `json:"operator"` // whose batch latency is reported
+	Backend    string  `json:"state_backend"`
+	Rate       int     `json:"rate_per_sec"` // producer's target rate
+	RuntimeSec int     `json:"runtime_sec"`
+	Target     float64 `json:"target_events_per_cpu_sec"`
+
+	WorkflowID string `json:"workflow_id,omitempty"`
+	JobID      string `json:"job_id,omitempty"`
+	Status     string `json:"status"`
+	Reason     string `json:"reason,omitempty"`
+
+	WorkerPIDs []int `json:"worker_pids,omitempty"`
+
+	// Window on the job's metric axis (seconds since its first metric row).
+	WindowFrom float64 `json:"window_from_sec"`
+	WindowTo   float64 `json:"window_to_sec"`
+
+	CountedAt       string  `json:"counted_at"` // operator whose records_in are the events (the sink, or an aggregation's input)
+	SinkEvents      float64 `json:"sink_events"`
+	EventsPerSec    float64 `json:"sink_events_per_sec"`
+	CPUSeconds      float64 `json:"worker_cpu_seconds"`
+	CoresUsed       float64 `json:"worker_cores_used"`
+	MachineCores    float64 `json:"machine_cores_busy"` // all processes of the machine, same window
+	EventsPerCPUSec float64 `json:"events_per_cpu_sec"`
+	SustainedRatio  float64 `json:"sustained_ratio"`  // sink events/s ÷ target rate
+	ProducedPerSec  float64 `json:"produced_per_sec"` // records the producer got acknowledged ÷ runtime
+	MaxLag          float64 `json:"max_kafka_lag"`
+	EndLag          float64 `json:"end_kafka_lag"`
+
+	BatchP50Us   float64 `json:"batch_p50_us"` // median of per-task per-second batch_time_avg_us
+	BatchP99Us   float64 `json:"batch_p99_us"` // p99 of per-task per-second batch_time_max_us
+	BatchSamples int     `json:"batch_samples"`
+
+	// E2E is producer → sink latency from the sink tasks' HDR histograms
+	// (whole job, warm-up and drain included); nil for queries whose sink
+	// does not get the input records (ExactnessUnchecked set).
+	E2E *control.Latency `json:"e2e_latency,omitempty"`
+
+	// ExactnessUnchecked is the run's reason why the sink ledger cannot
+	// check this query (it filters, joins or aggregates); Lost and
+	// Duplicated then mean nothing.
+	ExactnessUnchecked string `json:"exactness_unchecked,omitempty"`
+	Produced           int64  `json:"produced"`
+	Lost               int64  `json:"lost"`
+	Duplicated         int64  `json:"duplicated"`
+}
+
+// SteadyInputs is what ComputeSteady needs of one finished run.
+type SteadyInputs struct {
+	Sink       []metrics.Point
+	Lag        []metrics.Point
+	BatchAvg   map[string][]metrics.Point // per task of the operator
+	BatchMax   map[string][]metrics.Point
+	JobStart   time.Time
+	CPU        []CPUSample
+	From, To   float64 // window on the metric axis
+	TargetRate int
+}
+
+// ComputeSteady fills the measured figures of s from in. Events are the sink
+// seconds wholly inside [From, To); CPU is interpolated at the same wall-clock
+// bounds. It is pure.
+func ComputeSteady(s Steady, in SteadyInputs) Steady {
+	sink := cleanPoints(in.Sink)
+	var events float64
+	n := 0
+	for _, p := range sink {
+		if p.Sec >= in.From && p.Sec+1 <= in.To {
+			events += p.Value
+			n++
+		}
+	}
+	s.WindowFrom, s.WindowTo = in.From, in.To
+	s.SinkEvents = events
+	span := in.To - in.From
+	if span > 0 {
+		s.EventsPerSec = events / span
+	}
+	if in.TargetRate > 0 {
+		s.SustainedRatio = s.EventsPerSec / float64(in.TargetRate)
+	}
+	at := func(sec float64) time.Time { return in.JobStart.Add(time.Duration(sec * float64(time.Second))) }
+	c0, ok0 := CPUAt(in.CPU, at(in.From))
+	c1, ok1 := CPUAt(in.CPU, at(in.To))
+	if ok0 && ok1 && c1 > c0 {
+		s.CPUSeconds = c1 - c0
+		if span > 0 {
+			s.CoresUsed = s.CPUSeconds / span
+		}
+		s.EventsPerCPUSec = events / s.CPUSeconds
+	}
+	m0, okm0 := machineAt(in.CPU, at(in.From))
+	m1, okm1 := machineAt(in.CPU, at(in.To))
+	if okm0 && okm1 && m1 > m0 && span > 0 {
+		s.MachineCores = (m1 - m0) / span
+	}
+	for _, p := range cleanPoints(in.Lag) {
+		if p.Sec >= in.From && p.Sec+1 <= in.To {
+			s.MaxLag = max(s.MaxLag, p.Value)
+			s.EndLag = p.Value
+		}
+	}
+	var avgs, maxs []float64
+	for _, pts := range in.BatchAvg {
+		for _, p := range pts {
+			if p.Sec >= in.From && p.Sec+1 <= in.To && p.Value > 0 {
+				avgs = append(avgs, p.Value)
+			}
+		}
+	}
+	for _, pts := range in.BatchMax {
+		for _, p := range pts {
+			if p.Sec >= in.From && p.Sec+1 <= in.To && p.Value > 0 {
+				maxs = append(maxs, p.Value)
+			}
+		}
+	}
+	s.BatchSamples = len(maxs)
+	if v, ok := Percentile(avgs, 50); ok {
+		s.BatchP50Us = v
+	}
+	if v, ok := Percentile(maxs, 99); ok {
+		s.BatchP99Us = v
+	}
+	return s
+}
+
+// eventsText is the events/s cell: marked with the operator when it is not
+// the sink.
+func (s Steady) eventsText() string {
+	if s.CountedAt != "" && s.CountedAt != "sink" {
+		return fmt.Sprintf("%.0f (*%s)", s.EventsPerSec, s.CountedAt)
+	}
+	return fmt.Sprintf("%.0f", s.EventsPerSec)
+}
+
+// MergeSinkLatency summarises the sink tasks' latencies: one task's as is;
+// with several, the largest of each percentile (an upper bound, since the
+// histograms themselves are not merged) and the summed counts.
+func MergeSinkLatency(ls []control.Latency) *control.Latency {
+	if len(ls) == 0 {
+		return nil
+	}
+	out := ls[0]
+	for _, l := range ls[1:] {
+		out.Count += l.Count
+		out.Clamped += l.Clamped
+		out.Future += l.Future
+		out.P50Us = max(out.P50Us, l.P50Us)
+		out.P99Us = max(out.P99Us, l.P99Us)
+		out.P999Us = max(out.P999Us, l.P999Us)
+		out.MaxUs = max(out.MaxUs, l.MaxUs)
+	}
+	return &out
+}
+
+// E2EText is the latency cell of the steady-state table.
+func (s Steady) E2EText() string {
+	if s.E2E == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f / %.1f / %.1f / %.1f ms", float64(s.E2E.P50Us)/1000, float64(s.E2E.P99Us)/1000, float64(s.E2E.P999Us)/1000, float64(s.E2E.MaxUs)/1000)
+}
