@@ -9,7 +9,9 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/queries"
-	_ "koala/queries/traces" // the trace queries and generators
+	_ "koala/queries/examples" // the example queries
+	_ "koala/queries/nexmark"  // the Nexmark queries and generator
+	_ "koala/queries/traces"   // the trace queries and generators
 )
 
 // TestTraceQueryConfigs: the example configs of the trace queries parse,
@@ -60,5 +62,41 @@ func TestFilePathKnob(t *testing.T) {
 	_, err = ParseConfig("f.json", []byte(`{"QueryName": "azure", "FilePath": "a/azure0.csv"}`))
 	if err == nil || !strings.Contains(err.Error(), `"FilePath"`) {
 		t.Fatalf("a string FilePath: %v, want an error naming the field", err)
+	}
+}
+
+// TestEveryQueryConfig: every config under experiments/queries parses,
+// passes the check `koala run` makes before starting (registered query,
+// known operators), scales up an operator of its query, and together they
+// cover every registered query family.
+func TestEveryQueryConfig(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("queries", "*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no configs under experiments/queries: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		in, err := LoadConfig(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if err := CheckQuery(in); err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		seen[in.QueryName] = true
+		if len(in.Reconfigurations) == 0 {
+			t.Errorf("%s: no reconfiguration", p)
+		}
+	}
+	for _, want := range []string{
+		"azure", "borg", "taxi", "twitch",
+		"nexmark-q1", "nexmark-q2", "nexmark-q3", "nexmark-q4", "nexmark-q5", "nexmark-q6", "nexmark-q7", "nexmark-q8",
+		"example-counter", "example-filter", "example-mapper", "example-tumbling-window",
+	} {
+		if !seen[want] {
+			t.Errorf("no config under experiments/queries runs %s", want)
+		}
 	}
 }
