@@ -35,6 +35,12 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 			return r.result(in.Current), err
 		}
 	}
+	// An operator without keyed state has nothing to hand off or migrate:
+	// swapping the upstreams' routes behind a route barrier is the whole
+	// reconfiguration (as in ReconfigureDRRS).
+	if !isStateful(p) && workflow.GetVersion(ctx, lazyStatelessVersion, workflow.DefaultVersion, 1) == 1 {
+		return lazySwapOnly(r, in, p)
+	}
 	// Existing tasks that gain buckets must own them before anything is
 	// forwarded to them.
 	if gaining := existingGainers(p); len(gaining) > 0 {
@@ -61,6 +67,28 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 		}, nil); err != nil {
 			return r.result(p.New), err
 		}
+	}
+	if removed := taskIDs(p.RemovedTasks); len(removed) > 0 {
+		if err := r.run("finalize", a.StopTasks, activities.TasksInput{Deployment: p.Old, TaskIDs: removed, Step: r.info("finalize")}, nil); err != nil {
+			return r.result(p.New), err
+		}
+	}
+	return r.result(p.New), nil
+}
+
+// lazyStatelessVersion guards the swap-only path of ReconfigureLazy for an
+// operator without keyed state (before it, the handoff step failed on such
+// operators).
+const lazyStatelessVersion = "lazy-stateless-swap-only"
+
+// lazySwapOnly finishes a lazy reconfiguration of an operator that keeps no
+// keyed state: the upstreams switch routes behind a route barrier, and
+// removed tasks stop once they have seen it from every upstream.
+func lazySwapOnly(r *stepRunner, in ReconfigureInput, p plan.Plan) (ReconfigureResult, error) {
+	if err := r.run("swap-routes", a.SwapRoutes, activities.SwapInput{
+		Deployment: p.New, Previous: p.Old, TargetOperator: p.Operator, OldOwners: oldOwners(p), TimeoutSecs: 300, Step: r.info("swap-routes"), Workers: workerIDs(in.Workers),
+	}, nil); err != nil {
+		return r.result(p.New), err
 	}
 	if removed := taskIDs(p.RemovedTasks); len(removed) > 0 {
 		if err := r.run("finalize", a.StopTasks, activities.TasksInput{Deployment: p.Old, TaskIDs: removed, Step: r.info("finalize")}, nil); err != nil {
