@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"testing"
@@ -21,77 +20,16 @@ import (
 	"koala/workflows/plan"
 )
 
-// The two-counter query: source → counter (keyed by the input key) →
-// group-sum (keyed by the key's group) → sink. The counter emits each
-// record under its group with the key's running count as value; group-sum
-// adds those counts per group. The sink keeps the largest (latest) sum per
-// group, which after the run must be Σ n(n+1)/2 over the group's keys, n
-// being a key's number of records: a lost, duplicated or miscounted
-// record of either operator changes it.
-const (
-	kindGroupingCounter = "test-grouping-counter"
-	kindGroupSum        = "test-group-sum"
-	queryTwoCounters    = "test-two-counters"
-)
+// The query is queries' "two-counters": source → counter (keyed by the
+// input key) → group-sum (keyed by the key's group) → sink. The counter
+// emits each record under its group with the key's running count as
+// value; group-sum adds those counts per group. The sink keeps the largest
+// (latest) sum per group, which after the run must be Σ n(n+1)/2 over the
+// group's keys, n being a key's number of records: a lost, duplicated or
+// miscounted record of either operator changes it.
+const queryTwoCounters = "two-counters"
 
-// groupOf re-keys a generator key ("k0001234") to one of 100 groups.
-func groupOf(key string) string { return "g" + key[len(key)-2:] }
-
-type groupingCounter struct{}
-
-func (groupingCounter) StateNames() []string                                  { return []string{"count"} }
-func (groupingCounter) ProcessBatch([]dataplane.Record, dataplane.Emit) error { return nil }
-func (groupingCounter) ProcessKeyed(in []dataplane.Record, st *dataplane.State, emit dataplane.Emit) error {
-	for _, r := range in {
-		n := uint64(1)
-		if v := st.Get("count", r.Key); len(v) == 8 {
-			n += binary.LittleEndian.Uint64(v)
-		}
-		v := binary.LittleEndian.AppendUint64(nil, n)
-		st.Put("count", r.Key, v)
-		r.Key, r.Value = []byte(groupOf(string(r.Key))), v
-		emit(r)
-	}
-	return nil
-}
-
-type groupSum struct{}
-
-func (groupSum) StateNames() []string                                  { return []string{"sum"} }
-func (groupSum) ProcessBatch([]dataplane.Record, dataplane.Emit) error { return nil }
-func (groupSum) ProcessKeyed(in []dataplane.Record, st *dataplane.State, emit dataplane.Emit) error {
-	for _, r := range in {
-		if len(r.Value) != 8 {
-			return fmt.Errorf("group-sum: value of %q has %d bytes, want 8", r.Key, len(r.Value))
-		}
-		sum := binary.LittleEndian.Uint64(r.Value)
-		if v := st.Get("sum", r.Key); len(v) == 8 {
-			sum += binary.LittleEndian.Uint64(v)
-		}
-		v := binary.LittleEndian.AppendUint64(nil, sum)
-		st.Put("sum", r.Key, v)
-		r.Value = v
-		emit(r)
-	}
-	return nil
-}
-
-func init() {
-	dataplane.MustRegisterOperator(kindGroupingCounter, func(dataplane.OperatorContext) (dataplane.Operator, error) { return groupingCounter{}, nil })
-	dataplane.MustRegisterOperator(kindGroupSum, func(dataplane.OperatorContext) (dataplane.Operator, error) { return groupSum{}, nil })
-	if err := queries.Register(queries.Query{
-		Name:        queryTwoCounters,
-		Description: "test: src -> counter (by key) -> group-sum (by group of the key) -> sink",
-		Operators: []control.OperatorSpec{
-			{Name: "source", Kind: dataplane.KindKafkaSource, Parallelism: 1},
-			{Name: "counter", Kind: kindGroupingCounter, Parallelism: 2, Inputs: []string{"source"}, Keyed: true, Stateful: true},
-			{Name: "groupsum", Kind: kindGroupSum, Parallelism: 2, Inputs: []string{"counter"}, Keyed: true, Stateful: true},
-			{Name: "sink", Kind: dataplane.KindCollectSink, Parallelism: 1, Inputs: []string{"groupsum"}},
-		},
-	}); err != nil {
-		panic(err)
-	}
-}
+func groupOf(key string) string { return string(queries.GroupOf([]byte(key))) }
 
 // TestTwoOperatorsReconfiguredConcurrentlyExact reconfigures both keyed
 // operators of the two-counter query at the same time with the lazy

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"koala/activities"
 	"koala/dataplane/control"
@@ -52,10 +53,17 @@ func statefulDeployment(t *testing.T, jobID string, p int, params map[string]str
 
 func runDRRS(t *testing.T, current control.Deployment, target int, fail map[string]error) (*activityLog, ReconfigureResult, error) {
 	t.Helper()
+	return runReconfigure(t, ReconfigureDRRS, current, target, fail)
+}
+
+// runReconfigure runs a reconfiguration workflow that scales the mapper to
+// target with every step mocked (mockDRRSSteps), returning its calls.
+func runReconfigure(t *testing.T, wf func(workflow.Context, ReconfigureInput) (ReconfigureResult, error), current control.Deployment, target int, fail map[string]error) (*activityLog, ReconfigureResult, error) {
+	t.Helper()
 	env := newTestEnv(t)
 	calls := &activityLog{}
 	mockDRRSSteps(env, calls, fail)
-	env.ExecuteWorkflow(ReconfigureDRRS, ReconfigureInput{
+	env.ExecuteWorkflow(wf, ReconfigureInput{
 		ReconfigID: current.Job.JobID + "-reconfig-1",
 		Current:    current,
 		Spec:       ReconfigSpec{Type: KindScaleUp, TargetOperator: "mapper", TargetParallelism: target},

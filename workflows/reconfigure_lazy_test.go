@@ -11,22 +11,7 @@ import (
 
 func runLazy(t *testing.T, current control.Deployment, target int) (*activityLog, ReconfigureResult, error) {
 	t.Helper()
-	env := newTestEnv(t)
-	calls := &activityLog{}
-	mockDRRSSteps(env, calls, nil) // the same activities: plan, deploy, handoff, swap, await, stop
-	env.ExecuteWorkflow(ReconfigureLazy, ReconfigureInput{
-		ReconfigID: current.Job.JobID + "-reconfig-1",
-		Current:    current,
-		Spec:       ReconfigSpec{Type: KindScaleUp, TargetOperator: "mapper", TargetParallelism: target},
-		Workers:    testWorkers(),
-	})
-	require.True(t, env.IsWorkflowCompleted())
-	var res ReconfigureResult
-	err := env.GetWorkflowError()
-	if err == nil {
-		require.NoError(t, env.GetWorkflowResult(&res))
-	}
-	return calls, res, err
+	return runReconfigure(t, ReconfigureLazy, current, target, nil)
 }
 
 // A lazy rescale of an operator without keyed state has nothing to hand
