@@ -109,20 +109,7 @@ func runExactness(t *testing.T, tc exactnessCase) {
 		waitForSink(t, ctx, acts, dep, st.SinkReceived+4000)
 	}
 
-	rep, err := acts.StopProducer(ctx, prod)
-	must(t, err)
-	if rep.Failed != 0 || rep.Acked == 0 {
-		t.Fatalf("producer: acked %d failed %d", rep.Acked, rep.Failed)
-	}
-	ends, err := acts.EndOffsets(ctx, job)
-	must(t, err)
-	_, err = acts.FinishAndDrain(ctx, activities.DrainInput{Deployment: dep, BarrierID: job.JobID + "-eos", EndOffsets: ends, TimeoutSecs: 60})
-	must(t, err)
-	counts, err := acts.CollectSinkCounts(ctx, dep)
-	must(t, err)
-	if counts.Distinct != uint64(rep.Acked) || counts.Duplicates != 0 || counts.Received != uint64(rep.Acked) {
-		t.Fatalf("sink ledger: received %d distinct %d duplicates %d; producer acked %d", counts.Received, counts.Distinct, counts.Duplicates, rep.Acked)
-	}
+	rep := stopAndCheckLedger(t, ctx, acts, job, dep, prod)
 
 	oracle := map[string]uint64{}
 	for n := int64(0); n < rep.Acked; n++ {
@@ -236,4 +223,27 @@ func decodeReply(data []byte, out any) error {
 		return errors.New(r.Error)
 	}
 	return json.Unmarshal(r.Body, out)
+}
+
+// stopAndCheckLedger stops the producer, drains the job and checks the sink
+// ledger: every acknowledged record received exactly once. It returns the
+// producer's report for the per-key oracle.
+func stopAndCheckLedger(t *testing.T, ctx context.Context, acts *activities.Activities, job control.JobSpec, dep control.Deployment, prod activities.ProducerInput) control.ProduceReport {
+	t.Helper()
+	rep, err := acts.StopProducer(ctx, prod)
+	must(t, err)
+	if rep.Failed != 0 || rep.Acked == 0 {
+		t.Fatalf("producer: acked %d failed %d", rep.Acked, rep.Failed)
+	}
+	ends, err := acts.EndOffsets(ctx, job)
+	must(t, err)
+	_, err = acts.FinishAndDrain(ctx, activities.DrainInput{Deployment: dep, BarrierID: job.JobID + "-eos", EndOffsets: ends, TimeoutSecs: 60})
+	must(t, err)
+	counts, err := acts.CollectSinkCounts(ctx, dep)
+	must(t, err)
+	if counts.Distinct != uint64(rep.Acked) || counts.Duplicates != 0 || counts.Received != uint64(rep.Acked) {
+		t.Fatalf("sink ledger: received %d distinct %d duplicates %d; producer acked %d (lost %d)",
+			counts.Received, counts.Distinct, counts.Duplicates, rep.Acked, rep.Acked-int64(counts.Distinct))
+	}
+	return rep
 }
