@@ -102,20 +102,11 @@ func cpuReadingStats(dataplane.OperatorContext) (func(dataplane.Record, *datapla
 		if in.VMID != string(r.Key) {
 			return malformed("azure: record key %q is not the vm id %q", r.Key, in.VMID)
 		}
-		items := st.GetList("readings", r.Key)
-		if len(items) >= AzureListSize {
-			items = items[len(items)-AzureListSize+1:]
+		last, err := pushBounded(st, "readings", r.Key, AzureListSize, in, encodeReading,
+			func(b []byte) (CPUReading, error) { return decodeReading(b, in.VMID) })
+		if err != nil {
+			return err
 		}
-		last := make([]CPUReading, 0, len(items)+1)
-		for _, it := range items {
-			x, err := decodeReading(it, in.VMID)
-			if err != nil {
-				return err
-			}
-			last = append(last, x)
-		}
-		last = append(last, in)
-		st.SetList("readings", r.Key, append(items, encodeReading(in)))
 		r.Value = []byte(azureOutput(in, last))
 		emit(r)
 		return nil

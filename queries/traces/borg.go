@@ -170,20 +170,10 @@ func jobEventStats(dataplane.OperatorContext) (func(dataplane.Record, *dataplane
 		if k := in.Key(); k != string(r.Key) {
 			return malformed("borg: record key %q is not the job and event type %q", r.Key, k)
 		}
-		items := st.GetList("events", r.Key)
-		if len(items) >= BorgListSize {
-			items = items[len(items)-BorgListSize+1:]
+		last, err := pushBounded(st, "events", r.Key, BorgListSize, in, encodeTaskEvent, decodeTaskEvent)
+		if err != nil {
+			return err
 		}
-		last := make([]TaskEvent, 0, len(items)+1)
-		for _, it := range items {
-			x, err := decodeTaskEvent(it)
-			if err != nil {
-				return err
-			}
-			last = append(last, x)
-		}
-		last = append(last, in)
-		st.SetList("events", r.Key, append(items, encodeTaskEvent(in)))
 		r.Value = []byte(borgOutput(in, last))
 		emit(r)
 		return nil

@@ -249,3 +249,23 @@ func newPad(n int, op string) []byte {
 	}
 	return pad
 }
+
+// pushBounded appends in to the list state of key, keeping the last size
+// entries, and returns the kept entries decoded, oldest first, ending in in:
+// the window each trace query computes its statistics over.
+func pushBounded[T any](st *dataplane.State, state string, key []byte, size int, in T, encode func(T) []byte, decode func([]byte) (T, error)) ([]T, error) {
+	items := st.GetList(state, key)
+	if len(items) >= size {
+		items = items[len(items)-size+1:]
+	}
+	out := make([]T, 0, len(items)+1)
+	for _, it := range items {
+		x, err := decode(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	st.SetList(state, key, append(items, encode(in)))
+	return append(out, in), nil
+}

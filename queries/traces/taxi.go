@@ -158,19 +158,21 @@ func movingMedianTripTime(dataplane.OperatorContext) (func(dataplane.Record, *da
 		if !ok || err1 != nil || err2 != nil {
 			return malformed("taxi: route record %q, want pickup,trip seconds", r.Value)
 		}
-		items := st.GetList("trips", r.Key)
-		if len(items) >= TaxiListSize {
-			items = items[len(items)-TaxiListSize+1:]
+		trips, err := pushBounded(st, "trips", r.Key, TaxiListSize, s,
+			func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) },
+			func(b []byte) (int64, error) {
+				if len(b) != 8 {
+					return 0, fmt.Errorf("taxi: stored trip of %d bytes, want 8", len(b))
+				}
+				return int64(binary.LittleEndian.Uint64(b)), nil
+			})
+		if err != nil {
+			return err
 		}
-		times := make([]float64, 0, len(items)+1)
-		for _, it := range items {
-			if len(it) != 8 {
-				return fmt.Errorf("taxi: stored trip of %d bytes, want 8", len(it))
-			}
-			times = append(times, float64(int64(binary.LittleEndian.Uint64(it))))
+		times := make([]float64, len(trips))
+		for i, v := range trips {
+			times[i] = float64(v)
 		}
-		times = append(times, float64(s))
-		st.SetList("trips", r.Key, append(items, binary.LittleEndian.AppendUint64(nil, uint64(s))))
 		r.Value = fmt.Appendf(nil, "%d,%d,%d,%s", p, s, len(times), strconv.FormatFloat(median(times), 'f', 1, 64))
 		emit(r)
 		return nil
