@@ -21,9 +21,16 @@ import (
 // of mapper 1→2 at 8 s), exported from a Temporal dev server; see
 // testdata/README.md. Replaying them with today's code fails on any change
 // that would break workflows in flight.
+//
+// The two-operators histories are a lazy run of the two-counters query that
+// scales counter 2→4 and groupsum 2→3 at the same second, so they cover the
+// concurrent-reconfiguration scheduler, the worker watch and ReconfigureLazy.
 var replayHistories = []string{
 	"testdata/run_experiment_hello_short.json",
 	"testdata/reconfigure_stop_and_restart_hello_short.json",
+	"testdata/run_experiment_two_operators_lazy.json",
+	"testdata/reconfigure_lazy_two_operators_1.json",
+	"testdata/reconfigure_lazy_two_operators_2.json",
 }
 
 func quietLogger() log.Logger { return log.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
@@ -59,6 +66,7 @@ func TestReplay(t *testing.T) {
 			replayer := worker.NewWorkflowReplayer()
 			replayer.RegisterWorkflow(RunExperiment)
 			replayer.RegisterWorkflow(ReconfigureStopAndRestart)
+			replayer.RegisterWorkflow(ReconfigureLazy)
 			require.NoError(t, replay(replayer, h))
 		})
 	}
