@@ -60,35 +60,30 @@ Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`
 		}
 		return c, nil
 	}
-	signalCtx := func(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-		return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	// verb is one `koala stack` subcommand: it resolves the flags into a
+	// validated config and hands it, with a context that ends on SIGINT or
+	// SIGTERM, to run.
+	verb := func(use, short string, run func(ctx context.Context, cmd *cobra.Command, c local.Config) error) *cobra.Command {
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				c, err := prep()
+				if err != nil {
+					return err
+				}
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				return run(ctx, cmd, c)
+			},
+		}
 	}
 
-	cmd.AddCommand(&cobra.Command{
-		Use:   "install",
-		Short: "Install what the stack needs and is missing (temporal CLI, Kafka libs, clickhouse-server)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := prep()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalCtx(cmd)
-			defer stop()
-			return local.Install(ctx, c)
-		},
-	})
-	cmd.AddCommand(&cobra.Command{
-		Use:   "up",
-		Short: "Install what is missing, start every service not running, wait until ready",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := prep()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalCtx(cmd)
-			defer stop()
+	cmd.AddCommand(verb("install", "Install what the stack needs and is missing (temporal CLI, Kafka libs, clickhouse-server)",
+		func(ctx context.Context, _ *cobra.Command, c local.Config) error { return local.Install(ctx, c) }))
+	cmd.AddCommand(verb("up", "Install what is missing, start every service not running, wait until ready",
+		func(ctx context.Context, cmd *cobra.Command, c local.Config) error {
 			if err := local.Up(ctx, c); err != nil {
 				return err
 			}
@@ -99,29 +94,11 @@ Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`
 				envKafka, c.KafkaBrokers()[0], envClickHouse, c.ClickHouseURL())
 			fmt.Fprintf(out, "Temporal UI: %s\n", c.TemporalUIURL())
 			return nil
-		},
-	})
-	cmd.AddCommand(&cobra.Command{
-		Use:   "down",
-		Short: "Stop every process started under the run dir (SIGTERM, then SIGKILL) and remove PID files",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := prep()
-			if err != nil {
-				return err
-			}
-			return local.Down(c)
-		},
-	})
-	cmd.AddCommand(&cobra.Command{
-		Use:   "status",
-		Short: "Print every service with its pid, whether it runs, its address and log",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := prep()
-			if err != nil {
-				return err
-			}
+		}))
+	cmd.AddCommand(verb("down", "Stop every process started under the run dir (SIGTERM, then SIGKILL) and remove PID files",
+		func(_ context.Context, _ *cobra.Command, c local.Config) error { return local.Down(c) }))
+	cmd.AddCommand(verb("status", "Print every service with its pid, whether it runs, its address and log",
+		func(_ context.Context, cmd *cobra.Command, c local.Config) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tPID\tRUNNING\tADDR\tLOG")
 			for _, s := range local.Status(c) {
@@ -132,7 +109,6 @@ Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`
 				fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\n", s.Name, pid, s.Running, s.Addr, s.Log)
 			}
 			return tw.Flush()
-		},
-	})
+		}))
 	return cmd
 }
