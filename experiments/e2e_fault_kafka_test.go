@@ -10,9 +10,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"koala/deploy/local"
-	"koala/workflows"
 )
 
 // TestFaultKafkaRestart kills the real KRaft broker (kill -9) while the
@@ -22,18 +19,10 @@ import (
 // experiment, including its reconfiguration after the restart, completes
 // exactly (0 lost, 0 duplicated).
 func TestFaultKafkaRestart(t *testing.T) {
-	cfg := sharedStack(t)
-	begin := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	// The broker needs tens of seconds to come back on a loaded machine;
 	// the reconfiguration fires after that, the input ends later still.
-	path := faultConfig(t, cfg, "fault_lazy_counter.json", map[string]any{"TotalRuntimeSeconds": 50, "trigger": 34})
-	id := fmt.Sprintf("e2e-fault-kafka-%d", time.Now().UnixNano())
-	childID := workflows.JobIDFor(id) + "-reconfig-1"
-	tc := temporalClient(ctx, t, cfg)
-	guardRun(t, cfg, tc, id, "kafka")
-	startDetached(ctx, t, cfg, path, id)
+	f := startServiceFault(t, "kafka", 10*time.Minute, 50, 34)
+	ctx, cfg, tc, id, begin := f.ctx, f.cfg, f.tc, f.id, f.begin
 
 	// The job runs and the producer writes once the workflow sleeps on its
 	// trigger timer; let some records reach the log before the crash.
@@ -48,29 +37,17 @@ func TestFaultKafkaRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dirBytes(logDir)
-	killedAt := time.Now()
-	pid, err := local.KillService(cfg, "kafka")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%.1f s: killed the Kafka broker (pid %d) with kill -9; its log %s held %d bytes", killedAt.Sub(begin).Seconds(), pid, logDir, before)
-	newPID, err := local.StartService(ctx, cfg, "kafka")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%.1f s: Kafka restarted on the same log directory (pid %d), ready %.1f s after the kill",
-		time.Since(begin).Seconds(), newPID, time.Since(killedAt).Seconds())
+	killedAt := f.killAndRestart(t, "kafka", "the Kafka broker")
+	t.Logf("%.1f s: Kafka restarted on the same log directory, ready %.1f s after the kill; its log %s held %d bytes before",
+		time.Since(begin).Seconds(), time.Since(killedAt).Seconds(), logDir, before)
 	if after := dirBytes(logDir); after < before {
 		t.Errorf("the log shrank over the restart: %d bytes before, %d after", before, after)
 	}
 
-	out := awaitExperiment(ctx, t, cfg, tc, id, 6*time.Minute)
-	checkExactness(t, out)
-	checkReconfig(t, out, childID, faultLazySteps)
+	out := f.finish(t, 6*time.Minute)
 	if out.ProduceFailed != 0 {
 		t.Errorf("ProduceFailed = %d, want 0: the producer must retry through the outage", out.ProduceFailed)
 	}
-	t.Logf("TestFaultKafkaRestart took %s", time.Since(begin).Round(time.Millisecond))
 }
 
 // dirBytes is the total size of the regular files under dir.
