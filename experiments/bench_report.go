@@ -275,7 +275,7 @@ func (r BenchReport) Markdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", m.Package, m.Name, trimFloat(m.Metrics["ns/op"]), strings.Join(extra, ", "))
 	}
-	b.WriteString("\nOne op of Frame*, BucketOf and OutputsBatching is a batch of 1000 records (~100 B each); of KLTLookup a batch of 1000 distinct keys in a 1 M-key table; of PebbleMultiGetPut one multi-get plus one multi-put of 1000 keys with 100-byte values.\n")
+	b.WriteString("\nOne op of Frame*, BucketOf, OutputsBatching and Exchange (one frame sent over loopback gRPC and received) is a batch of 1000 records (~100 B each); of KLTLookup a batch of 1000 distinct keys in a 1 M-key table; of PebbleMultiGetPut one multi-get plus one multi-put of 1000 keys with 100-byte values.\n")
 	return b.String()
 }
 

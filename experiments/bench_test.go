@@ -141,3 +141,16 @@ func TestParseMachineBusy(t *testing.T) {
 		t.Fatalf("busy = %v, %v; want 1.7", got, err)
 	}
 }
+
+// TestMeasureExchange runs the gRPC exchange ceiling briefly: it must count
+// whole frames received, and report no error (which it does when a record
+// sent did not arrive).
+func TestMeasureExchange(t *testing.T) {
+	c := MeasureExchange(300 * time.Millisecond)
+	if c.Error != "" {
+		t.Fatalf("error: %s", c.Error)
+	}
+	if c.Component != CeilExchange || c.Events <= 0 || c.Events%1000 != 0 || c.Seconds < 0.3 || c.EventsPerSec <= 0 {
+		t.Fatalf("ceiling %+v", c)
+	}
+}

@@ -95,7 +95,7 @@ JSON under results/bench/.`,
 	f.StringVar(&o.resultsDir, "results", "results/bench", "directory for the raw JSON")
 	f.StringVar(&o.mdPath, "out", "BENCHMARKS.md", "markdown report")
 	f.StringVar(&o.microPkgs, "micro-packages", "./dataplane,./statesvc", "packages whose benchmarks run (comma-separated)")
-	f.StringVar(&o.microRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|KLTLookup|KLTMemory|PebbleMultiGetPut$", "go test -bench regexp")
+	f.StringVar(&o.microRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|Exchange$|KLTLookup|KLTMemory|PebbleMultiGetPut$", "go test -bench regexp")
 	f.StringVar(&o.benchtime, "benchtime", "1s", "go test -benchtime")
 	f.StringVar(&o.helloConfig, "hello-config", "experiments/bench/hello-steady.json", "steady-state config of the stateless query")
 	f.StringVar(&o.counterConfig, "counter-config", "experiments/bench/counter-steady.json", "steady-state config of the keyed query")
