@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/metrics"
 )
 
 // taskView is a task's immutable view of the deployment; a routing update
@@ -73,12 +74,15 @@ type taskStats struct {
 	batchMaxNano atomic.Uint64
 	kafkaLag     atomic.Uint64
 	forwarded    atomic.Uint64
+	// batchHist holds this second's batch times; the metrics loop takes it.
+	batchHist metrics.BatchHist
 }
 
 func (s *taskStats) observeBatch(d time.Duration) {
 	n := uint64(d.Nanoseconds())
 	s.batches.Add(1)
 	s.batchNanos.Add(n)
+	s.batchHist.Observe(d)
 	for {
 		old := s.batchMaxNano.Load()
 		if n <= old || s.batchMaxNano.CompareAndSwap(old, n) {

@@ -289,6 +289,11 @@ func (w *Worker) emitMetrics(now time.Time) {
 		if batches > 0 {
 			row.BatchTimeAvgUs = float64(nanos) / float64(batches) / 1e3
 		}
+		if hist, err := t.stats.batchHist.Take(); err != nil {
+			w.log.Warn("batch-time histogram not recorded", "task", t.id, "err", err)
+		} else {
+			row.BatchTimeHDR = hist
+		}
 		if ks := t.keyed; ks != nil {
 			lookups := ks.lookupCount.Swap(0)
 			if lookups > 0 {

@@ -129,6 +129,45 @@ func MeasureCodec(d time.Duration) Ceiling {
 	return c
 }
 
+// MeasureExchange sends 1000-record data frames from one exchange peer
+// stream to another worker's exchange server over loopback gRPC for d and
+// counts the records the far side received within d. It then waits (up to
+// a minute) for the frames still in flight and reports an error unless
+// every record sent arrived exactly once in number.
+func MeasureExchange(d time.Duration) Ceiling {
+	c := Ceiling{Component: CeilExchange, What: "dataplane exchange: one peer stream → exchange server over loopback gRPC (koala-frame codec), 1000-record data frames, records counted at the receiver"}
+	l, err := dataplane.StartExchangeLoopback(nil)
+	if err != nil {
+		c.Error = err.Error()
+		return c
+	}
+	defer l.Close()
+	f := &dataplane.Frame{Kind: dataplane.FrameData, JobID: "bench", FromTask: "source-0", ToTask: "sink-0", Records: ceilingRecords(1000)}
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+	defer cancel()
+	var sent uint64
+	start := time.Now()
+	for time.Since(start) < d {
+		if err := l.Send(ctx, f); err != nil {
+			c.Error = "send: " + err.Error()
+			return c
+		}
+		sent += uint64(len(f.Records))
+	}
+	_, got := l.Received()
+	c.Seconds = time.Since(start).Seconds()
+	c.Events = int64(got)
+	c.EventsPerSec = float64(c.Events) / c.Seconds
+	for got < sent && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+		_, got = l.Received()
+	}
+	if got != sent {
+		c.Error = fmt.Sprintf("sent %d records, the receiver got %d", sent, got)
+	}
+	return c
+}
+
 // MeasurePebble runs multi-get + multi-put of 1000-key batches over keys
 // distinct keys in a fresh Pebble store under a temporary directory for d
 // (the counter's access pattern: read the counts of a batch, write them back).

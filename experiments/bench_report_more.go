@@ -14,7 +14,7 @@ func (r BenchReport) ceilingsMarkdown() string {
 		b.WriteString("Not run.\n")
 		return b.String()
 	}
-	b.WriteString("Each component alone, in this run, on the same machine (so under the same load). Every figure is events/s of one client or one goroutine; records have a 16-byte key and an 80-byte value.\n\n")
+	b.WriteString("Each component alone, in this run, on the same machine (so under the same load). Every figure is events/s of one client, one goroutine or (grpc-exchange) one sending stream into one receiving server; records have a 16-byte key and an 80-byte value.\n\n")
 	b.WriteString("| component | events/s | events | seconds | what | error |\n|---|---|---|---|---|---|\n")
 	for _, c := range r.Ceilings {
 		fmt.Fprintf(&b, "| %s | %.0f | %d | %.1f | %s | %s |\n", c.Component, c.EventsPerSec, c.Events, c.Seconds, esc(c.What), esc(c.Error))

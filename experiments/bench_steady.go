@@ -41,9 +41,15 @@ type Steady struct {
 	MaxLag          float64 `json:"max_kafka_lag"`
 	EndLag          float64 `json:"end_kafka_lag"`
 
-	BatchP50Us   float64 `json:"batch_p50_us"` // median of per-task per-second batch_time_avg_us
-	BatchP99Us   float64 `json:"batch_p99_us"` // p99 of per-task per-second batch_time_max_us
-	BatchSamples int     `json:"batch_samples"`
+	// Per-batch processing time of the operator's tasks over the window:
+	// percentiles of one HDR histogram of every batch (merged from the
+	// tasks' per-second batch_time_hdr rows), in µs. BatchCount is the
+	// number of batches; 0 leaves the figures unset.
+	BatchP50Us float64 `json:"batch_p50_us"`
+	BatchP99Us float64 `json:"batch_p99_us"`
+	BatchMaxUs float64 `json:"batch_max_us"`
+	BatchCount uint64  `json:"batch_count"`
+	BatchError string  `json:"batch_error,omitempty"` // histogram rows that could not be decoded
 
 	// E2E is producer → sink latency from the sink tasks' HDR histograms
 	// (whole job, warm-up and drain included); nil for queries whose sink
@@ -63,8 +69,7 @@ type Steady struct {
 type SteadyInputs struct {
 	Sink       []metrics.Point
 	Lag        []metrics.Point
-	BatchAvg   map[string][]metrics.Point // per task of the operator
-	BatchMax   map[string][]metrics.Point
+	Batches    []metrics.BatchHistSample // the operator's per-task per-second batch-time histograms
 	JobStart   time.Time
 	CPU        []CPUSample
 	From, To   float64 // window on the metric axis
@@ -114,27 +119,13 @@ func ComputeSteady(s Steady, in SteadyInputs) Steady {
 			s.EndLag = p.Value
 		}
 	}
-	var avgs, maxs []float64
-	for _, pts := range in.BatchAvg {
-		for _, p := range pts {
-			if p.Sec >= in.From && p.Sec+1 <= in.To && p.Value > 0 {
-				avgs = append(avgs, p.Value)
-			}
-		}
-	}
-	for _, pts := range in.BatchMax {
-		for _, p := range pts {
-			if p.Sec >= in.From && p.Sec+1 <= in.To && p.Value > 0 {
-				maxs = append(maxs, p.Value)
-			}
-		}
-	}
-	s.BatchSamples = len(maxs)
-	if v, ok := Percentile(avgs, 50); ok {
-		s.BatchP50Us = v
-	}
-	if v, ok := Percentile(maxs, 99); ok {
-		s.BatchP99Us = v
+	p, ok, err := metrics.BatchHistWindow(in.Batches, in.From, in.To)
+	switch {
+	case err != nil:
+		s.BatchError = err.Error()
+	case ok:
+		s.BatchCount = p.Count
+		s.BatchP50Us, s.BatchP99Us, s.BatchMaxUs = float64(p.P50Us), float64(p.P99Us), float64(p.MaxUs)
 	}
 	return s
 }
@@ -166,6 +157,14 @@ func MergeSinkLatency(ls []control.Latency) *control.Latency {
 		out.MaxUs = max(out.MaxUs, l.MaxUs)
 	}
 	return &out
+}
+
+// batchText is a batch-time cell: n/a without batches in the window.
+func (s Steady) batchText(us float64) string {
+	if s.BatchCount == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f ms", us/1000)
 }
 
 // E2EText is the latency cell of the steady-state table.

@@ -75,8 +75,14 @@ func TestComputeSteady(t *testing.T) {
 	cpu := []CPUSample{{At: start, Seconds: 0, MachineBusy: 0}, {At: start.Add(20 * time.Second), Seconds: 10, MachineBusy: 30}} // 0.5 cores
 	in := SteadyInputs{
 		Sink: sink, JobStart: start, CPU: cpu, From: 5, To: 15, TargetRate: 1000,
-		BatchAvg: map[string][]metrics.Point{"m-0": {{Sec: 6, Value: 100}, {Sec: 7, Value: 300}, {Sec: 8, Value: 200}}},
-		BatchMax: map[string][]metrics.Point{"m-0": {{Sec: 6, Value: 1000}, {Sec: 7, Value: 5000}, {Sec: 30, Value: 9e9}}},
+		// 60 batches of 200 µs, 38 of 300 µs, 2 of 5 ms in the window on
+		// two tasks; a 9 s batch after it.
+		Batches: []metrics.BatchHistSample{
+			{Task: "m-0", Sec: 6, Hist: encodeBatches(t, 60, 200*time.Microsecond)},
+			{Task: "m-1", Sec: 7, Hist: encodeBatches(t, 38, 300*time.Microsecond)},
+			{Task: "m-0", Sec: 8, Hist: encodeBatches(t, 2, 5*time.Millisecond)},
+			{Task: "m-0", Sec: 30, Hist: encodeBatches(t, 1, 9*time.Second)},
+		},
 	}
 	s := ComputeSteady(Steady{Query: "hello"}, in)
 	if s.SinkEvents != 10000 || s.EventsPerSec != 1000 || math.Abs(s.CPUSeconds-5) > 1e-9 || math.Abs(s.CoresUsed-0.5) > 1e-9 || math.Abs(s.MachineCores-1.5) > 1e-9 {
@@ -85,9 +91,27 @@ func TestComputeSteady(t *testing.T) {
 	if math.Abs(s.EventsPerCPUSec-2000) > 1e-6 || s.SustainedRatio != 1 {
 		t.Errorf("per CPU-s %v, sustained %v", s.EventsPerCPUSec, s.SustainedRatio)
 	}
-	if s.BatchP50Us != 200 || s.BatchP99Us != 5000 || s.BatchSamples != 2 {
-		t.Errorf("batch p50 %v p99 %v n %d", s.BatchP50Us, s.BatchP99Us, s.BatchSamples)
+	if s.BatchP50Us != 200 || math.Abs(s.BatchP99Us-5000) > 5 || math.Abs(s.BatchMaxUs-5000) > 5 || s.BatchCount != 100 || s.BatchError != "" {
+		t.Errorf("batch p50 %v p99 %v max %v n %d err %q", s.BatchP50Us, s.BatchP99Us, s.BatchMaxUs, s.BatchCount, s.BatchError)
 	}
+	in.Batches = append(in.Batches, metrics.BatchHistSample{Task: "m-1", Sec: 9, Hist: "garbage"})
+	if s := ComputeSteady(Steady{Query: "hello"}, in); s.BatchError == "" || s.BatchCount != 0 {
+		t.Errorf("an undecodable histogram row: count %d, error %q", s.BatchCount, s.BatchError)
+	}
+}
+
+// encodeBatches returns n batches of d as one encoded batch-time histogram.
+func encodeBatches(t *testing.T, n int, d time.Duration) string {
+	t.Helper()
+	var b metrics.BatchHist
+	for range n {
+		b.Observe(d)
+	}
+	enc, err := b.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc
 }
 
 func TestBenchReportTargets(t *testing.T) {
@@ -135,9 +159,48 @@ func TestBenchReportTargets(t *testing.T) {
 	}
 }
 
+// TestBatchTargetPrefersHistograms: with HDR batch percentiles the p99
+// batch target compares the p99 around the reconfiguration with the
+// pre-scale p99 (here 2.5 ×, met) instead of the per-second maxima (4 ×).
+func TestBatchTargetPrefersHistograms(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	lazy := RunMetrics{PeakBatchUs: f(4000), PreBatchP99Us: f(1000),
+		PreBatch:      &metrics.BatchPercentiles{Count: 900, P50Us: 300, P99Us: 1000, MaxUs: 1500},
+		ReconfigBatch: &metrics.BatchPercentiles{Count: 200, P50Us: 400, P99Us: 2500, MaxUs: 4000}}
+	r := BenchReport{Disruption: &Comparison{Rows: []CompareRow{{Protocol: VariantLazy, Status: StatusOK, RunMetrics: lazy}}}}
+	var row TargetRow
+	for _, tr := range r.Targets() {
+		if strings.Contains(tr.Target, "p99 batch") {
+			row = tr
+		}
+	}
+	if row.Verdict != VerdictMet || !strings.Contains(row.Measured, "2.50 ×") || !strings.Contains(row.Measured, "HDR") {
+		t.Fatalf("p99 batch target: %+v", row)
+	}
+	md := r.Markdown()
+	for _, s := range []string{"pre batch p50/p99", "0.3 / 1.0 ms", "0.4 / 2.5 ms", "peak per-s batch max"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q", s)
+		}
+	}
+}
+
 func TestParseMachineBusy(t *testing.T) {
 	got, err := ParseMachineBusy("cpu  100 5 50 1000 20 3 2 10 0 0\ncpu0 1 2 3 4 5 6 7 8\n")
 	if err != nil || math.Abs(got-1.7) > 1e-9 {
 		t.Fatalf("busy = %v, %v; want 1.7", got, err)
+	}
+}
+
+// TestMeasureExchange runs the gRPC exchange ceiling briefly: it must count
+// whole frames received, and report no error (which it does when a record
+// sent did not arrive).
+func TestMeasureExchange(t *testing.T) {
+	c := MeasureExchange(300 * time.Millisecond)
+	if c.Error != "" {
+		t.Fatalf("error: %s", c.Error)
+	}
+	if c.Component != CeilExchange || c.Events <= 0 || c.Events%1000 != 0 || c.Seconds < 0.3 || c.EventsPerSec <= 0 {
+		t.Fatalf("ceiling %+v", c)
 	}
 }

@@ -21,7 +21,10 @@ type RunSeries struct {
 	Lag            []metrics.Point            // per-second sum of kafka_lag of the source tasks
 	BatchMaxByTask map[string][]metrics.Point // batch_time_max_us per task of the target operator(s)
 	Bytes          []metrics.Point            // per-second sum of bytes_transferred of the target operator(s)
-	Reconfigs      []Interval                 // the run's reconfigurations, on the metric axis
+	// BatchHists are the target operator(s)' per-task per-second HDR
+	// histograms of individual batch times (batch_time_hdr).
+	BatchHists []metrics.BatchHistSample
+	Reconfigs  []Interval // the run's reconfigurations, on the metric axis
 	// InputEnd is when the producer stopped (metric axis); later seconds
 	// are the drain and are ignored by the lag and pre-scale windows.
 	// 0 means unknown (the whole series is used).
@@ -53,6 +56,15 @@ type RunMetrics struct {
 	// LatencySlackSec; PreBatchP99Us the pre-scale p99 of the same samples.
 	PeakBatchUs   *float64 `json:"peak_batch_us"`
 	PreBatchP99Us *float64 `json:"pre_batch_p99_us"`
+
+	// PreBatch and ReconfigBatch are percentiles of one HDR histogram of
+	// the target operator's individual batch times, merged from its tasks'
+	// per-second histograms: over the pre-scale seconds (the window of
+	// PreThroughput), and over the seconds overlapping the window of
+	// PeakBatchUs. nil when no batch ran there (or no histogram rows).
+	PreBatch      *metrics.BatchPercentiles `json:"pre_batch_hdr,omitempty"`
+	ReconfigBatch *metrics.BatchPercentiles `json:"reconfig_batch_hdr,omitempty"`
+	BatchHDRError string                    `json:"batch_hdr_error,omitempty"`
 
 	BytesMigrated float64 `json:"bytes_migrated"`
 }
@@ -97,6 +109,7 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 	if v, ok := Percentile(preBatch, BatchLatencyPctl); ok {
 		m.PreBatchP99Us = ptr(v)
 	}
+	m.PreBatch = m.batchWindow(s.BatchHists, func(sec float64) bool { return sec >= CompareWarmupSec && sec+1 <= preEnd })
 	if len(rcs) == 0 {
 		m.LagNote = "no reconfiguration"
 		return m
@@ -144,7 +157,29 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 	if found {
 		m.PeakBatchUs = ptr(peak)
 	}
+	rcTo := end + LatencySlackSec
+	m.ReconfigBatch = m.batchWindow(s.BatchHists, func(sec float64) bool { return sec < rcTo && sec+1 > start })
 	return m
+}
+
+// batchWindow merges the histograms of the seconds in picks; a decoding
+// error is kept in BatchHDRError and gives nil.
+func (m *RunMetrics) batchWindow(samples []metrics.BatchHistSample, in func(sec float64) bool) *metrics.BatchPercentiles {
+	var enc []string
+	for _, s := range samples {
+		if isFinite(s.Sec) && in(s.Sec) {
+			enc = append(enc, s.Hist)
+		}
+	}
+	p, ok, err := metrics.MergeBatchHists(enc)
+	if err != nil {
+		m.BatchHDRError = err.Error()
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	return &p
 }
 
 func ptr(v float64) *float64 { return &v }

@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"koala/dataplane/metrics"
 )
 
 var compareHeader = []string{
 	"protocol", "pre ev/s", "pre min", "min ev/s", "min/pre", "lag recovery", "peak lag",
-	"peak batch", "pre p99 batch", "migrated", "control plane", "lost", "dup",
+	"pre batch p50/p99", "reconfig batch p50/p99", "peak per-s batch max", "pre p99 of per-s max", "migrated", "control plane", "lost", "dup",
 }
 
 // cells renders one row's table cells (without the status note).
@@ -45,7 +47,7 @@ func (r CompareRow) cells() []string {
 	}
 	return []string{
 		r.Protocol, numOrNA(r.PreThroughput, "%.0f"), numOrNA(r.PreMinThroughput, "%.0f"), numOrNA(r.MinThroughput, "%.0f"), ratio, rec,
-		numOrNA(r.PeakLag, "%.0f"), usOrNA(r.PeakBatchUs), usOrNA(r.PreBatchP99Us),
+		numOrNA(r.PeakLag, "%.0f"), hdrText(r.PreBatch), hdrText(r.ReconfigBatch), usOrNA(r.PeakBatchUs), usOrNA(r.PreBatchP99Us),
 		bytesText(r.BytesMigrated), msText(r.ControlPlaneMs, len(r.Reconfigs) > 0), lost, dup,
 	}
 }
@@ -62,6 +64,14 @@ func usOrNA(v *float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f ms", *v/1000)
+}
+
+// hdrText is a "p50 / p99 ms" cell of HDR batch percentiles.
+func hdrText(p *metrics.BatchPercentiles) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f / %.1f ms", float64(p.P50Us)/1000, float64(p.P99Us)/1000)
 }
 
 func msText(ms float64, ok bool) string {
@@ -179,6 +189,9 @@ func (c Comparison) notes() []string {
 		if r.MetricsError != "" {
 			out = append(out, r.Protocol+": metrics: "+r.MetricsError)
 		}
+		if r.BatchHDRError != "" {
+			out = append(out, r.Protocol+": batch histograms: "+r.BatchHDRError)
+		}
 	}
 	return out
 }
@@ -224,7 +237,8 @@ func (c Comparison) Markdown() string {
 		"- *pre min*: smallest 1 s sink throughput in that window (the noise floor of *min ev/s*).\n"+
 		"- *min ev/s*: minimum 1 s sink throughput from reconfiguration start to end + %.0f s (≥ %d missing seconds count as 0); *min/pre* target ≥ %.1f.\n"+
 		"- *lag recovery*: from reconfiguration start until the source Kafka lag is ≤ max(%.1f × pre mean, pre mean + %d) for %.0f s; \"no rise\" = it never exceeded that.\n"+
-		"- *peak batch*: max batch_time_max_us of the target operator's tasks in [start, end + %.0f s]; *pre p99 batch*: p%.0f of the same per-task samples before the reconfiguration.\n"+
+		"- *pre batch p50/p99*, *reconfig batch p50/p99*: percentiles of the processing time of individual batches of the target operator, from one HDR histogram (1 µs – 10 min, 3 significant digits) merged from its tasks' per-second histograms (`batch_time_hdr`): over the *pre ev/s* window, and over the seconds overlapping [reconfiguration start, end + %.0f s].\n"+
+		"- *peak per-s batch max*: max of the per-second `batch_time_max_us` of the target operator's tasks in that same window; *pre p99 of per-s max*: p%.0f of those per-task per-second maxima before the reconfiguration (per-second aggregates, not individual batches).\n"+
 		"- *migrated*: sum of bytes_transferred of the target operator; *control plane*: total reconfiguration workflow time.\n",
 		CompareWarmupSec, ResumeSlackSec, stallMissingSeconds, TargetMinRatio, LagFactor, LagSlackRecords, LagStaySec, LatencySlackSec, BatchLatencyPctl)
 	return b.String()

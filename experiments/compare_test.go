@@ -728,3 +728,39 @@ func TestComparisonNotes(t *testing.T) {
 		t.Fatal("no violation expected")
 	}
 }
+
+// TestComputeRunMetricsBatchHistograms merges the per-second batch-time
+// histograms over the pre-scale window (warm-up and the reconfiguration's
+// first second left out) and over the seconds overlapping [start, end +
+// LatencySlackSec).
+func TestComputeRunMetricsBatchHistograms(t *testing.T) {
+	s := srSeries() // reconfiguration [30.5, 33.0]: window up to 38
+	s.BatchHists = []metrics.BatchHistSample{
+		{Task: "counter-0", Sec: 2, Hist: encodeBatches(t, 1, 50*time.Millisecond)}, // warm-up
+		{Task: "counter-0", Sec: 10, Hist: encodeBatches(t, 60, time.Millisecond)},
+		{Task: "counter-1", Sec: 10, Hist: encodeBatches(t, 40, time.Millisecond)},
+		{Task: "counter-1", Sec: 29, Hist: encodeBatches(t, 1, 2*time.Millisecond)},
+		{Task: "counter-0", Sec: 30, Hist: encodeBatches(t, 10, 20*time.Millisecond)}, // overlaps the start
+		{Task: "counter-2", Sec: 37, Hist: encodeBatches(t, 1, 40*time.Millisecond)},
+		{Task: "counter-2", Sec: 38, Hist: encodeBatches(t, 1, 900*time.Millisecond)}, // after the window
+	}
+	m := ComputeRunMetrics(s)
+	near := func(got, want int64) bool { return got >= want-want/1000 && got <= want+want/1000 }
+	if p := m.PreBatch; p == nil || p.Count != 101 || !near(p.P50Us, 1000) || !near(p.P99Us, 1000) || !near(p.MaxUs, 2000) {
+		t.Errorf("pre-scale batches: %+v", p)
+	}
+	if p := m.ReconfigBatch; p == nil || p.Count != 11 || !near(p.P50Us, 20_000) || !near(p.P99Us, 40_000) || !near(p.MaxUs, 40_000) {
+		t.Errorf("batches around the reconfiguration: %+v", p)
+	}
+	if m.BatchHDRError != "" {
+		t.Errorf("error %q", m.BatchHDRError)
+	}
+	s.BatchHists = append(s.BatchHists, metrics.BatchHistSample{Task: "counter-0", Sec: 31, Hist: "%%%"})
+	if m := ComputeRunMetrics(s); m.ReconfigBatch != nil || m.BatchHDRError == "" || m.PreBatch == nil {
+		t.Errorf("a corrupt row in the reconfiguration window: %+v / %+v, error %q", m.PreBatch, m.ReconfigBatch, m.BatchHDRError)
+	}
+	s.BatchHists = nil
+	if m := ComputeRunMetrics(s); m.PreBatch != nil || m.ReconfigBatch != nil || m.BatchHDRError != "" {
+		t.Errorf("no histograms: %+v %+v %q", m.PreBatch, m.ReconfigBatch, m.BatchHDRError)
+	}
+}

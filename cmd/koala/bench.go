@@ -57,15 +57,17 @@ func init() {
 		Long: `bench runs, in this order:
 
  1. micro: the hot-path testing.B benchmarks (frame codec, BucketOf,
-    outputs batching, KLT lookup and size, Pebble multi-get+put) with go test
-    -bench, when the go toolchain is on PATH;
+    outputs batching, gRPC exchange, KLT lookup and size, Pebble
+    multi-get+put) with go test -bench, when the go toolchain is on PATH;
  2. steady: steady state per core of the hello (stateless), counter (keyed,
     Pebble) and nexmark-q5 (sliding-window count) queries without
     reconfiguration at a fixed rate; sink events/s from ClickHouse divided by
     the utime+stime of all worker processes (<run-dir>/worker-w*.pid) over the
-    same window, plus per-batch latency;
+    same window, plus per-batch latency (p50/p99 of the tasks' HDR
+    histograms of individual batch times over the same window);
  3. ceilings: Kafka produce and consume (franz-go against the stack's
-    broker), the frame codec and Pebble multi-get+put, each alone, and each
+    broker), the frame codec, Pebble multi-get+put and the gRPC exchange
+    (two in-process peers over loopback), each alone, and each
     steady-state figure as a fraction of its slowest component;
  4. disruption: the koala compare machinery on the 2→4 counter scale-out for
     lazy, stop-and-restart, remote (against a koala statesvc it starts and
@@ -95,7 +97,7 @@ JSON under results/bench/.`,
 	f.StringVar(&o.resultsDir, "results", "results/bench", "directory for the raw JSON")
 	f.StringVar(&o.mdPath, "out", "BENCHMARKS.md", "markdown report")
 	f.StringVar(&o.microPkgs, "micro-packages", "./dataplane,./statesvc", "packages whose benchmarks run (comma-separated)")
-	f.StringVar(&o.microRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|KLTLookup|KLTMemory|PebbleMultiGetPut$", "go test -bench regexp")
+	f.StringVar(&o.microRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|Exchange$|KLTLookup|KLTMemory|PebbleMultiGetPut$", "go test -bench regexp")
 	f.StringVar(&o.benchtime, "benchtime", "1s", "go test -benchtime")
 	f.StringVar(&o.helloConfig, "hello-config", "experiments/bench/hello-steady.json", "steady-state config of the stateless query")
 	f.StringVar(&o.counterConfig, "counter-config", "experiments/bench/counter-steady.json", "steady-state config of the keyed query")
@@ -110,7 +112,7 @@ JSON under results/bench/.`,
 	f.DurationVar(&o.margin, "timeout-margin", 3*time.Minute, "a run is given up this long after its runtime + drain timeout")
 	f.StringVar(&o.windowConfig, "window-config", "experiments/bench/nexmark-q5-steady.json", "steady-state config of the windowed query (empty: skip it)")
 	f.IntVar(&o.windowRate, "window-rate", 0, "producer rate of the windowed run (0: the config's)")
-	f.DurationVar(&o.ceilingSec, "ceiling-duration", 5*time.Second, "how long the frame codec and Pebble ceilings run each")
+	f.DurationVar(&o.ceilingSec, "ceiling-duration", 5*time.Second, "how long the frame codec, Pebble and gRPC exchange ceilings run each")
 	f.IntVar(&o.kafkaRecords, "ceiling-kafka-records", 500_000, "records produced and consumed by the Kafka ceiling")
 	f.IntVar(&o.pebbleKeys, "ceiling-pebble-keys", 200_000, "distinct keys of the Pebble ceiling")
 	f.StringVar(&o.rssConfig, "rss-config", "experiments/bench/counter-steady.json", "query config of the RSS-under-backpressure run")

@@ -113,10 +113,8 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	note("sink", err)
 	sin.Lag, err = ch.Lag(ctx, res.JobID)
 	note("lag", err)
-	sin.BatchAvg, err = ch.ColumnByTask(ctx, res.JobID, op, "batch_time_avg_us", metrics.AggMax)
-	note("batch avg", err)
-	sin.BatchMax, err = ch.ColumnByTask(ctx, res.JobID, op, "batch_time_max_us", metrics.AggMax)
-	note("batch max", err)
+	sin.Batches, err = ch.BatchHists(ctx, res.JobID, op)
+	note("batch-time histograms", err)
 	if len(errs) > 0 {
 		s.Reason = strings.Join(errs, "; ")
 		return s
@@ -135,8 +133,8 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	if s.CPUSeconds <= 0 {
 		s.Reason = "no CPU samples over the window"
 	}
-	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at %s (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; batch p50 %.2f ms p99 %.2f ms; e2e p50/p99/p999/max %s; lost=%d dup=%d\n",
+	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at %s (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; batch p50 %.2f ms p99 %.2f ms (HDR, %d batches); e2e p50/p99/p999/max %s; lost=%d dup=%d\n",
 		label, s.ProducedPerSec, s.EventsPerSec, s.CountedAt, 100*s.SustainedRatio, s.Rate, s.CPUSeconds, s.WindowTo-s.WindowFrom, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec,
-		s.BatchP50Us/1000, s.BatchP99Us/1000, s.E2EText(), s.Lost, s.Duplicated)
+		s.BatchP50Us/1000, s.BatchP99Us/1000, s.BatchCount, s.E2EText(), s.Lost, s.Duplicated)
 	return s
 }

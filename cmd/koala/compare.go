@@ -274,6 +274,9 @@ func readSeries(ctx context.Context, ch *metrics.ClickHouse, res workflows.Exper
 		for task, pts := range byTask {
 			sr.BatchMaxByTask[task] = pts
 		}
+		hists, err := ch.BatchHists(ctx, job, op)
+		note("batch-time histograms of "+op, err)
+		sr.BatchHists = append(sr.BatchHists, hists...)
 		bytes, err := ch.ColumnSeries(ctx, job, op, "bytes_transferred", metrics.AggSum)
 		note("bytes transferred of "+op, err)
 		sr.Bytes = append(sr.Bytes, bytes...)

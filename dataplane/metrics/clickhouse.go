@@ -136,7 +136,7 @@ func (ch *ClickHouse) EnsureSchema(ctx context.Context) error {
 			return err
 		}
 	}
-	return ch.addMissingColumns(ctx, TaskTable, badRecordColumnDefs)
+	return ch.addMissingColumns(ctx, TaskTable, badRecordColumnDefs+", "+batchHistColumnDefs)
 }
 
 // addMissingColumns adds the columns of defs that table lacks: tables

@@ -103,7 +103,7 @@ func TestInsertTaskRowExactFormat(t *testing.T) {
 		QueueTimeAvgUs: 0.25, KafkaLag: 18446744073709551615, IdleRatio: 0.5, BackpressureRatio: 0,
 		MultiGetUs: 7, MultiPutUs: 8, KeyLookupUs: 9, KeysPerBatch: 10.5,
 		BytesTransferred: 11, KeysFetched: 12, KLTSize: 13, KLTBytes: 14,
-		Malformed: 15, Oversize: 16, DeadLettered: 17, LateEvents: 18,
+		Malformed: 15, Oversize: 16, DeadLettered: 17, LateEvents: 18, BatchTimeHDR: "HISTx+/=",
 	})
 	if err := ch.Flush(context.Background()); err != nil {
 		t.Fatal(err)
@@ -112,12 +112,12 @@ func TestInsertTaskRowExactFormat(t *testing.T) {
 	wantQ := "INSERT INTO koala.task_metrics (ts, ts_ms, experiment, job, operator, task, worker, records_in, " +
 		"records_out, batches, batch_time_avg_us, batch_time_max_us, queue_time_avg_us, kafka_lag, idle_ratio, " +
 		"backpressure_ratio, multi_get_us, multi_put_us, key_lookup_us, keys_per_batch, bytes_transferred, " +
-		"keys_fetched, klt_size, klt_bytes, malformed_records, oversize_records, dead_lettered, late_events) FORMAT TabSeparated"
+		"keys_fetched, klt_size, klt_bytes, malformed_records, oversize_records, dead_lettered, late_events, batch_time_hdr) FORMAT TabSeparated"
 	if r.query != wantQ {
 		t.Errorf("query\n got %q\nwant %q", r.query, wantQ)
 	}
 	wantB := "1704164645\t1704164645000\texp\\t1\tjob\\n2\top\\\\3\tt0\tw\t1\t2\t3\t4.5\t1e+06\t0.25\t" +
-		"18446744073709551615\t0.5\t0\t7\t8\t9\t10.5\t11\t12\t13\t14\t15\t16\t17\t18\n"
+		"18446744073709551615\t0.5\t0\t7\t8\t9\t10.5\t11\t12\t13\t14\t15\t16\t17\t18\tHISTx+/=\n"
 	if r.body != wantB {
 		t.Errorf("body\n got %q\nwant %q", r.body, wantB)
 	}

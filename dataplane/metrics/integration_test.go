@@ -238,9 +238,15 @@ func TestClickHouseSchemaUpgrade(t *testing.T) {
 		}
 	}
 	start := time.Unix(1_700_000_001, 0)
+	var bh BatchHist
 	for sec := range 3 {
+		bh.Observe(time.Duration(sec+1) * time.Millisecond)
+		hist, err := bh.Take()
+		if err != nil {
+			t.Fatal(err)
+		}
 		ch.RecordTask(TaskRow{Time: start.Add(time.Duration(sec) * time.Second), Job: "j", Operator: "parse", Task: "parse-0",
-			RecordsIn: 10, Malformed: uint64(sec + 1), Oversize: 2, DeadLettered: uint64(sec + 3), LateEvents: 5})
+			RecordsIn: 10, Malformed: uint64(sec + 1), Oversize: 2, DeadLettered: uint64(sec + 3), LateEvents: 5, BatchTimeHDR: hist})
 	}
 	if err := ch.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -260,5 +266,14 @@ func TestClickHouseSchemaUpgrade(t *testing.T) {
 	pts, err := ch.ColumnSeries(ctx, "j", "parse", "dead_lettered", AggSum)
 	if err != nil || len(pts) != 4 || pts[3].Value != 5 {
 		t.Fatalf("dead_lettered series %v %v", pts, err)
+	}
+	// The batch-time histograms come back decodable; the old row has none.
+	hs, err := ch.BatchHists(ctx, "j", "parse")
+	if err != nil || len(hs) != 3 || hs[0].Sec != 1 || hs[2].Sec != 3 {
+		t.Fatalf("batch histograms %+v %v", hs, err)
+	}
+	p, ok, err := BatchHistWindow(hs, 2, 4) // seconds 2 and 3: the 2 ms and 3 ms batches
+	if err != nil || !ok || p.Count != 2 || p.P50Us < 1999 || p.P50Us > 2001 || p.MaxUs < 2999 || p.MaxUs > 3002 {
+		t.Fatalf("window percentiles %+v %v %v", p, ok, err)
 	}
 }

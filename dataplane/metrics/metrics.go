@@ -31,6 +31,9 @@ type TaskRow struct {
 	// limit (both go the dead-letter path), written to the dead-letter
 	// topic, and late events (after the watermark passed them).
 	Malformed, Oversize, DeadLettered, LateEvents uint64
+	// BatchTimeHDR is this second's per-batch processing times as an
+	// encoded HDR histogram (BatchHist.Take); "" when no batch ran.
+	BatchTimeHDR string
 }
 
 // Phases of a ReconfigEvent.

@@ -22,10 +22,13 @@ const (
 		`queue_time_avg_us Float64, kafka_lag UInt64, idle_ratio Float64, backpressure_ratio Float64, ` +
 		`multi_get_us Float64, multi_put_us Float64, key_lookup_us Float64, keys_per_batch Float64, ` +
 		`bytes_transferred UInt64, keys_fetched UInt64, klt_size UInt64, klt_bytes UInt64, ` +
-		badRecordColumnDefs
+		badRecordColumnDefs + ", " + batchHistColumnDefs
 	// badRecordColumnDefs were added to task_metrics after its first
 	// release; EnsureSchema adds them to older tables (addMissingColumns).
 	badRecordColumnDefs = `malformed_records UInt64, oversize_records UInt64, dead_lettered UInt64, late_events UInt64`
+	// batchHistColumnDefs were added later still: the second's batch
+	// times as an encoded HDR histogram (batch_hist.go).
+	batchHistColumnDefs = `batch_time_hdr String`
 	reconfigColumnDefs  = `ts DateTime, ts_ms UInt64, experiment String, job String, reconfig_id String, protocol String, ` +
 		`step String, phase String, millis Float64, detail String`
 )
@@ -188,6 +191,7 @@ func encodeTask(r TaskRow) string {
 	l.u64(r.Oversize)
 	l.u64(r.DeadLettered)
 	l.u64(r.LateEvents)
+	l.str(r.BatchTimeHDR)
 	return l.String()
 }
 
