@@ -111,7 +111,11 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 	if backend == "" {
 		backend = "pebble"
 	}
-	store, err := statesvc.Open(statesvc.Options{Backend: backend, Dir: dir, Addrs: statesvc.ParseAddrs(job.Params[ParamRemotePebbleAddrs]), RemoteCreds: remoteCreds})
+	store, err := statesvc.Open(statesvc.Options{Backend: backend, Dir: dir, Addrs: statesvc.ParseAddrs(job.Params[ParamRemotePebbleAddrs]),
+		// Remote state is per job: every task of this job (including those a
+		// reconfiguration deploys, which keep the job id) shares it, and no
+		// other job sees it.
+		Namespace: job.JobID, RemoteCreds: remoteCreds})
 	if err != nil {
 		return nil, fmt.Errorf("open %s state for %s: %w", backend, opName, err)
 	}

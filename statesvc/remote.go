@@ -27,6 +27,10 @@ const (
 
 // RemoteOptions tune the remote backend beyond Options.
 type RemoteOptions struct {
+	// Namespace (required) is the job id: every key is stored under it, so
+	// jobs sharing the servers never see each other's state (see
+	// CheckNamespace and remote_namespace.go).
+	Namespace string
 	// Timeout bounds each call to one server (one page of a scan);
 	// 0 means DefaultRemoteTimeout.
 	Timeout time.Duration
@@ -55,7 +59,9 @@ func ParseAddrs(list string) []string {
 // servers (see Server), sharded by bucket: a state key of bucket b lives on
 // server b mod len(addrs). Keys that do not hold a bucket (not built by
 // StateKey) live on the first server. The list of addresses, order
-// included, must stay the same for the life of the data.
+// included, must stay the same for the life of the data. A Remote sees only
+// the keys of its namespace (RemoteOptions.Namespace); keys and ranges are
+// those of the namespace, the prefix never shows.
 //
 // Guarantees beyond Store: a MultiPut is atomic per server (one batch
 // each); a MultiPut whose keys span several servers is split and the parts
@@ -64,10 +70,12 @@ func ParseAddrs(list string) []string {
 // snapshot: writes during a scan may or may not be seen. Safe for
 // concurrent use.
 type Remote struct {
-	shards  []*remoteShard
-	timeout time.Duration
-	pairs   int
-	bytes   int
+	namespace string
+	prefix    []byte // namespacePrefix(namespace), on every key sent
+	shards    []*remoteShard
+	timeout   time.Duration
+	pairs     int
+	bytes     int
 
 	mu     sync.Mutex
 	cond   sync.Cond
@@ -85,6 +93,9 @@ func OpenRemote(addrs []string, o RemoteOptions) (*Remote, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("statesvc: remote-pebble needs at least one server address")
 	}
+	if err := CheckNamespace(o.Namespace); err != nil {
+		return nil, fmt.Errorf("statesvc: RemoteOptions.Namespace: %w", err)
+	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultRemoteTimeout
 	}
@@ -94,7 +105,7 @@ func OpenRemote(addrs []string, o RemoteOptions) (*Remote, error) {
 	if o.ScanPageBytes <= 0 {
 		o.ScanPageBytes = defaultScanPageBytes
 	}
-	r := &Remote{timeout: o.Timeout, pairs: o.ScanPagePairs, bytes: o.ScanPageBytes}
+	r := &Remote{namespace: o.Namespace, prefix: namespacePrefix(o.Namespace), timeout: o.Timeout, pairs: o.ScanPagePairs, bytes: o.ScanPageBytes}
 	r.cond.L = &r.mu
 	creds := o.Creds
 	if creds == nil {
@@ -217,7 +228,7 @@ func (r *Remote) MultiGet(keys [][]byte) ([][]byte, error) {
 	}
 	if len(r.shards) == 1 {
 		var resp getResp
-		if err := r.call(r.shards[0], methodMultiGet, fmt.Sprintf("multiget of %d keys", len(keys)), &getReq{keys: keys}, &resp); err != nil {
+		if err := r.call(r.shards[0], methodMultiGet, fmt.Sprintf("multiget of %d keys", len(keys)), &getReq{keys: r.prefixKeys(keys)}, &resp); err != nil {
 			return nil, err
 		}
 		if len(resp.vals) != len(keys) {
@@ -227,9 +238,10 @@ func (r *Remote) MultiGet(keys [][]byte) ([][]byte, error) {
 	}
 	idx := make([][]int, len(r.shards))
 	for i, k := range keys {
-		s := r.shardOf(k)
+		s := r.shardOf(k) // of the unprefixed key: placement ignores the namespace
 		idx[s] = append(idx[s], i)
 	}
+	pkeys := r.prefixKeys(keys)
 	var used []int
 	for s := range idx {
 		if len(idx[s]) > 0 {
@@ -239,7 +251,7 @@ func (r *Remote) MultiGet(keys [][]byte) ([][]byte, error) {
 	err := parallel(used, func(s int) error {
 		ks := make([][]byte, len(idx[s]))
 		for j, i := range idx[s] {
-			ks[j] = keys[i]
+			ks[j] = pkeys[i]
 		}
 		var resp getResp
 		sh := r.shards[s]
@@ -270,13 +282,14 @@ func (r *Remote) MultiPut(kvs []KV) error {
 	if len(kvs) == 0 {
 		return nil
 	}
+	pkvs := r.prefixKVs(kvs)
 	if len(r.shards) == 1 {
-		return r.call(r.shards[0], methodMultiPut, fmt.Sprintf("multiput of %d writes", len(kvs)), &putReq{kvs: kvs}, &emptyResp{})
+		return r.call(r.shards[0], methodMultiPut, fmt.Sprintf("multiput of %d writes", len(kvs)), &putReq{kvs: pkvs}, &emptyResp{})
 	}
 	parts := make([][]KV, len(r.shards))
-	for _, kv := range kvs { // order kept per shard: a later write of a key still wins
-		s := r.shardOf(kv.Key)
-		parts[s] = append(parts[s], kv)
+	for i, kv := range kvs { // order kept per shard: a later write of a key still wins
+		s := r.shardOf(kv.Key) // of the unprefixed key
+		parts[s] = append(parts[s], pkvs[i])
 	}
 	var used []int
 	for s := range parts {
@@ -335,7 +348,8 @@ func (r *Remote) scanShards(start, end []byte) []int {
 	return out
 }
 
-// scanCursor pages through one server's part of a scan.
+// scanCursor pages through one server's part of a scan. Its keys are
+// unprefixed; next is in the server's (prefixed) key space.
 type scanCursor struct {
 	shard      int
 	keys, vals [][]byte
@@ -355,13 +369,20 @@ func (r *Remote) scanPage(c *scanCursor, start, end []byte) error {
 	if resp.next != nil && end != nil && bytes.Compare(resp.next, end) >= 0 {
 		resp.next = nil
 	}
+	for i, k := range resp.keys {
+		var err error
+		if resp.keys[i], err = r.stripKey(sh, k); err != nil {
+			return err
+		}
+	}
 	c.keys, c.vals, c.pos, c.next = resp.keys, resp.vals, 0, resp.next
 	return nil
 }
 
 // Scan implements Store: it pages through every server that can hold keys
 // of the range and merges their pages in key order. fn may call the
-// store's other methods (not Close).
+// store's other methods (not Close). Only the namespace's keys are seen,
+// unprefixed.
 func (r *Remote) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	if err := r.enter(); err != nil {
 		return err
@@ -370,7 +391,8 @@ func (r *Remote) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	shards := r.scanShards(start, end)
+	shards := r.scanShards(start, end) // of the unprefixed range
+	start, end = r.prefixRange(start, end)
 	cursors := make([]*scanCursor, len(shards))
 	for j, s := range shards {
 		cursors[j] = &scanCursor{shard: s}
@@ -409,7 +431,8 @@ func indexes(n int) []int {
 	return out
 }
 
-// DeleteRange implements Store on every server, in parallel.
+// DeleteRange implements Store on every server, in parallel, within the
+// namespace (nil bounds stop at the namespace's ends).
 func (r *Remote) DeleteRange(start, end []byte) error {
 	if err := r.enter(); err != nil {
 		return err
@@ -418,12 +441,14 @@ func (r *Remote) DeleteRange(start, end []byte) error {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
+	start, end = r.prefixRange(start, end)
 	return parallel(r.allShards(), func(s int) error {
 		return r.call(r.shards[s], methodDeleteRange, fmt.Sprintf("delete range [%q, %q)", start, end), &rangeReq{start: start, end: end}, &emptyResp{})
 	})
 }
 
-// ApproxSize implements Store: the sum over the servers that answer.
+// ApproxSize implements Store: the sum over the servers that answer, of
+// every namespace (the servers size their whole store).
 func (r *Remote) ApproxSize() uint64 {
 	if r.enter() != nil {
 		return 0

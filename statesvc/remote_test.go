@@ -23,13 +23,13 @@ func init() {
 			name string
 			open func(t testing.TB) Store
 		}{"remote-1", func(t testing.TB) Store {
-			return mustOpen(t, Options{Backend: BackendRemotePebble, Addrs: startServers(t, 1)})
+			return mustOpen(t, Options{Backend: BackendRemotePebble, Addrs: startServers(t, 1), Namespace: testNamespace})
 		}},
 		struct {
 			name string
 			open func(t testing.TB) Store
 		}{"remote-3", func(t testing.TB) Store {
-			return mustOpen(t, Options{Backend: BackendRemotePebble, Addrs: startServers(t, 3)})
+			return mustOpen(t, Options{Backend: BackendRemotePebble, Addrs: startServers(t, 3), Namespace: testNamespace})
 		}},
 		struct {
 			name string
@@ -68,8 +68,14 @@ func startServer(t testing.TB, dir string) *Server {
 	return s
 }
 
+// testNamespace is the namespace of remote stores opened without one.
+const testNamespace = "test-job"
+
 func mustOpenRemote(t testing.TB, addrs []string, o RemoteOptions) *Remote {
 	t.Helper()
+	if o.Namespace == "" {
+		o.Namespace = testNamespace
+	}
 	r, err := OpenRemote(addrs, o)
 	if err != nil {
 		t.Fatalf("OpenRemote(%v): %v", addrs, err)
@@ -235,7 +241,7 @@ func TestRemoteErrorsNameTheServer(t *testing.T) {
 	if err := r.MultiPut([]KV{{k0, []byte("1")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenRemote([]string{"no-port"}, RemoteOptions{}); err == nil || !strings.Contains(err.Error(), "no-port") {
+	if _, err := OpenRemote([]string{"no-port"}, RemoteOptions{Namespace: testNamespace}); err == nil || !strings.Contains(err.Error(), "no-port") {
 		t.Fatalf("bad address: %v", err)
 	}
 	if got := ParseAddrs(" a:1, ,b:2,"); fmt.Sprint(got) != "[a:1 b:2]" {
@@ -372,7 +378,7 @@ func TestRemoteCutMidBatch(t *testing.T) {
 	for round, limit := range []int64{1, 64, 300, 4 << 10, 16 << 10, 64 << 10, 200 << 10, msgLen / 2, msgLen - 100, msgLen + 200, msgLen + 2000, 4 * msgLen} {
 		kvs := batch(round, "cut")
 		dial, _ := cutDialer(limit)
-		c, err := OpenRemote([]string{addr}, RemoteOptions{Dialer: dial, Timeout: 5 * time.Second})
+		c, err := OpenRemote([]string{addr}, RemoteOptions{Namespace: testNamespace, Dialer: dial, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

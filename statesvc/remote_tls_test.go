@@ -44,7 +44,7 @@ func TestRemoteOverMutualTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := statesvc.OpenRemote([]string{srv.Addr()}, statesvc.RemoteOptions{Creds: creds, Timeout: 5 * time.Second})
+		r, err := statesvc.OpenRemote([]string{srv.Addr()}, statesvc.RemoteOptions{Namespace: "tls-job", Creds: creds, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

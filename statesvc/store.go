@@ -64,6 +64,10 @@ type Options struct {
 	// Addrs are the state servers (host:port) of "remote-pebble", sharded
 	// by bucket; required for it, unused otherwise. Order matters.
 	Addrs []string
+	// Namespace is the job id under which "remote-pebble" keeps the job's
+	// keys, apart from every other job using the same servers; required for
+	// it, unused otherwise. All tasks of one job must use the same one.
+	Namespace string
 	// CacheBytes is the Pebble block cache size; 0 means DefaultCacheBytes.
 	// The cache is allocated with room for two memtables on top, because
 	// Pebble reserves memtable memory inside its block cache.
@@ -90,6 +94,9 @@ func (o *Options) Validate() error {
 		if len(o.Addrs) == 0 {
 			return fmt.Errorf("statesvc: Options.Addrs (state server host:port list) is required for Backend %q", BackendRemotePebble)
 		}
+		if err := CheckNamespace(o.Namespace); err != nil {
+			return fmt.Errorf("statesvc: Options.Namespace for Backend %q: %w", BackendRemotePebble, err)
+		}
 	default:
 		return fmt.Errorf("statesvc: Options.Backend %q unknown; allowed: %q, %q, %q",
 			o.Backend, BackendMemory, BackendPebble, BackendRemotePebble)
@@ -112,7 +119,7 @@ func Open(o Options) (Store, error) {
 	case BackendMemory:
 		return NewMemory(), nil
 	case BackendRemotePebble:
-		return OpenRemote(o.Addrs, RemoteOptions{Creds: o.RemoteCreds})
+		return OpenRemote(o.Addrs, RemoteOptions{Namespace: o.Namespace, Creds: o.RemoteCreds})
 	default:
 		return OpenPebble(o)
 	}

@@ -283,7 +283,9 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{Backend: "rocks"}, `"memory", "pebble"`},
 		{Options{Backend: ""}, "Options.Backend"},
 		{Options{Backend: "remote-pebble"}, "Options.Addrs"},
-		{Options{Backend: "remote-pebble", Addrs: []string{"127.0.0.1:7600"}}, ""},
+		{Options{Backend: "remote-pebble", Addrs: []string{"127.0.0.1:7600"}}, "Options.Namespace"},
+		{Options{Backend: "remote-pebble", Addrs: []string{"127.0.0.1:7600"}, Namespace: strings.Repeat("j", MaxNamespaceLen+1)}, "at most 1024"},
+		{Options{Backend: "remote-pebble", Addrs: []string{"127.0.0.1:7600"}, Namespace: "job-1"}, ""},
 		{Options{Backend: "memory", CacheBytes: -1}, "Options.CacheBytes"},
 		{Options{Backend: "memory", MemTableBytes: 4 << 30}, "Options.MemTableBytes"},
 	} {
