@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/activity"
+	"google.golang.org/grpc/credentials"
 
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
@@ -31,6 +32,9 @@ type Activities struct {
 	Logger *slog.Logger
 	// RequestTimeout bounds one NATS request to a worker (default 30 s).
 	RequestTimeout time.Duration
+	// StateCreds secure connections to remote state servers (DropRemoteState);
+	// nil means plaintext.
+	StateCreds credentials.TransportCredentials
 }
 
 func (a *Activities) events() metrics.Recorder {

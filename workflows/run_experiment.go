@@ -13,6 +13,7 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/statesvc"
 	"koala/workflows/plan"
 )
 
@@ -193,6 +194,7 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 	if err := workflow.ExecuteActivity(actx, a.StopTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, err
 	}
+	dropRemoteState(ctx, job)
 	// Metrics are best effort: a missing ClickHouse must not fail a run whose
 	// exactness was already established.
 	sink, source := lastOperator(job), job.Operators[0].Name
@@ -264,7 +266,25 @@ func cleanup(ctx workflow.Context, dep control.Deployment, cause error) error {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
 	_ = workflow.ExecuteActivity(dctx, a.StopTasks, activities.TasksInput{Deployment: dep}).Get(dctx, nil)
+	dropRemoteState(dctx, dep.Job)
 	return cause
+}
+
+// dropRemoteState deletes a remote-pebble job's keyed state from the state
+// service once its tasks stopped, so a long-running service does not keep
+// every finished job's state (jobs never read each other's: it is
+// namespaced by job id). Best effort: the run's results do not depend on
+// it. Added behind a version marker, only for remote-pebble jobs (whose
+// backend comes from history): earlier runs replay unchanged.
+func dropRemoteState(ctx workflow.Context, job control.JobSpec) {
+	if job.StateBackend != statesvc.BackendRemotePebble {
+		return
+	}
+	if workflow.GetVersion(ctx, "drop-remote-state", workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}})
+	_ = workflow.ExecuteActivity(actx, a.DropRemoteState, job).Get(ctx, nil)
 }
 
 func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.WorkerInfo) []activities.ProducerInput {

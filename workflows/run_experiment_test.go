@@ -129,6 +129,11 @@ func mockExperimentActivities(env *testsuite.TestWorkflowEnvironment, calls *act
 			calls.add("StopJob", in, env.Now())
 			return nil
 		})
+	env.OnActivity(a.DropRemoteState, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, job control.JobSpec) error {
+			calls.add("DropRemoteState", job, env.Now())
+			return nil
+		})
 	env.OnActivity(a.Throughput, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.SeriesInput) ([]metrics.Point, error) {
 			calls.add("Throughput", in, env.Now())

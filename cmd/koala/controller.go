@@ -23,6 +23,7 @@ import (
 func init() {
 	var temporalAddr, namespace, natsURL, chURL string
 	var natsSec dataplane.NATSSecurity
+	var grpcTLS dataplane.GRPCTLS // to remote state servers (dropping a finished job's state)
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the control plane: the Temporal worker for experiment and reconfiguration workflows",
@@ -41,7 +42,11 @@ func init() {
 				return err
 			}
 			defer nc.Close()
-			acts := &activities.Activities{NC: nc, Logger: log}
+			stateCreds, err := grpcTLS.ClientCredentials()
+			if err != nil {
+				return err
+			}
+			acts := &activities.Activities{NC: nc, Logger: log, StateCreds: stateCreds}
 			if ch, err := openClickHouse(ctx, chURL, log); err != nil {
 				return err
 			} else if ch != nil {
@@ -67,6 +72,7 @@ func init() {
 	f.StringVar(&natsURL, "nats", envOr(envNATS, defNATS), "NATS URL (env "+envNATS+")")
 	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL, or \"none\" (env "+envClickHouse+")")
 	addNATSSecurityFlags(f, &natsSec)
+	addGRPCTLSFlags(f, &grpcTLS)
 	rootCmd.AddCommand(cmd)
 }
 
