@@ -30,7 +30,8 @@ func init() {
 		Short: "Run the remote state service (Pebble behind gRPC) for the remote-pebble backend",
 		Long: "Serves one Pebble store over gRPC (service koala.State) until SIGTERM or interrupt,\n" +
 			"then stops gracefully. Jobs with StateBackend remote-pebble name one or more of these\n" +
-			"services in their RemotePebbleAddrs parameter; keys are sharded by bucket over them.\n" +
+			"services in their RemotePebbleAddrs parameter; keys are sharded by bucket over them\n" +
+			"and namespaced by job id, so jobs sharing the services never see each other's state.\n" +
 			"It binds 127.0.0.1 unless --listen names a host; beyond loopback, serve it with TLS\n" +
 			"(--grpc-tls-cert/--grpc-tls-key) and --grpc-tls-mutual so only clients holding a\n" +
 			"certificate signed by --grpc-tls-ca get in.",
