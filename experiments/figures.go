@@ -21,6 +21,7 @@ type MetricsReader interface {
 	Lag(ctx context.Context, job string) ([]metrics.Point, error)
 	ColumnSeries(ctx context.Context, job, operator, column, agg string) ([]metrics.Point, error)
 	ColumnByTask(ctx context.Context, job, operator, column, agg string) (map[string][]metrics.Point, error)
+	BatchHists(ctx context.Context, job, operator string) ([]metrics.BatchHistSample, error)
 }
 
 // FigureRun is one suite entry's series, on its job's metric axis (seconds
@@ -38,8 +39,16 @@ type FigureRun struct {
 	BatchAvg       []metrics.Point
 	BatchMax       []metrics.Point
 	BatchMaxByTask map[string][]metrics.Point
-	Bytes          []metrics.Point
-	Errors         []string // failed reads (the run is still plotted with what was read)
+	// BatchHists are the target operator's per-task per-second HDR
+	// histograms of individual batch times (none for runs older than the
+	// batch_time_hdr column); BatchP50 and BatchP99 are, per second, the
+	// percentiles of those merged across tasks (see
+	// BatchPercentilesPerSecond; empty when there are none or one does not
+	// decode, and Fig 8 falls back to BatchAvg and BatchMax).
+	BatchHists         []metrics.BatchHistSample
+	BatchP50, BatchP99 []metrics.Point
+	Bytes              []metrics.Point
+	Errors             []string // failed reads (the run is still plotted with what was read)
 }
 
 // Operators of the queries: the source is always "source"; the sink is the
@@ -91,9 +100,23 @@ func ReadFigureRun(ctx context.Context, r MetricsReader, e workflows.SuiteEntryR
 	fr.BatchMax = slices.DeleteFunc(fr.BatchMax, func(p metrics.Point) bool { return p.Value <= 0 })
 	fr.BatchMaxByTask, err = r.ColumnByTask(ctx, job, fr.Target, "batch_time_max_us", metrics.AggMax)
 	note("batch_time_max_us by task", err)
+	fr.readBatchHists(ctx, r, job, note)
 	fr.Bytes, err = r.ColumnSeries(ctx, job, fr.Target, "bytes_transferred", metrics.AggSum)
 	note("bytes_transferred", err)
 	return fr
+}
+
+// readBatchHists reads the target's batch-time histograms and their
+// per-second percentiles; a failure is noted and leaves the percentiles
+// empty (the aggregates are drawn instead).
+func (fr *FigureRun) readBatchHists(ctx context.Context, r MetricsReader, job string, note func(string, error)) {
+	var err error
+	fr.BatchHists, err = r.BatchHists(ctx, job, fr.Target)
+	note("batch_time_hdr", err)
+	fr.BatchP50, fr.BatchP99, err = BatchPercentilesPerSecond(fr.BatchHists)
+	if err != nil {
+		note("batch_time_hdr (Fig 8 drawn from the per-second aggregates)", err)
+	}
 }
 
 // MeanOverTasks is, per second, the mean of the tasks' values that are > 0
@@ -143,7 +166,7 @@ func (fr FigureRun) Row() CompareRow {
 	if start.IsZero() {
 		start = e.StartedAt
 	}
-	row = BuildRow(row, res, e.TotalRuntime, start, RunSeries{Sink: fr.Sink, Lag: fr.Lag, BatchMaxByTask: fr.BatchMaxByTask, Bytes: fr.Bytes})
+	row = BuildRow(row, res, e.TotalRuntime, start, RunSeries{Sink: fr.Sink, Lag: fr.Lag, BatchMaxByTask: fr.BatchMaxByTask, BatchHists: fr.BatchHists, Bytes: fr.Bytes})
 	if len(fr.Errors) > 0 {
 		row.MetricsError = strings.Join(fr.Errors, "; ")
 	}
@@ -176,8 +199,7 @@ func GroupRuns(runs []FigureRun) []FigureGroup {
 const (
 	Fig6ThroughputFile = "fig6_%s_throughput.png"
 	Fig6LagFile        = "fig6_%s_lag.png"
-	Fig8AvgFile        = "fig8_%s_latency_avg.png"
-	Fig8MaxFile        = "fig8_%s_latency_max.png"
+	Fig8LatencyFile    = "fig8_%s_latency.png"
 )
 
 // The figures show the seconds [-FigSecondsBefore, FigSecondsAfter] around
@@ -201,16 +223,16 @@ func Window(pts []metrics.Point, from, to float64) []metrics.Point {
 
 // WriteFigures writes, per experiment of the suite, Fig 6 (source
 // throughput and Kafka lag over time, one line per keyword, aligned on the
-// reconfiguration start = 0 s, dashed line; see Window) and Fig 8 (per-batch latency of the
-// reconfigured operator: mean batch_time_avg_us and max batch_time_max_us,
-// in ms), plus the comparison of compare.go (compare.md and compare.json
-// under compare_<experiment>/). It returns the paths written.
+// reconfiguration start = 0 s, dashed line; see Window) and Fig 8 (per-batch
+// latency of the reconfigured operator in ms, p99 panel over p50 panel; see
+// Fig8Panels), plus the comparison of compare.go (compare.md and
+// compare.json under compare_<experiment>/). It returns the paths written.
 func WriteFigures(dir string, runs []FigureRun) ([]string, []Comparison, error) {
 	var paths []string
 	var cmps []Comparison
 	for _, g := range GroupRuns(runs) {
 		name := safeName(g.Experiment)
-		var src, lag, avg, mx []Series
+		var src, lag []Series
 		markers := []Marker{{Sec: 0, Label: "reconfiguration start"}}
 		crop := func(pts []metrics.Point) []metrics.Point { return Window(pts, -FigSecondsBefore, FigSecondsAfter) }
 		cmp := Comparison{Experiment: g.Experiment, Config: "suite"}
@@ -219,8 +241,6 @@ func WriteFigures(dir string, runs []FigureRun) ([]string, []Comparison, error) 
 			label := r.Entry.Keyword
 			src = append(src, Series{Label: label, Points: crop(Shift(r.Source, zero))})
 			lag = append(lag, Series{Label: label, Points: crop(Shift(r.Lag, zero))})
-			avg = append(avg, Series{Label: label, Points: scale(crop(Shift(r.BatchAvg, zero)), 1e-3)})
-			mx = append(mx, Series{Label: label, Points: scale(crop(Shift(r.BatchMax, zero)), 1e-3)})
 			cmp.Rows = append(cmp.Rows, r.Row())
 		}
 		cmps = append(cmps, cmp)
@@ -230,8 +250,6 @@ func WriteFigures(dir string, runs []FigureRun) ([]string, []Comparison, error) 
 		}{
 			{Fig6ThroughputFile, "Fig 6 " + g.Experiment + ": source throughput", "events/s", src},
 			{Fig6LagFile, "Fig 6 " + g.Experiment + ": Kafka lag", "records", lag},
-			{Fig8AvgFile, "Fig 8 " + g.Experiment + ": per-batch latency (mean batch_time_avg_us)", "ms", avg},
-			{Fig8MaxFile, "Fig 8 " + g.Experiment + ": per-batch latency (max batch_time_max_us)", "ms", mx},
 		}
 		for _, f := range figs {
 			if !anyPoints(f.series) {
@@ -243,6 +261,13 @@ func WriteFigures(dir string, runs []FigureRun) ([]string, []Comparison, error) 
 			}
 			p := filepath.Join(dir, fmt.Sprintf(f.file, name))
 			if err := WriteTimeSeriesPNG(p, title, f.y, f.series, markers); err != nil {
+				return paths, cmps, err
+			}
+			paths = append(paths, p)
+		}
+		if p99, p50 := Fig8Panels(g.Runs); anyPoints(p99.Series) {
+			p := filepath.Join(dir, fmt.Sprintf(Fig8LatencyFile, name))
+			if err := WriteStackedTimeSeriesPNG(p, fig8Title(g.Experiment, g.Runs), []Panel{p99, p50}, markers); err != nil {
 				return paths, cmps, err
 			}
 			paths = append(paths, p)

@@ -147,6 +147,12 @@ func ReadRunData(ctx context.Context, r MetricsReader, fr FigureRun, in *workflo
 		byTask, err := r.ColumnByTask(ctx, job, d.Target, "batch_time_avg_us", metrics.AggMax)
 		note("batch_time_avg_us", err)
 		d.BatchAvg = MeanOverTasks(byTask)
+		d.BatchMax, err = r.ColumnSeries(ctx, job, d.Target, "batch_time_max_us", metrics.AggMax)
+		note("batch_time_max_us", err)
+		d.BatchMax = slices.DeleteFunc(d.BatchMax, func(p metrics.Point) bool { return p.Value <= 0 })
+		d.BatchMaxByTask, err = r.ColumnByTask(ctx, job, d.Target, "batch_time_max_us", metrics.AggMax)
+		note("batch_time_max_us by task", err)
+		d.readBatchHists(ctx, r, job, note)
 	}
 	if d.Target == "" {
 		return d

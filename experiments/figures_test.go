@@ -18,6 +18,7 @@ import (
 type fakeMetrics struct {
 	start  time.Time
 	source map[string][]metrics.Point
+	hists  map[string][]metrics.BatchHistSample
 	calls  []string
 }
 
@@ -43,6 +44,11 @@ func (f *fakeMetrics) ColumnByTask(_ context.Context, job, op, col, agg string) 
 		"counter-0": {{Sec: 10, Value: 1000}, {Sec: 11, Value: 0}},
 		"counter-1": {{Sec: 10, Value: 3000}, {Sec: 11, Value: 4000}},
 	}, nil
+}
+
+func (f *fakeMetrics) BatchHists(_ context.Context, job, op string) ([]metrics.BatchHistSample, error) {
+	f.calls = append(f.calls, "batch_time_hdr "+op)
+	return f.hists[job], nil
 }
 
 func TestMeanOverTasks_SkipsIdleTasks(t *testing.T) {
@@ -85,7 +91,7 @@ func TestFigures_ReadAlignAndWrite(t *testing.T) {
 	dir := t.TempDir()
 	paths, cmps, err := WriteFigures(dir, runs)
 	require.NoError(t, err)
-	for _, f := range []string{Fig6ThroughputFile, Fig6LagFile, Fig8AvgFile, Fig8MaxFile} {
+	for _, f := range []string{Fig6ThroughputFile, Fig6LagFile, Fig8LatencyFile} {
 		p := filepath.Join(dir, fmt.Sprintf(f, "counter_x"))
 		require.Contains(t, paths, p)
 		st, err := os.Stat(p)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -47,6 +48,20 @@ func WriteTimeSeriesPNG(path, title, yLabel string, series []Series, markers []M
 	if len(series) == 0 {
 		return errors.New("experiments: plot: no series")
 	}
+	p, err := newTimeSeriesPlot(title, yLabel, series, markers, true)
+	if err != nil {
+		return err
+	}
+	wt, err := p.WriterTo(plotWidth, plotHeight, "png")
+	if err != nil {
+		return fmt.Errorf("experiments: plot: %w", err)
+	}
+	return writeFileAtomic(path, wt)
+}
+
+// newTimeSeriesPlot builds the chart WriteTimeSeriesPNG draws; markers are
+// labelled only if labelMarkers.
+func newTimeSeriesPlot(title, yLabel string, series []Series, markers []Marker, labelMarkers bool) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "time (s)"
@@ -61,7 +76,7 @@ func WriteTimeSeriesPNG(path, title, yLabel string, series []Series, markers []M
 		}
 		line, err := plotter.NewLine(xys)
 		if err != nil {
-			return fmt.Errorf("experiments: plot series %q: %w", s.Label, err)
+			return nil, fmt.Errorf("experiments: plot series %q: %w", s.Label, err)
 		}
 		line.Color = plotutil.Color(i)
 		line.Width = vg.Points(1.5)
@@ -79,15 +94,24 @@ func WriteTimeSeriesPNG(path, title, yLabel string, series []Series, markers []M
 		p.Y.Max = max(p.Y.Max, p.Y.Min+1)
 		p.Y.Max += 0.08 * (p.Y.Max - p.Y.Min)
 	}
+	if !labelMarkers {
+		unlabelled := make([]Marker, len(markers))
+		for i, m := range markers {
+			unlabelled[i] = Marker{Sec: m.Sec}
+		}
+		markers = unlabelled
+	}
 	if err := addMarkers(p, markers); err != nil {
-		return err
+		return nil, err
 	}
+	return p, nil
+}
 
+// writeFileAtomic writes w to a temporary file next to path and renames it
+// into place, creating parent directories, so a reader never sees half a
+// PNG.
+func writeFileAtomic(path string, w io.WriterTo) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("experiments: plot: %w", err)
-	}
-	wt, err := p.WriterTo(plotWidth, plotHeight, "png")
-	if err != nil {
 		return fmt.Errorf("experiments: plot: %w", err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".plot-*.png")
@@ -95,7 +119,7 @@ func WriteTimeSeriesPNG(path, title, yLabel string, series []Series, markers []M
 		return fmt.Errorf("experiments: plot: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := wt.WriteTo(tmp); err != nil {
+	if _, err := w.WriteTo(tmp); err != nil {
 		tmp.Close()
 		return fmt.Errorf("experiments: plot: writing %s: %w", path, err)
 	}
