@@ -155,7 +155,8 @@ func (fr FigureRun) ReconfigZero() float64 {
 }
 
 // Row is the run as a comparison row (experiments/compare.go's metrics:
-// pre/min throughput, lag recovery, peak batch latency, bytes migrated).
+// pre/min throughput, lag recovery, HDR batch p50/p99 and peak per-second
+// batch max, bytes migrated).
 func (fr FigureRun) Row() CompareRow {
 	e := fr.Entry
 	row := CompareRow{Protocol: e.Keyword, ReconfigProtocol: e.Protocol, StateBackend: e.StateBackend, WorkflowID: e.WorkflowID}

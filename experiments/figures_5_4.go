@@ -326,7 +326,7 @@ func Fig54Rows(runs []RunData) []Fig54Row {
 
 // FormatFig54Rows prints the rows as a Markdown table.
 func FormatFig54Rows(rows []Fig54Row) string {
-	s := "| run | state | key space | active keys | skew | pre rec/s | min rec/s (10 s) | migrated | migration s (90 %, all) | lookup µs | batch µs | peak KLT |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+	s := "| run | state | key space | active keys | skew | pre rec/s | min rec/s (10 s) | migrated | migration s (90 %, all) | mean lookup µs | mean batch µs | peak KLT |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 	for _, r := range rows {
 		state := "-"
 		if r.StateBytes > 0 {

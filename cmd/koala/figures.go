@@ -26,8 +26,12 @@ the suite (one line per keyword, aligned on the reconfiguration start = 0 s):
 
   fig6_EXPERIMENT_throughput.png   source records/s
   fig6_EXPERIMENT_lag.png          source Kafka lag
-  fig8_EXPERIMENT_latency_avg.png  mean batch_time_avg_us of the reconfigured operator (ms)
-  fig8_EXPERIMENT_latency_max.png  max batch_time_max_us of the reconfigured operator (ms)
+  fig8_EXPERIMENT_latency.png      per-batch latency of the reconfigured operator (ms):
+                                   p99 (top) and p50 (bottom) per second of the HDR
+                                   histograms (batch_time_hdr) of all its tasks merged;
+                                   runs without histogram rows: per-second max of
+                                   batch_time_max_us and mean of batch_time_avg_us,
+                                   marked "no HDR" in the legend
   compare_EXPERIMENT/              the 'koala compare' table, json and plots
 
 into RESULTDIR/figures/ (or --out), and prints the comparison tables.
