@@ -173,3 +173,27 @@ func TestBatchPercentilesPerSecond_Empty(t *testing.T) {
 	require.Empty(t, p50)
 	require.Empty(t, p99)
 }
+
+// A task migration names its operator only through its task id:
+// ReadRunData reads the latency series (histograms included) that
+// ReadFigureRun could not.
+func TestFig8_TaskMigrationReadsHistograms(t *testing.T) {
+	jobStart := time.Unix(1000, 0)
+	byTask := map[string]batchTimes{"counter-1": {9: {1000, 2000, 3000}, 10: {50_000}}}
+	fm := &fakeMetrics{start: jobStart,
+		source: map[string][]metrics.Point{"j-mig": secs(100, 100)},
+		hists:  map[string][]metrics.BatchHistSample{"j-mig": encodeHists(t, byTask)},
+	}
+	e := fig8Entry("mig", "j-mig", jobStart)
+	e.Reconfigs[0].Spec = workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: "counter-1", TargetWorker: "w2"}
+	fr := ReadFigureRun(context.Background(), fm, e)
+	require.Empty(t, fr.Target)
+	d := ReadRunData(context.Background(), fm, fr, nil, DefaultFigures)
+	require.Empty(t, d.Errors)
+	require.Equal(t, "counter", d.Target)
+	require.True(t, d.Latency().HDR)
+	_, wantP99 := expectedPercentiles(t, byTask, d.ReconfigZero())
+	p99, _ := Fig8Panels([]FigureRun{d.FigureRun})
+	requireSeries(t, wantP99, p99.Series[0].Points, "p99 per second")
+	require.NotEmpty(t, d.BatchMax, "the per-second max is read too (compare row, fallback)")
+}
