@@ -162,6 +162,10 @@ func (p *parser) nexmarkSources(in *workflows.ExperimentInput, seen map[string]b
 			topLevel = true
 		}
 	}
+	if v := in.Params["NexmarkSellers"]; v != "" {
+		src.Sellers = v
+		topLevel = true
+	}
 	const f = "NexmarkLogicalSourceConfigs"
 	raw, ok := in.Params[f]
 	if !ok && !(topLevel && in.Producer.Generator == nexmarkGenerator) {

@@ -68,6 +68,7 @@ var artifactKnobs = map[string]knob{
 	"NumEvents":                            {kind: knobInt, min: 0},
 	"FilePath":                             {kind: knobStrings}, // trace CSV files a trace generator replays
 	"OutputEventNumber":                    {kind: knobInt, min: 0},
+	"NexmarkSellers":                       {kind: knobEnum, values: []string{"sequential", "uniform", "zipf"}}, // closing-auction stream (queries/nexmark generator_sellers.go)
 	"Hosts":                                {kind: knobRaw},
 	"WorkerIPs":                            {kind: knobStrings},
 	"KafkaIPs":                             {kind: knobStrings},

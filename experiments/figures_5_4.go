@@ -205,7 +205,7 @@ func Fig16Split(runs []RunData) (locality, skew []RunData) {
 		if r.Input == nil || len(r.Entry.Reconfigs) == 0 {
 			continue
 		}
-		if r.Input.Producer.Generator == dataplane.ZipfGenerator {
+		if r.Input.Producer.Generator == dataplane.ZipfGenerator || r.Input.Producer.Nexmark != nil && r.Input.Producer.Nexmark.Sellers == "zipf" {
 			zipf = append(zipf, r)
 		} else {
 			plain = append(plain, r)

@@ -3,6 +3,8 @@ package experiments
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,6 +65,28 @@ func TestLoadSuite_Sections53And54(t *testing.T) {
 				require.Len(t, rs, 2)
 				require.Equal(t, rs[0].TriggerTimeSeconds, rs[1].TriggerTimeSeconds)
 				require.ElementsMatch(t, []string{"counter", "groupsum"}, []string{rs[0].TargetOperator, rs[1].TargetOperator})
+			} else if strings.HasPrefix(tc.file, "suites/section5_4") {
+				// Section 5.4 runs on Nexmark q6* with closing-auction
+				// streams: sequential sellers to warm up, the artifact's
+				// resume point (46 × NumEvents) to measure.
+				require.Equal(t, "nexmark_query6", e.Input.QueryName, e.Keyword)
+				require.NotNil(t, e.Input.Producer.Nexmark, e.Keyword)
+				numEvents, err := strconv.ParseInt(e.Input.Params["NumEvents"], 10, 64)
+				require.NoError(t, err, e.Keyword)
+				if e.Input.Params["IsWarmUp"] == "true" {
+					require.Equal(t, "sequential", e.Input.Producer.Nexmark.Sellers, e.Keyword)
+				} else {
+					require.Equal(t, "true", e.Input.Params["LoadWarmUpData"], e.Keyword)
+					require.Contains(t, []string{"uniform", "zipf"}, e.Input.Producer.Nexmark.Sellers, e.Keyword)
+					require.Equal(t, 46*numEvents, e.Input.Producer.Nexmark.OutputEventNumber, e.Keyword)
+					require.Len(t, e.Input.Reconfigurations, 1, e.Keyword)
+					require.Equal(t, "q6-average", e.Input.Reconfigurations[0].TargetOperator, e.Keyword)
+					require.Equal(t, 4, e.Input.Reconfigurations[0].TargetParallelism, e.Keyword)
+					require.Equal(t, 2, e.Input.Parallelism["q6-average"], e.Keyword)
+					require.Equal(t, "lazy", e.Input.ReconfigProtocol, e.Keyword)
+					// The measurement's producer must not hit the NumEvents bound.
+					require.LessOrEqual(t, int64(e.Input.Producer.RatePerSec*e.Input.TotalRuntimeSeconds), numEvents, e.Keyword)
+				}
 			} else {
 				require.Equal(t, "counter", e.Input.QueryName, e.Keyword)
 			}

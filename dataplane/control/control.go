@@ -418,6 +418,10 @@ type NexmarkSource struct {
 	// resume point after a warm-up); the stream from there is the same for
 	// a seed whatever came before.
 	OutputEventNumber int64 `json:"output_event_number,omitempty"`
+	// Sellers, when set, asks for a closing-auction stream whose auction
+	// sellers are "sequential" (one new seller per auction), "uniform" or
+	// "zipf" (exponent: the request's Skew) over NumActivePeople.
+	Sellers string `json:"sellers,omitempty"`
 }
 
 // ProduceReport answers VerbProduceStop: what Kafka acknowledged.

@@ -58,8 +58,14 @@ type Config struct {
 	// with the wall clock when it is generated instead.
 	BaseTime        int64
 	InterEventNanos int64
-	// AuctionLength is how long an auction stays open (event time).
+	// AuctionLength is how long an auction stays open (event time;
+	// ClosingAuctionLength by default when Sellers is set).
 	AuctionLength time.Duration
+	// Sellers, when set, makes a closing-auction stream (see
+	// generator_sellers.go): SellersSequential, SellersUniform or
+	// SellersZipf; Skew is the exponent of SellersZipf.
+	Sellers string
+	Skew    float64
 }
 
 // DefaultConfig is the reference generator's configuration.
@@ -92,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AuctionLength <= 0 {
 		c.AuctionLength = d.AuctionLength
+		if c.Sellers != "" {
+			c.AuctionLength = ClosingAuctionLength
+		}
 	}
 	return c
 }
@@ -103,11 +112,23 @@ type Generator struct {
 	// offsets are the positions within one proportion cycle of the
 	// selected kinds (all of them without Kinds).
 	offsets []int64
+	// seller picks auction k's seller index of a closing-auction stream
+	// (nil: the reference stream).
+	seller sellerPicker
 }
 
 // NewGenerator returns a generator for cfg; unknown Kinds are an error.
 func NewGenerator(cfg Config) (*Generator, error) {
 	g := &Generator{cfg: cfg.withDefaults()}
+	if cfg.Sellers != "" {
+		if len(cfg.Kinds) > 0 {
+			return nil, fmt.Errorf("nexmark sellers %q makes its own auction/bid stream; event types %v cannot select from it", cfg.Sellers, cfg.Kinds)
+		}
+		var err error
+		if g.seller, err = newSellerPicker(g.cfg); err != nil {
+			return nil, err
+		}
+	}
 	want := map[string]bool{}
 	for _, k := range cfg.Kinds {
 		switch kk := strings.ToLower(k); kk {
@@ -213,6 +234,9 @@ func (g *Generator) Timestamp(e int64) int64 { return g.cfg.BaseTime + e*g.cfg.I
 // Event builds event number e (absolute: OutputEventNumber is not added)
 // stamped with event time ts (unix ns).
 func (g *Generator) Event(e, ts int64) Event {
+	if g.seller != nil {
+		return g.closingEvent(e, ts)
+	}
 	rng := rand.New(rand.NewPCG(uint64(g.cfg.Seed), uint64(e)))
 	ms := ts / int64(time.Millisecond)
 	switch KindOf(e) {
@@ -326,6 +350,9 @@ func ConfigOf(req control.ProduceRequest) Config {
 		}
 		cfg.OutputEventNumber = n.OutputEventNumber
 		cfg.Kinds = n.EventTypes
+		if n.Sellers != "" {
+			cfg.Sellers, cfg.Skew = n.Sellers, req.Skew
+		}
 	}
 	return cfg
 }
