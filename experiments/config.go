@@ -192,7 +192,7 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 		case "Skew":
 			var v float64
 			if err := json.Unmarshal(raw, &v); err != nil || v < 0 || v > 10 {
-				p.errorf("%s: expected a number between 0 and 10 (the Zipf exponent of the \"zipf\" generator), got %s", at, compact(raw))
+				p.errorf("%s: expected a number between 0 and 10 (the Zipf exponent of the \"zipf\" generator or of Nexmark \"zipf\" sellers), got %s", at, compact(raw))
 			} else {
 				in.Producer.Skew = v
 			}

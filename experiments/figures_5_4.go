@@ -197,8 +197,9 @@ func WriteFig15(dir string, runs []RunData) ([]string, error) {
 }
 
 // Fig16Split returns the runs of the locality experiments (non-Zipf runs
-// over at least two NumKeys) and of the skew experiments ("zipf" runs over
-// at least two exponents).
+// over at least two NumKeys) and of the skew experiments (runs of the
+// "zipf" generator, or of Nexmark "zipf" sellers, over at least two
+// exponents).
 func Fig16Split(runs []RunData) (locality, skew []RunData) {
 	var plain, zipf []RunData
 	for _, r := range runs {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/workflows"
 )
@@ -83,4 +84,31 @@ func TestWriteSuiteFigures_54Files(t *testing.T) {
 		"fig15_s1_lookup_vs_batch.png", "fig15_s2_lookup_vs_batch.png", "fig15_klt_vs_keyspace.png",
 		"fig16_locality_migrated.png", "fig16_locality_time.png", "fig16_skew_migrated.png", "fig16_skew_time.png",
 	}, names)
+}
+
+// Nexmark q6* runs split like the key generators': uniform sellers over
+// several active sets are locality runs, "zipf" sellers over several
+// exponents skew runs.
+func TestFig16Split_NexmarkSellers(t *testing.T) {
+	q6 := func(kw, sellers string, numKeys int, skew float64) RunData {
+		r := run54("x", kw, "nexmark", numKeys, skew, 0)
+		r.Entry.Experiment = map[string]string{"uniform": "locality", "zipf": "skew"}[sellers]
+		r.Input.QueryName = "nexmark_query6"
+		r.Input.Producer.Nexmark = &control.NexmarkSource{Sellers: sellers, OutputEventNumber: 46 * 500000}
+		return r
+	}
+	runs := []RunData{
+		q6("l1", "uniform", 10000, 0), q6("l2", "uniform", 25000, 0),
+		q6("z1", "zipf", 100000, 0.5), q6("z2", "zipf", 100000, 1.5),
+	}
+	locality, sk := Fig16Split(runs)
+	var lk, sks []string
+	for _, r := range locality {
+		lk = append(lk, r.Entry.Keyword)
+	}
+	for _, r := range sk {
+		sks = append(sks, r.Entry.Keyword)
+	}
+	require.ElementsMatch(t, []string{"l1", "l2"}, lk)
+	require.ElementsMatch(t, []string{"z1", "z2"}, sks)
 }
