@@ -70,6 +70,7 @@ func TestLoadSuite_Sections53And54(t *testing.T) {
 				// streams: sequential sellers to warm up, the artifact's
 				// resume point (46 × NumEvents) to measure.
 				require.Equal(t, "nexmark_query6", e.Input.QueryName, e.Keyword)
+				require.NoError(t, CheckQuery(e.Input), e.Keyword)
 				require.NotNil(t, e.Input.Producer.Nexmark, e.Keyword)
 				numEvents, err := strconv.ParseInt(e.Input.Params["NumEvents"], 10, 64)
 				require.NoError(t, err, e.Keyword)
