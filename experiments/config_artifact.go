@@ -189,6 +189,9 @@ func (p *parser) nexmarkSources(in *workflows.ExperimentInput, seen map[string]b
 	case seen["Generator"] && in.Producer.Generator != nexmarkGenerator:
 		p.errorf("%s: %q, but the Nexmark fields (%s) need generator %q", where("Generator", ""), in.Producer.Generator, f, nexmarkGenerator)
 		return
+	case src.Sellers != "" && len(src.EventTypes) > 0:
+		p.errorf("%s: %q makes its own auction/bid stream; %s cannot select event types from it", where("NexmarkSellers", ""), src.Sellers, f)
+		return
 	case numEvents > 0 && numEvents < int64(in.Producer.Producers):
 		p.errorf("%s: %d is fewer than the %d producers", where("NumEvents", ""), numEvents, in.Producer.Producers)
 	}

@@ -111,6 +111,16 @@ func TestArtifactFields(t *testing.T) {
 					t.Fatalf("nexmark %+v, want HotBiddersRatio 7 over every event type", in.Producer.Nexmark)
 				}
 			}},
+		{name: "sellers mode", config: base(`, "Generator": "nexmark", "NexmarkSellers": "random"`), errs: []string{`"NexmarkSellers"`, `"random"`, "sequential, uniform, zipf"}},
+		{name: "sellers with event types", config: base(`, "NexmarkSellers": "uniform", "NexmarkLogicalSourceConfigs": [{"EventType": "Bid"}]`),
+			errs: []string{`"NexmarkSellers"`, "cannot select event types"}},
+		{name: "sellers reach the producer", config: base(`, "Generator": "nexmark", "NexmarkSellers": "zipf", "NumKeys": 500, "Skew": 1.5, "OutputEventNumber": 46000`),
+			check: func(t *testing.T, in workflows.ExperimentInput) {
+				want := control.NexmarkSource{Sellers: "zipf", OutputEventNumber: 46000}
+				if in.Producer.Nexmark == nil || !reflect.DeepEqual(*in.Producer.Nexmark, want) || in.Producer.NumKeys != 500 || in.Producer.Skew != 1.5 {
+					t.Fatalf("producer %+v, nexmark %+v, want %+v over 500 keys, skew 1.5", in.Producer, in.Producer.Nexmark, want)
+				}
+			}},
 		{name: "knobs without nexmark stay params", config: base(`, "NumEvents": 5`),
 			check: func(t *testing.T, in workflows.ExperimentInput) {
 				if in.Producer.Nexmark != nil || in.Producer.Generator != DefaultGenerator || in.Params["NumEvents"] != "5" {
