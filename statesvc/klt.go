@@ -111,7 +111,7 @@ func (k *KLT) bucket(b int) *kltBucket {
 		k.buckets = make([]*kltBucket, k.nb)
 	}
 	if k.buckets[b] == nil {
-		k.buckets[b] = &kltBucket{}
+		k.buckets[b] = &kltBucket{seq: emptyHashSeq}
 	}
 	if len(k.buckets[b].extra) == 0 {
 		k.dirty = append(k.dirty, b) // about to buffer an addition
@@ -273,14 +273,17 @@ func (k *KLT) LookupBatch(keys [][]byte, dst []string) []string {
 	return dst
 }
 
-// kltGroupSize is how many keys lookupGroup resolves together.
-const kltGroupSize = 32
+// kltGroupSize is how many keys lookupGroup resolves together: enough for
+// the memory accesses of one pass to overlap, few enough for the scratch
+// space to stay in the L1 cache.
+const kltGroupSize = 64
 
 // kltGroup is lookupGroup's scratch space.
 type kltGroup struct {
-	b    [kltGroupSize]*kltBucket
+	b    [kltGroupSize]*kltBucket // nil: no entries in the key's bucket
 	h    [kltGroupSize]uint32
-	pos  [kltGroupSize]uint64
+	lo   [kltGroupSize]uint64
+	hi   [kltGroupSize]uint64
 	sink uint64
 }
 
@@ -289,51 +292,44 @@ var kltSink atomic.Uint64
 
 // lookupGroup resolves keys in passes so the cache misses of different keys
 // overlap (memory-level parallelism) instead of queueing one behind the
-// other: (1) hash and touch the select sample of each key's high part;
-// (2) touch the unary words it points at; (3) find where the high part
-// starts (now in cache); (4) touch the low bits there in a tight loop;
-// (5) compare, now in cache.
+// other: (1) hash every key; (2) touch each key's directory entries in a
+// tight loop, so the out-of-order core has the misses of many keys in
+// flight at once (a loop that also hashed would fit only a few keys in its
+// instruction window); (3) read the group bounds, now in cache, and touch
+// the group's remainders, again in a tight loop; (4) compare, now in cache.
 func (k *KLT) lookupGroup(g *kltGroup, keys [][]byte, dst []string) []string {
 	for i, key := range keys {
 		bi, h := kltHash(key, k.nb)
-		b := k.buckets[bi]
-		g.b[i], g.h[i] = b, h
-		if b != nil && b.seq.n > 0 {
-			g.sink += uint64(b.seq.zs[uint64(h)>>b.seq.lbits>>efSampleShift])
+		g.b[i], g.h[i] = k.buckets[bi], h
+	}
+	keys = keys[:min(len(keys), kltGroupSize)]
+	for i := range keys {
+		if b := g.b[i]; b != nil {
+			g.sink += uint64(b.seq.dir[b.seq.group(g.h[i])])
 		}
 	}
 	for i := range keys {
-		if b := g.b[i]; b != nil && b.seq.n > 0 {
-			p := b.seq.zs[uint64(g.h[i])>>b.seq.lbits>>efSampleShift]
-			g.sink += b.seq.high[p>>6] + b.seq.high[min(p>>6+1, uint32(len(b.seq.high)-1))]
+		if b := g.b[i]; b != nil {
+			gi := b.seq.group(g.h[i])
+			lo, hi := b.seq.start(gi), b.seq.start(gi+1)
+			g.lo[i], g.hi[i] = lo, hi
+			rb := uint64(b.seq.rbits)
+			g.sink += uint64(b.seq.rem[lo*rb>>3]) + uint64(b.seq.rem[hi*rb>>3])
 		}
 	}
 	for i := range keys {
-		if b := g.b[i]; b != nil && b.seq.n > 0 {
-			g.pos[i] = b.seq.start(uint64(g.h[i]) >> b.seq.lbits)
-		}
-	}
-	// A tight loop of independent loads: the low bits' cache misses of all
-	// keys are in flight together.
-	for i := range keys {
-		if b := g.b[i]; b != nil && b.seq.n > 0 {
-			el := g.pos[i] - uint64(g.h[i])>>b.seq.lbits
-			g.sink += b.seq.low[min(el, uint64(b.seq.n-1))*uint64(b.seq.lbits)>>6]
-		}
-	}
-	for i := range keys {
-		b, h := g.b[i], g.h[i]
+		b := g.b[i]
 		if b == nil {
 			dst = append(dst, "")
 			continue
 		}
 		var o uint32
 		var ok, more bool
-		if len(b.extra) > 0 || b.seq.n == 0 {
-			o, ok, more = b.first(h)
+		if len(b.extra) > 0 {
+			o, ok, more = b.first(g.h[i])
 		} else {
-			j, pos := b.seq.findFrom(h, g.pos[i])
-			o, ok, more = b.firstFrom(h, j, pos, 0, false)
+			lo, hi := b.seq.scan(g.h[i], g.lo[i], g.hi[i])
+			o, ok, more = b.firstFrom(int(lo), int(hi), 0, false)
 		}
 		switch {
 		case !ok:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -177,11 +178,14 @@ func TestKLTBasics(t *testing.T) {
 	}
 }
 
-// TestEFSeq checks find and each against the sorted input, with duplicates
-// and both ends of the value range, for sizes around the coding's steps.
-func TestEFSeq(t *testing.T) {
+// TestHashSeq checks equalRange and each against the sorted input: random
+// values with duplicates and both ends of the range at sizes around the
+// directory's steps, and the edge cases of the directory — no or one
+// element, every value in one group (which forces per-group 32-bit bases),
+// clusters that force smaller base blocks, and the maximum value.
+func TestHashSeq(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{0, 1, 2, 3, 64, 255, 256, 257, 1000, 70_000} {
+	random := func(n int) []uint32 {
 		vals := make([]uint32, n)
 		for i := range vals {
 			switch rng.IntN(20) {
@@ -198,41 +202,119 @@ func TestEFSeq(t *testing.T) {
 				vals[i] = rng.Uint32()
 			}
 		}
+		return vals
+	}
+	repeat := func(n int, v uint32) []uint32 { return slices.Repeat([]uint32{v}, n) }
+	cases := []struct {
+		name   string
+		vals   []uint32
+		bshift int // -1: not checked
+	}{
+		{"empty", nil, -1},
+		{"one", []uint32{12345}, 0},
+		{"one max", []uint32{1<<32 - 1}, 0},
+		{"one zero", []uint32{0}, 0},
+		{"two max", repeat(2, 1<<32-1), 0},
+		{"all max", repeat(70_000, 1<<32-1), hashSeqBlockShift}, // the last group: its end is a block start
+		{"all zero", repeat(70_000, 0), 0},
+		{"one group", func() []uint32 { // n = 70000: 13 directory bits, all in group 4
+			v := make([]uint32, 70_000)
+			for i := range v {
+				v[i] = 4<<19 | rng.Uint32N(1<<19)
+			}
+			return v
+		}(), 0},
+		{"two clusters", func() []uint32 { // 40000 in group 0, 40000 in group 200: blocks of 128 groups fit
+			v := make([]uint32, 0, 80_000)
+			for range 40_000 {
+				v = append(v, rng.Uint32N(1<<19), 200<<19|rng.Uint32N(1<<19))
+			}
+			return v
+		}(), 7},
+		{"top bits only", func() []uint32 { // every value with its low 20 bits clear
+			v := make([]uint32, 5000)
+			for i := range v {
+				v[i] = rng.Uint32() &^ (1<<20 - 1)
+			}
+			return v
+		}(), -1},
+	}
+	for _, n := range []int{2, 3, 11, 12, 64, 255, 256, 257, 1000, 7812, 70_000, 78_125} {
+		cases = append(cases, struct {
+			name   string
+			vals   []uint32
+			bshift int
+		}{fmt.Sprint("random ", n), random(n), -1})
+	}
+	for _, c := range cases {
+		vals := slices.Clone(c.vals)
 		slices.Sort(vals)
-		s := newEFSeq(vals)
+		s := newHashSeq(vals)
+		if s.n != len(vals) {
+			t.Fatalf("%s: n = %d, want %d", c.name, s.n, len(vals))
+		}
+		if c.bshift >= 0 && int(s.bshift) != c.bshift {
+			t.Errorf("%s: bshift %d, want %d (dbits %d)", c.name, s.bshift, c.bshift, s.dbits)
+		}
+		if want := min(hashSeqBlockShift, s.dbits); c.bshift < 0 && s.bshift != want {
+			t.Errorf("%s: bshift %d for spread values, want %d", c.name, s.bshift, want)
+		}
 		var got []uint32
 		s.each(func(i int, v uint32) {
 			if i != len(got) {
-				t.Fatalf("n=%d: each index %d, want %d", n, i, len(got))
+				t.Fatalf("%s: each index %d, want %d", c.name, i, len(got))
 			}
 			got = append(got, v)
 		})
 		if !slices.Equal(got, vals) {
-			t.Fatalf("n=%d: each returned %d values, differing from the input", n, len(got))
+			t.Fatalf("%s: each returned %d values, differing from the input", c.name, len(got))
+		}
+		probe := func(v uint32) {
+			lo, found := slices.BinarySearch(vals, v)
+			hi := lo
+			for hi < len(vals) && vals[hi] == v {
+				hi++
+			}
+			if i, j := s.equalRange(v); (i != lo || j != hi) && (found || i != j) {
+				t.Fatalf("%s: equalRange(%#x) = [%d, %d), want [%d, %d)", c.name, v, i, j, lo, hi)
+			}
 		}
 		for i, v := range vals {
-			j, pos := s.find(v)
-			first := slices.Index(vals, v)
-			if j != first {
-				t.Fatalf("n=%d: find(%d) = %d, want %d", n, v, j, first)
-			}
-			cnt := 1
-			for j, pos = s.nextEqual(j, pos, v); j >= 0; j, pos = s.nextEqual(j, pos, v) {
-				cnt++
-			}
-			if want := len(vals[first:]) - len(slices.DeleteFunc(slices.Clone(vals[first:]), func(x uint32) bool { return x == v })); cnt != want {
-				t.Fatalf("n=%d: %d copies of %d found, want %d", n, cnt, v, want)
-			}
-			_ = i
-		}
-		for range 2000 {
-			v := rng.Uint32()
-			if _, found := slices.BinarySearch(vals, v); found {
+			// Every distinct value of small inputs, a sample of large ones
+			// (a probe scans its group, which holds all values of some).
+			if i > 0 && vals[i-1] == v || len(vals) > 3000 && rng.IntN(len(vals)) > 3000 && i != len(vals)-1 {
 				continue
 			}
-			if j, _ := s.find(v); j >= 0 {
-				t.Fatalf("n=%d: find(%d) = %d for an absent value", n, v, j)
-			}
+			probe(v)
+			probe(v - 1)
+			probe(v + 1)
+		}
+		for _, v := range []uint32{0, 1, 1<<32 - 1, 1<<32 - 2} {
+			probe(v)
+		}
+		for range 2000 {
+			probe(rng.Uint32())
+		}
+	}
+}
+
+// TestHashSeqSize checks the coding stays within its budget: about
+// 32 - log2(n) + 5 bits per element for spread values.
+func TestHashSeqSize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1000, 7812, 78_125, 500_000} {
+		vals := make([]uint32, n)
+		for i := range vals {
+			vals[i] = rng.Uint32()
+		}
+		slices.Sort(vals)
+		s := newHashSeq(vals)
+		bits := 8 * float64(s.bytes()) / float64(n)
+		if want := 32 - math.Log2(float64(n)) + 5.2; bits > want {
+			t.Errorf("n=%d: %.2f bits per element, want <= %.2f", n, bits, want)
+		}
+		if avg := float64(n) / float64(uint64(1)<<s.dbits); avg < 5.6 || avg > 11.4 {
+			t.Errorf("n=%d: %.1f elements per group, want 5.7 to 11.3", n, avg)
 		}
 	}
 }
