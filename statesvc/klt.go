@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // KLT is the key lookup table of lazy (Koala) migration, kept per task: for
@@ -56,7 +54,7 @@ func SplitOwners(s string) []string {
 // BucketOf maps a key to one of n buckets. Every component that partitions
 // by key (routing, state layout, migration, the KLT) must use this one
 // function; the KLT relies on it to find a key's bucket from its hash.
-func BucketOf(key []byte, n int) int { return bucketOfHash(xxhash.Sum64(key), n) }
+func BucketOf(key []byte, n int) int { return bucketOfHash(keyHash(key), n) }
 
 func bucketOfHash(h uint64, n int) int {
 	if n <= 1 {
@@ -69,7 +67,7 @@ func bucketOfHash(h uint64, n int) int {
 // key. The hash uses the high half of the 64-bit hash, which the bucket
 // (taken modulo the bucket count) hardly depends on.
 func kltHash(key []byte, nb int) (bucket int, h uint32) {
-	x := xxhash.Sum64(key)
+	x := keyHash(key)
 	return bucketOfHash(x, nb), uint32(x >> 32)
 }
 
@@ -265,82 +263,101 @@ func (k *KLT) LookupBatch(keys [][]byte, dst []string) []string {
 		}
 		return dst
 	}
-	var g kltGroup
+	n := len(dst)
+	dst = slices.Grow(dst, len(keys))[:n+len(keys)]
+	var sink uint64
 	for base := 0; base < len(keys); base += kltGroupSize {
-		dst = k.lookupGroup(&g, keys[base:min(base+kltGroupSize, len(keys))], dst)
+		end := min(base+kltGroupSize, len(keys))
+		sink += k.lookupGroup(keys[base:end], dst[n+base:n+end])
 	}
-	kltSink.Store(g.sink)
+	kltSink.Store(sink)
 	return dst
 }
 
 // kltGroupSize is how many keys lookupGroup resolves together: enough for
-// the memory accesses of one pass to overlap, few enough for the scratch
-// space to stay in the L1 cache.
+// the memory accesses of one pass to overlap, few enough for its scratch
+// arrays to stay in the L1 cache.
 const kltGroupSize = 64
-
-// kltGroup is lookupGroup's scratch space.
-type kltGroup struct {
-	b    [kltGroupSize]*kltBucket // nil: no entries in the key's bucket
-	h    [kltGroupSize]uint32
-	lo   [kltGroupSize]uint64
-	hi   [kltGroupSize]uint64
-	sink uint64
-}
 
 // kltSink receives lookupGroup's touch sums so the compiler keeps the loads.
 var kltSink atomic.Uint64
 
-// lookupGroup resolves keys in passes so the cache misses of different keys
-// overlap (memory-level parallelism) instead of queueing one behind the
-// other: (1) hash every key; (2) touch each key's directory entries in a
-// tight loop, so the out-of-order core has the misses of many keys in
-// flight at once (a loop that also hashed would fit only a few keys in its
-// instruction window); (3) read the group bounds, now in cache, and touch
-// the group's remainders, again in a tight loop; (4) compare, now in cache.
-func (k *KLT) lookupGroup(g *kltGroup, keys [][]byte, dst []string) []string {
+// kltNoBucket stands for a bucket without entries in lookupGroup, so its
+// passes need no nil checks. It is never modified.
+var kltNoBucket = kltBucket{seq: emptyHashSeq}
+
+// lookupGroup resolves up to kltGroupSize keys into out (as long as keys)
+// in passes, so the cache misses of different keys overlap (memory-level
+// parallelism) instead of queueing one behind the other: (1) hash every key
+// and find its group; (2) touch each key's directory entry; (3) read the
+// group bounds, now in cache; (4) touch the group's remainders; (5)
+// compare, now in cache. The touching passes are tight loops of a few
+// instructions per key, so the out-of-order core's instruction window
+// holds the misses of many keys at once; a loop that also hashed or
+// computed bounds would fit only a few. It returns the sum of the touched
+// values (for kltSink).
+//
+// The scratch arrays are local (on the stack), so storing bucket pointers
+// in them needs no GC write barrier.
+func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
+	var (
+		bs     [kltGroupSize]*kltBucket
+		hs     [kltGroupSize]uint32
+		gs     [kltGroupSize]uint32 // group of hs[i] in bs[i]'s sequence
+		lo, hi [kltGroupSize]uint32 // the group's elements: [lo, hi)
+		off    [kltGroupSize]uint32 // byte of the group's first remainder
+	)
+	keys = keys[:min(len(keys), kltGroupSize)]
 	for i, key := range keys {
 		bi, h := kltHash(key, k.nb)
-		g.b[i], g.h[i] = k.buckets[bi], h
-	}
-	keys = keys[:min(len(keys), kltGroupSize)]
-	for i := range keys {
-		if b := g.b[i]; b != nil {
-			g.sink += uint64(b.seq.dir[b.seq.group(g.h[i])])
-		}
-	}
-	for i := range keys {
-		if b := g.b[i]; b != nil {
-			gi := b.seq.group(g.h[i])
-			lo, hi := b.seq.start(gi), b.seq.start(gi+1)
-			g.lo[i], g.hi[i] = lo, hi
-			rb := uint64(b.seq.rbits)
-			g.sink += uint64(b.seq.rem[lo*rb>>3]) + uint64(b.seq.rem[hi*rb>>3])
-		}
-	}
-	for i := range keys {
-		b := g.b[i]
+		b := k.buckets[bi]
 		if b == nil {
-			dst = append(dst, "")
+			b = &kltNoBucket
+		}
+		bs[i], hs[i], gs[i] = b, h, uint32(b.seq.group(h))
+	}
+	for i := range keys {
+		sink += uint64(bs[i].seq.dir[gs[i]])
+	}
+	for i := range keys {
+		s := &bs[i].seq
+		g := uint64(gs[i])
+		l := s.start(g)
+		lo[i], hi[i], off[i] = uint32(l), uint32(s.start(g+1)), uint32(l*uint64(s.rbits)>>3)
+	}
+	for i := range keys {
+		sink += uint64(bs[i].seq.rem[off[i]])
+	}
+	for i := range keys {
+		b := bs[i]
+		if len(b.extra) > 0 { // not after flush; kept for safety
+			o, ok, more := b.first(hs[i])
+			out[i] = k.answer(keys[i], o, ok, more)
 			continue
 		}
-		var o uint32
-		var ok, more bool
-		if len(b.extra) > 0 {
-			o, ok, more = b.first(g.h[i])
-		} else {
-			lo, hi := b.seq.scan(g.h[i], g.lo[i], g.hi[i])
-			o, ok, more = b.firstFrom(int(lo), int(hi), 0, false)
-		}
+		l, h := b.seq.scan(hs[i], uint64(lo[i]), uint64(hi[i]))
 		switch {
-		case !ok:
-			dst = append(dst, "")
-		case !more:
-			dst = append(dst, k.owners[o])
-		default:
-			dst = append(dst, k.lookupLocked(keys[i]))
+		case l == h:
+			out[i] = ""
+		case h == l+1 && b.nDead == 0:
+			out[i] = k.owners[b.ownerAt(int(l))]
+		default: // duplicates or removals
+			o, ok, more := b.firstFrom(int(l), int(h), 0, false)
+			out[i] = k.answer(keys[i], o, ok, more)
 		}
 	}
-	return dst
+	return sink
+}
+
+// answer is the lookup answer for key given kltBucket.first's result.
+func (k *KLT) answer(key []byte, o uint32, ok, more bool) string {
+	switch {
+	case !ok:
+		return ""
+	case !more:
+		return k.owners[o]
+	}
+	return k.lookupLocked(key)
 }
 
 // RemoveKeys says the values of keys were taken from owner (they are local

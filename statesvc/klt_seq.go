@@ -12,34 +12,36 @@ import (
 // rbits each. The groups are not coded in unary (which needs a select
 // index and a scan of the bit vector per lookup) but as a directory of
 // where each group's elements start, so a lookup reads two adjacent
-// directory entries and then the group's few remainders — usually one
-// cache line — and compares them in a short loop. Duplicates are allowed
-// and stay adjacent.
+// directory bytes, a base word, and the group's one or two remainders —
+// usually one cache line — and compares them. Duplicates are allowed and
+// stay adjacent.
 //
-// Size: dbits is picked so a group holds about hashSeqGroup values (5.7 to
-// 11.3 on average), so an element costs 32 - log2(n/8) remainder bits plus
-// 16/8 directory bits: about 32 - log2(n) + 5 bits, some 1.5 bits more than
-// unary upper bits with a sampled select index, for one dependent memory
-// access fewer and no bit scanning.
-//
-// The directory stores each group's start as a 16-bit offset from a 32-bit
+// The directory stores each group's start as an 8-bit offset from a 32-bit
 // base per block of 1<<bshift groups. bshift is the largest, up to
-// hashSeqBlockShift, at which every offset fits in 16 bits — always the
+// hashSeqBlockShift, at which every offset fits in 8 bits — always the
 // maximum unless values cluster in a few groups; at bshift 0 every group
 // has its own base, which always fits.
+//
+// Size: dbits is picked so a group holds about hashSeqGroup values (1.4 to
+// 2.8 on average), so an element costs 32 - log2(n/2) remainder bits plus
+// (8 + 32/32)/2 directory bits: about 32 - log2(n) + 5.5 bits, some 2 bits
+// more than unary upper bits with a sampled select index, for one
+// dependent memory access fewer and no bit scanning. Remainders, directory
+// and bases share one allocation (one size-class rounding, not three).
 type hashSeq struct {
 	n      int
 	dbits  uint
 	rbits  uint
 	bshift uint
-	rem    []byte   // packed remainders (bit i*rbits, little-endian), then 8 bytes of padding for whole-word loads
-	dir    []uint16 // start of group g minus base[g>>bshift]; 1<<dbits + 1 entries (the last: the end)
-	base   []uint32 // start of group b<<bshift, for every block b and the end
+	rem    []byte // packed remainders (bit i*rbits, little-endian), then 8 bytes of padding for whole-word loads
+	dir    []byte // start of group g minus the base of its block; 1<<dbits + 1 entries (the last: the end)
+	base   []byte // little-endian uint32 start of group b<<bshift, for every block b and the end
+	size   int    // bytes allocated for rem, dir and base together
 }
 
 const (
-	hashSeqGroup      = 8  // average values per group the directory aims at
-	hashSeqBlockShift = 10 // groups per 32-bit base: 1 << hashSeqBlockShift
+	hashSeqGroup      = 2  // average values per group the directory aims at
+	hashSeqBlockShift = 5  // groups per 32-bit base: 1 << hashSeqBlockShift
 	hashSeqMaxDirBits = 24 // directory of at most 16 Mi groups
 )
 
@@ -79,15 +81,19 @@ func newHashSeq(vals []uint32) hashSeq {
 	for s.bshift > 0 && !offsetsFit(starts, s.bshift) {
 		s.bshift--
 	}
-	s.base = make([]uint32, ng>>s.bshift+1)
-	for b := range s.base {
-		s.base[b] = starts[b<<s.bshift]
+	remLen := int((uint64(n)*uint64(s.rbits)+7)/8 + 8)
+	nBase := ng>>s.bshift + 1
+	s.size = remLen + ng + 1 + 4*nBase
+	data := make([]byte, s.size)
+	s.rem = data[:remLen:remLen]
+	s.dir = data[remLen : remLen+ng+1 : remLen+ng+1]
+	s.base = data[remLen+ng+1:]
+	for b := range nBase {
+		binary.LittleEndian.PutUint32(s.base[4*b:], starts[b<<s.bshift])
 	}
-	s.dir = make([]uint16, ng+1)
 	for g, st := range starts {
-		s.dir[g] = uint16(st - s.base[g>>s.bshift])
+		s.dir[g] = uint8(st - starts[g>>s.bshift<<s.bshift])
 	}
-	s.rem = make([]byte, (uint64(n)*uint64(s.rbits)+7)/8+8)
 	mask := s.mask()
 	for i, v := range vals {
 		off := uint64(i) * uint64(s.rbits)
@@ -97,25 +103,32 @@ func newHashSeq(vals []uint32) hashSeq {
 	return s
 }
 
-// offsetsFit reports whether every group start fits in 16 bits relative to
+// offsetsFit reports whether every group start fits in 8 bits relative to
 // the start of its block of 1<<shift groups.
 func offsetsFit(starts []uint32, shift uint) bool {
 	for g, st := range starts {
-		if st-starts[g>>shift<<shift] > math.MaxUint16 {
+		if st-starts[g>>shift<<shift] > math.MaxUint8 {
 			return false
 		}
 	}
 	return true
 }
 
-func (s *hashSeq) mask() uint64 { return 1<<s.rbits - 1 }
+// The shift counts below are masked with 63 (they are at most 32 anyway) so
+// the compiler emits plain shifts, without the out-of-range handling Go's
+// shift semantics otherwise need: these run several times per lookup.
+
+func (s *hashSeq) mask() uint64 { return 1<<(s.rbits&63) - 1 }
 
 // group returns v's group.
-func (s *hashSeq) group(v uint32) uint64 { return uint64(v) >> s.rbits }
+func (s *hashSeq) group(v uint32) uint64 { return uint64(v) >> (s.rbits & 63) }
 
 // start returns the index of the first element of group g (g <= 1<<dbits;
 // start(1<<dbits) is n).
-func (s *hashSeq) start(g uint64) uint64 { return uint64(s.base[g>>s.bshift]) + uint64(s.dir[g]) }
+func (s *hashSeq) start(g uint64) uint64 {
+	b := g >> (s.bshift & 63)
+	return uint64(binary.LittleEndian.Uint32(s.base[4*b:4*b+4])) + uint64(s.dir[g])
+}
 
 // remAt returns the remainder of element i.
 func (s *hashSeq) remAt(i uint64) uint64 {
@@ -124,12 +137,14 @@ func (s *hashSeq) remAt(i uint64) uint64 {
 }
 
 // scan returns the elements equal to v as [i, j) (i == j: none), given the
-// bounds [lo, hi) of v's group.
+// bounds [lo, hi) of v's group. It is the inner loop of every lookup.
 func (s *hashSeq) scan(v uint32, lo, hi uint64) (i, j uint64) {
-	r, mask, rb := uint64(v)&s.mask(), s.mask(), uint64(s.rbits)
+	rem, rb, mask := s.rem, uint64(s.rbits), s.mask()
+	r := uint64(v) & mask
 	off := lo * rb
 	for i = lo; i < hi; i, off = i+1, off+rb {
-		x := binary.LittleEndian.Uint64(s.rem[off>>3:]) >> (off & 7) & mask
+		p := off >> 3
+		x := binary.LittleEndian.Uint64(rem[p:p+8]) >> (off & 7) & mask
 		if x < r {
 			continue
 		}
@@ -160,6 +175,4 @@ func (s *hashSeq) each(fn func(i int, v uint32)) {
 }
 
 // bytes is the memory the sequence holds.
-func (s *hashSeq) bytes() uint64 {
-	return uint64(cap(s.rem) + 2*cap(s.dir) + 4*cap(s.base))
-}
+func (s *hashSeq) bytes() uint64 { return uint64(s.size) }
