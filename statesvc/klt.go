@@ -1,6 +1,7 @@
 package statesvc
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,6 +32,7 @@ import (
 type KLT struct {
 	mu       sync.RWMutex
 	nb       int
+	nbMask   uint64 // nb-1 if nb is a power of two (bucket = hash & nbMask), else 0
 	buckets  []*kltBucket // by bucket; nil = no entries
 	live     int
 	dirty    []int // buckets with buffered additions, merged before lookups
@@ -78,7 +80,11 @@ func NewKLT(numBuckets int) *KLT {
 	if numBuckets > MaxBuckets {
 		panic(fmt.Sprintf("statesvc: KLT of %d buckets, at most %d allowed", numBuckets, MaxBuckets))
 	}
-	return &KLT{nb: max(1, numBuckets), ownerIdx: make(map[string]uint32)}
+	k := &KLT{nb: max(1, numBuckets), ownerIdx: make(map[string]uint32)}
+	if k.nb&(k.nb-1) == 0 {
+		k.nbMask = uint64(k.nb - 1)
+	}
+	return k
 }
 
 // NumBuckets returns the bucket count the table was made for.
@@ -308,12 +314,20 @@ func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
 		off    [kltGroupSize]uint32 // byte of the group's first remainder
 	)
 	keys = keys[:min(len(keys), kltGroupSize)]
+	out = out[:len(keys)]
 	for i, key := range keys {
-		bi, h := kltHash(key, k.nb)
+		x := keyHash(key)
+		var bi uint64
+		if k.nbMask != 0 || k.nb == 1 {
+			bi = x & k.nbMask // = x % nb, without a division
+		} else {
+			bi = x % uint64(k.nb)
+		}
 		b := k.buckets[bi]
 		if b == nil {
 			b = &kltNoBucket
 		}
+		h := uint32(x >> 32)
 		bs[i], hs[i], gs[i] = b, h, uint32(b.seq.group(h))
 	}
 	for i := range keys {
@@ -328,26 +342,58 @@ func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
 	for i := range keys {
 		sink += uint64(bs[i].seq.rem[off[i]])
 	}
+	kltMatch(&bs, &hs, &lo, &hi, len(keys))
 	for i := range keys {
-		b := bs[i]
-		if len(b.extra) > 0 { // not after flush; kept for safety
-			o, ok, more := b.first(hs[i])
-			out[i] = k.answer(keys[i], o, ok, more)
-			continue
-		}
-		l, h := b.seq.scan(hs[i], uint64(lo[i]), uint64(hi[i]))
+		b, at := bs[i], lo[i]
 		switch {
-		case l == h:
+		case at == kltMiss && len(b.extra) == 0:
 			out[i] = ""
-		case h == l+1 && b.nDead == 0:
-			out[i] = k.owners[b.ownerAt(int(l))]
-		default: // duplicates or removals
-			o, ok, more := b.firstFrom(int(l), int(h), 0, false)
-			out[i] = k.answer(keys[i], o, ok, more)
+		case at == kltSeveral || b.nDead > 0 || len(b.extra) > 0:
+			// Several entries with the hash, removed entries, or
+			// unmerged additions (not after flush; kept for safety).
+			out[i] = k.lookupLocked(keys[i])
+		default:
+			out[i] = k.owners[b.ownerAt(int(at))]
 		}
 	}
 	return sink
 }
+
+// kltMatch sets lo[i] to the first element equal to hs[i] in bs[i]'s
+// sequence among [lo[i], hi[i]) (the loop of hashSeq.scan, inlined), or to
+// kltMiss or kltSeveral, for the first n keys. A function of its own with
+// no calls, so the compiler keeps the loop in registers.
+func kltMatch(bs *[kltGroupSize]*kltBucket, hs, lo, hi *[kltGroupSize]uint32, n int) {
+	for i := range n {
+		s := &bs[i].seq
+		l, h := uint64(lo[i]), uint64(hi[i])
+		rb, mask, rem := uint64(s.rbits), s.mask(), s.rem
+		r := uint64(hs[i]) & mask
+		at := kltMiss
+		for ; l < h; l++ {
+			o := l * rb
+			x := binary.LittleEndian.Uint64(rem[o>>3:]) >> (o & 7) & mask
+			if x < r {
+				continue
+			}
+			if x == r {
+				at = uint32(l)
+				if l+1 < h && s.remAt(l+1) == r {
+					at = kltSeveral
+				}
+			}
+			break
+		}
+		lo[i] = at
+	}
+}
+
+// Markers lookupGroup stores instead of an element index (sequences hold
+// fewer than 2^32-2 elements).
+const (
+	kltMiss    = ^uint32(0)     // no element with the key's hash
+	kltSeveral = ^uint32(0) - 1 // more than one
+)
 
 // answer is the lookup answer for key given kltBucket.first's result.
 func (k *KLT) answer(key []byte, o uint32, ok, more bool) string {
