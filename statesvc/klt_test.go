@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -61,8 +62,25 @@ func checkKLT(t *testing.T, k *KLT, m kltModel) {
 	if got := k.Buckets(); !mapsEqual(got, perBucket) {
 		t.Fatalf("Buckets = %v, model %v", got, perBucket)
 	}
+	// Exact answers: the table keeps (bucket, 32-bit hash, owner) entries, so
+	// a key reads as the sorted distinct owners of every entry sharing its
+	// bucket and hash (its own and those of colliding keys), joined by
+	// OwnerSep. Absent keys are probed too.
+	byHash := map[[2]uint64][]string{}
+	for key, owners := range m {
+		b, h := kltHash([]byte(key), k.NumBuckets())
+		byHash[[2]uint64{uint64(b), uint64(h)}] = append(byHash[[2]uint64{uint64(b), uint64(h)}], owners...)
+	}
+	for i := range 200 {
+		keys = append(keys, []byte(fmt.Sprintf("absent-%d", i)))
+	}
 	batch := k.LookupBatch(keys, nil)
 	for i, key := range keys {
+		b, h := kltHash(key, k.NumBuckets())
+		want := slices.Compact(slices.Sorted(slices.Values(byHash[[2]uint64{uint64(b), uint64(h)}])))
+		if got := batch[i]; got != strings.Join(want, OwnerSep) {
+			t.Fatalf("LookupBatch[%q] = %q, want %q", key, got, strings.Join(want, OwnerSep))
+		}
 		if o, _ := k.Lookup(key); batch[i] != o {
 			t.Fatalf("LookupBatch[%q] = %q, Lookup %q", key, batch[i], o)
 		}
@@ -592,4 +610,86 @@ func TestKeyHashIsXXH64(t *testing.T) {
 	if got, want := keyHash(nil), xxhash.Sum64(nil); got != want {
 		t.Fatalf("keyHash(nil) = %#x, want %#x", got, want)
 	}
+}
+
+// TestKLTBatchEdgeCases checks LookupBatch on the bucket states its passes
+// special-case: a bucket made by an empty segment, a bucket emptied by
+// removals while the table is not, removed entries awaiting a rebuild,
+// several owners in one bucket and for one key, and stored hashes at both
+// ends of the 32-bit range.
+func TestKLTBatchEdgeCases(t *testing.T) {
+	const nb = 4
+	k := NewKLT(nb)
+	m := kltModel{}
+	if err := k.AddSegment(Segment{Bucket: 2, Owner: "a"}); err != nil { // empty segment
+		t.Fatal(err)
+	}
+	probe := keys("p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7")
+	if got := k.LookupBatch(probe, nil); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
+		t.Fatalf("empty table: LookupBatch = %q", got)
+	}
+
+	// 300 keys of one bucket, then all removed: the bucket is rebuilt
+	// empty but stays, since another bucket keeps the table non-empty.
+	var gone [][]byte
+	for i := 0; len(gone) < 300; i++ {
+		if key := []byte(fmt.Sprint("gone-", i)); BucketOf(key, nb) == 1 {
+			k.Add(1, key, "a")
+			gone = append(gone, key)
+		}
+	}
+	addKey(k, m, []byte("stay"), "b")
+	if BucketOf([]byte("stay"), nb) == 1 {
+		t.Fatal("pick another key for bucket != 1")
+	}
+	k.RemoveKeys("a", gone)
+	if got := k.LookupBatch(gone, nil); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
+		t.Fatalf("removed keys read as remote: %q", got)
+	}
+	checkKLT(t, k, m)
+
+	// Many keys in every bucket with three owners (packed owner bits), a
+	// few removed (dead entries, no rebuild yet), one key with two owners.
+	owners := []string{"a", "b", "c"}
+	for i := range 4000 {
+		addKey(k, m, []byte(fmt.Sprint("k", i)), owners[i%3])
+	}
+	k.Lookup(nil) // merge the additions
+	for i := 0; i < 4000; i += 400 {
+		key := fmt.Sprint("k", i)
+		k.RemoveKeys(owners[i%3], [][]byte{[]byte(key)})
+		delete(m, key)
+	}
+	addKey(k, m, []byte("k1"), "c")
+	checkKLT(t, k, m)
+
+	// Hashes 0, 1, max-1 and max stored for a fifth owner in every
+	// bucket: they come back from Segments and disturb no other answer.
+	ends := []uint32{0, 1, 1<<32 - 2, 1<<32 - 1}
+	var all [][]byte
+	for key := range m {
+		all = append(all, []byte(key))
+	}
+	all = append(all, probe...)
+	before := k.LookupBatch(all, nil)
+	for b := range nb {
+		if err := k.AddSegment(Segment{Bucket: b, Owner: "z", Hashes: ends}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range k.Segments([]int{0, 1, 2, 3}) {
+		if s.Owner == "z" && !slices.Equal(s.Hashes, ends) {
+			t.Fatalf("bucket %d: segment of z = %v, want %v", s.Bucket, s.Hashes, ends)
+		}
+	}
+	if after := k.LookupBatch(all, nil); !slices.Equal(after, before) {
+		t.Fatal("answers changed when entries with extreme hashes were added")
+	}
+	if k.Len() != m.entries()+len(ends)*nb {
+		t.Fatalf("Len = %d, want %d", k.Len(), m.entries()+len(ends)*nb)
+	}
+	for b := range nb {
+		k.DropSegment(b, "z")
+	}
+	checkKLT(t, k, m)
 }
