@@ -6,13 +6,14 @@ import (
 )
 
 // kltBucket holds the lookup entries of one bucket: a multiset of (32-bit
-// key hash, owner) pairs. Most entries live in a static Elias-Fano sequence
-// of the hashes (hashSeq) with a packed owner per element (0 bits when the
-// bucket has one owner, the usual case) and a dead bit per element (the
-// bitmap is allocated at the first removal); recent additions
-// wait in a small sorted buffer that is merged into the sequence once it
-// outgrows a fraction of it, so a burst of additions costs amortized
-// O(log n) copies per entry and lookups never scan an unsorted list.
+// key hash, owner) pairs. Most entries live in a static sorted sequence of
+// the hashes (hashSeq: high bits as a group directory, low bits packed)
+// with a packed owner per element (0 bits when the bucket has one owner,
+// the usual case) and a dead bit per element (the bitmap is allocated at
+// the first removal); recent additions wait in a small sorted buffer that
+// is merged into the sequence once it outgrows a fraction of it, so a
+// burst of additions costs amortized O(log n) copies per entry and lookups
+// never scan an unsorted list.
 type kltBucket struct {
 	seq    hashSeq
 	owners []uint32 // bucket-local owner index → KLT owner index
