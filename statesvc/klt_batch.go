@@ -128,7 +128,7 @@ func kltMatch(bs *[kltGroupSize]*kltBucket, hs, lo, hi *[kltGroupSize]uint32, n 
 			}
 			if x == r {
 				at = uint32(l)
-				if l+1 < h && s.remAt(l+1) == r {
+				if s.dups && l+1 < h && s.remAt(l+1) == r {
 					at = kltSeveral
 				}
 			}

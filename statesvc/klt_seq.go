@@ -37,6 +37,7 @@ type hashSeq struct {
 	dir    []byte // start of group g minus the base of its block; 1<<dbits + 1 entries (the last: the end)
 	base   []byte // little-endian uint32 start of group b<<bshift, for every block b and the end
 	size   int    // bytes allocated for rem, dir and base together
+	dups   bool   // some value occurs more than once
 }
 
 const (
@@ -70,6 +71,7 @@ func newHashSeq(vals []uint32) hashSeq {
 	starts := make([]uint32, ng+1)
 	g := 0
 	for i, v := range vals {
+		s.dups = s.dups || i > 0 && vals[i-1] == v
 		for vg := int(uint64(v) >> s.rbits); g <= vg; g++ {
 			starts[g] = uint32(i)
 		}

@@ -183,3 +183,16 @@ func TestKeyHashIsXXH64(t *testing.T) {
 		t.Fatalf("keyHash(nil) = %#x, want %#x", got, want)
 	}
 }
+
+// TestHashSeqDups checks the duplicate flag lookups rely on to skip the
+// check for a second equal element.
+func TestHashSeqDups(t *testing.T) {
+	for _, c := range []struct {
+		vals []uint32
+		want bool
+	}{{nil, false}, {[]uint32{7}, false}, {[]uint32{1, 2, 3}, false}, {[]uint32{1, 2, 2}, true}, {[]uint32{0, 0}, true}, {[]uint32{5, 1<<32 - 1, 1<<32 - 1}, true}} {
+		if s := newHashSeq(c.vals); s.dups != c.want {
+			t.Errorf("%v: dups %v, want %v", c.vals, s.dups, c.want)
+		}
+	}
+}
