@@ -5,9 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // KLT is the key lookup table of lazy (Koala) migration, kept per task: for
@@ -25,14 +22,18 @@ import (
 // (RemoveBuckets). Keys whose hash matches entries of several owners are
 // reported with all of them (see SplitOwners).
 //
-// Memory: per entry about 32 - log2(entries per bucket) + 3 bits
-// (Elias-Fano coded hashes, a dead bit, owner bits only when a bucket has
-// several owners): measured 3.0 B per key on the heap at 1 M keys in 128
-// buckets and 2.5 B at 10 M (BenchmarkKLTMemory, BenchmarkKLTMemory10M);
-// owner names are interned once.
+// Memory: per entry about 32 - log2(entries per bucket) + 5.5 bits (hashes
+// split into a group directory and packed low bits, see hashSeq; a dead
+// bit only once entries are removed, owner bits only when a bucket has
+// several owners): measured 3.2 B per key on the heap at 1 M keys in 128
+// buckets and 2.6 B at 10 M (BenchmarkKLTMemory, BenchmarkKLTMemory10M);
+// owner names are interned once. LookupBatch resolves a key with two
+// dependent memory accesses (directory, then remainders), overlapped
+// across keys (see lookupGroup).
 type KLT struct {
 	mu       sync.RWMutex
 	nb       int
+	nbMask   uint64       // nb-1 if nb is a power of two (bucket = hash & nbMask), else 0
 	buckets  []*kltBucket // by bucket; nil = no entries
 	live     int
 	dirty    []int // buckets with buffered additions, merged before lookups
@@ -56,7 +57,7 @@ func SplitOwners(s string) []string {
 // BucketOf maps a key to one of n buckets. Every component that partitions
 // by key (routing, state layout, migration, the KLT) must use this one
 // function; the KLT relies on it to find a key's bucket from its hash.
-func BucketOf(key []byte, n int) int { return bucketOfHash(xxhash.Sum64(key), n) }
+func BucketOf(key []byte, n int) int { return bucketOfHash(keyHash(key), n) }
 
 func bucketOfHash(h uint64, n int) int {
 	if n <= 1 {
@@ -69,7 +70,7 @@ func bucketOfHash(h uint64, n int) int {
 // key. The hash uses the high half of the 64-bit hash, which the bucket
 // (taken modulo the bucket count) hardly depends on.
 func kltHash(key []byte, nb int) (bucket int, h uint32) {
-	x := xxhash.Sum64(key)
+	x := keyHash(key)
 	return bucketOfHash(x, nb), uint32(x >> 32)
 }
 
@@ -80,7 +81,11 @@ func NewKLT(numBuckets int) *KLT {
 	if numBuckets > MaxBuckets {
 		panic(fmt.Sprintf("statesvc: KLT of %d buckets, at most %d allowed", numBuckets, MaxBuckets))
 	}
-	return &KLT{nb: max(1, numBuckets), ownerIdx: make(map[string]uint32)}
+	k := &KLT{nb: max(1, numBuckets), ownerIdx: make(map[string]uint32)}
+	if k.nb&(k.nb-1) == 0 {
+		k.nbMask = uint64(k.nb - 1)
+	}
+	return k
 }
 
 // NumBuckets returns the bucket count the table was made for.
@@ -111,7 +116,7 @@ func (k *KLT) bucket(b int) *kltBucket {
 		k.buckets = make([]*kltBucket, k.nb)
 	}
 	if k.buckets[b] == nil {
-		k.buckets[b] = &kltBucket{}
+		k.buckets[b] = &kltBucket{seq: emptyHashSeq}
 	}
 	if len(k.buckets[b].extra) == 0 {
 		k.dirty = append(k.dirty, b) // about to buffer an addition
@@ -250,101 +255,6 @@ func (k *KLT) lookupLocked(key []byte) string {
 	})
 	slices.Sort(names)
 	return strings.Join(names, OwnerSep)
-}
-
-// LookupBatch looks up every key under one lock acquisition and appends the
-// owners to dst, aligned with keys; "" marks a key that is local. This is
-// the per-batch path of a stateful operator.
-func (k *KLT) LookupBatch(keys [][]byte, dst []string) []string {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	k.flush()
-	if k.live == 0 {
-		for range keys {
-			dst = append(dst, "")
-		}
-		return dst
-	}
-	var g kltGroup
-	for base := 0; base < len(keys); base += kltGroupSize {
-		dst = k.lookupGroup(&g, keys[base:min(base+kltGroupSize, len(keys))], dst)
-	}
-	kltSink.Store(g.sink)
-	return dst
-}
-
-// kltGroupSize is how many keys lookupGroup resolves together.
-const kltGroupSize = 32
-
-// kltGroup is lookupGroup's scratch space.
-type kltGroup struct {
-	b    [kltGroupSize]*kltBucket
-	h    [kltGroupSize]uint32
-	pos  [kltGroupSize]uint64
-	sink uint64
-}
-
-// kltSink receives lookupGroup's touch sums so the compiler keeps the loads.
-var kltSink atomic.Uint64
-
-// lookupGroup resolves keys in passes so the cache misses of different keys
-// overlap (memory-level parallelism) instead of queueing one behind the
-// other: (1) hash and touch the select sample of each key's high part;
-// (2) touch the unary words it points at; (3) find where the high part
-// starts (now in cache); (4) touch the low bits there in a tight loop;
-// (5) compare, now in cache.
-func (k *KLT) lookupGroup(g *kltGroup, keys [][]byte, dst []string) []string {
-	for i, key := range keys {
-		bi, h := kltHash(key, k.nb)
-		b := k.buckets[bi]
-		g.b[i], g.h[i] = b, h
-		if b != nil && b.seq.n > 0 {
-			g.sink += uint64(b.seq.zs[uint64(h)>>b.seq.lbits>>efSampleShift])
-		}
-	}
-	for i := range keys {
-		if b := g.b[i]; b != nil && b.seq.n > 0 {
-			p := b.seq.zs[uint64(g.h[i])>>b.seq.lbits>>efSampleShift]
-			g.sink += b.seq.high[p>>6] + b.seq.high[min(p>>6+1, uint32(len(b.seq.high)-1))]
-		}
-	}
-	for i := range keys {
-		if b := g.b[i]; b != nil && b.seq.n > 0 {
-			g.pos[i] = b.seq.start(uint64(g.h[i]) >> b.seq.lbits)
-		}
-	}
-	// A tight loop of independent loads: the low bits' cache misses of all
-	// keys are in flight together.
-	for i := range keys {
-		if b := g.b[i]; b != nil && b.seq.n > 0 {
-			el := g.pos[i] - uint64(g.h[i])>>b.seq.lbits
-			g.sink += b.seq.low[min(el, uint64(b.seq.n-1))*uint64(b.seq.lbits)>>6]
-		}
-	}
-	for i := range keys {
-		b, h := g.b[i], g.h[i]
-		if b == nil {
-			dst = append(dst, "")
-			continue
-		}
-		var o uint32
-		var ok, more bool
-		if len(b.extra) > 0 || b.seq.n == 0 {
-			o, ok, more = b.first(h)
-		} else {
-			j, pos := b.seq.findFrom(h, g.pos[i])
-			o, ok, more = b.firstFrom(h, j, pos, 0, false)
-		}
-		switch {
-		case !ok:
-			dst = append(dst, "")
-		case !more:
-			dst = append(dst, k.owners[o])
-		default:
-			dst = append(dst, k.lookupLocked(keys[i]))
-		}
-	}
-	return dst
 }
 
 // RemoveKeys says the values of keys were taken from owner (they are local

@@ -6,18 +6,20 @@ import (
 )
 
 // kltBucket holds the lookup entries of one bucket: a multiset of (32-bit
-// key hash, owner) pairs. Most entries live in a static Elias-Fano sequence
-// of the hashes with a packed owner per element (0 bits when the bucket has
-// one owner, the usual case) and a dead bit per element; recent additions
-// wait in a small sorted buffer that is merged into the sequence once it
-// outgrows a fraction of it, so a burst of additions costs amortized
-// O(log n) copies per entry and lookups never scan an unsorted list.
+// key hash, owner) pairs. Most entries live in a static sorted sequence of
+// the hashes (hashSeq: high bits as a group directory, low bits packed)
+// with a packed owner per element (0 bits when the bucket has one owner,
+// the usual case) and a dead bit per element (the bitmap is allocated at
+// the first removal); recent additions wait in a small sorted buffer that
+// is merged into the sequence once it outgrows a fraction of it, so a
+// burst of additions costs amortized O(log n) copies per entry and lookups
+// never scan an unsorted list.
 type kltBucket struct {
-	seq    efSeq
+	seq    hashSeq
 	owners []uint32 // bucket-local owner index → KLT owner index
 	obits  uint     // bits per packed owner
 	own    []uint64 // packed bucket-local owner of each seq element
-	dead   []uint64 // one bit per seq element
+	dead   []uint64 // one bit per seq element; nil until an element is removed
 	nDead  int
 	extra  []uint64 // sorted hash<<32 | KLT owner index, not yet in seq
 }
@@ -49,6 +51,9 @@ func (b *kltBucket) isDead(i int) bool {
 }
 
 func (b *kltBucket) kill(i int) {
+	if b.dead == nil {
+		b.dead = make([]uint64, (b.seq.n+63)/64)
+	}
 	b.dead[i>>6] |= 1 << (i & 63)
 	b.nDead++
 }
@@ -75,8 +80,8 @@ func (b *kltBucket) each(h uint32, fn func(owner uint32, seqIdx, extraIdx int) b
 			return
 		}
 	}
-	i, pos := b.seq.find(h)
-	for ; i >= 0; i, pos = b.seq.nextEqual(i, pos, h) {
+	i, j := b.seq.equalRange(h)
+	for ; i < j; i++ {
 		if !b.isDead(i) && !fn(b.ownerAt(i), i, -1) {
 			return
 		}
@@ -94,14 +99,14 @@ func (b *kltBucket) first(h uint32) (owner uint32, ok, more bool) {
 			return owner, true, true
 		}
 	}
-	i, pos := b.seq.find(h)
-	return b.firstFrom(h, i, pos, owner, ok)
+	i, j := b.seq.equalRange(h)
+	return b.firstFrom(i, j, owner, ok)
 }
 
-// firstFrom finishes first from the sequence's first element equal to h
-// (i, at bit pos; i < 0: none), given what the buffer held.
-func (b *kltBucket) firstFrom(h uint32, i int, pos uint64, owner uint32, ok bool) (uint32, bool, bool) {
-	for ; i >= 0; i, pos = b.seq.nextEqual(i, pos, h) {
+// firstFrom finishes first from the sequence's elements [i, j) equal to the
+// hash, given what the buffer held.
+func (b *kltBucket) firstFrom(i, j int, owner uint32, ok bool) (uint32, bool, bool) {
+	for ; i < j; i++ {
 		if b.isDead(i) {
 			continue
 		}
@@ -179,12 +184,11 @@ func (b *kltBucket) rebuild(drop int64) {
 			hs, os = append(hs, h), append(os, o)
 		}
 	})
-	*b = kltBucket{}
+	*b = kltBucket{seq: emptyHashSeq}
 	if len(hs) == 0 {
 		return
 	}
-	b.seq = newEFSeq(hs)
-	b.dead = make([]uint64, (len(hs)+63)/64)
+	b.seq = newHashSeq(hs)
 	for _, o := range os {
 		if !slices.Contains(b.owners, o) {
 			b.owners = append(b.owners, o)

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -58,8 +59,25 @@ func checkKLT(t *testing.T, k *KLT, m kltModel) {
 	if got := k.Buckets(); !mapsEqual(got, perBucket) {
 		t.Fatalf("Buckets = %v, model %v", got, perBucket)
 	}
+	// Exact answers: the table keeps (bucket, 32-bit hash, owner) entries, so
+	// a key reads as the sorted distinct owners of every entry sharing its
+	// bucket and hash (its own and those of colliding keys), joined by
+	// OwnerSep. Absent keys are probed too.
+	byHash := map[[2]uint64][]string{}
+	for key, owners := range m {
+		b, h := kltHash([]byte(key), k.NumBuckets())
+		byHash[[2]uint64{uint64(b), uint64(h)}] = append(byHash[[2]uint64{uint64(b), uint64(h)}], owners...)
+	}
+	for i := range 200 {
+		keys = append(keys, []byte(fmt.Sprintf("absent-%d", i)))
+	}
 	batch := k.LookupBatch(keys, nil)
 	for i, key := range keys {
+		b, h := kltHash(key, k.NumBuckets())
+		want := slices.Compact(slices.Sorted(slices.Values(byHash[[2]uint64{uint64(b), uint64(h)}])))
+		if got := batch[i]; got != strings.Join(want, OwnerSep) {
+			t.Fatalf("LookupBatch[%q] = %q, want %q", key, got, strings.Join(want, OwnerSep))
+		}
 		if o, _ := k.Lookup(key); batch[i] != o {
 			t.Fatalf("LookupBatch[%q] = %q, Lookup %q", key, batch[i], o)
 		}
@@ -173,66 +191,6 @@ func TestKLTBasics(t *testing.T) {
 	} {
 		if err := k.AddSegment(s); err == nil {
 			t.Errorf("AddSegment accepted a segment with a bad %s", name)
-		}
-	}
-}
-
-// TestEFSeq checks find and each against the sorted input, with duplicates
-// and both ends of the value range, for sizes around the coding's steps.
-func TestEFSeq(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{0, 1, 2, 3, 64, 255, 256, 257, 1000, 70_000} {
-		vals := make([]uint32, n)
-		for i := range vals {
-			switch rng.IntN(20) {
-			case 0:
-				vals[i] = 0
-			case 1:
-				vals[i] = 1<<32 - 1
-			case 2:
-				if i > 0 {
-					vals[i] = vals[i-1] // duplicate
-					continue
-				}
-			default:
-				vals[i] = rng.Uint32()
-			}
-		}
-		slices.Sort(vals)
-		s := newEFSeq(vals)
-		var got []uint32
-		s.each(func(i int, v uint32) {
-			if i != len(got) {
-				t.Fatalf("n=%d: each index %d, want %d", n, i, len(got))
-			}
-			got = append(got, v)
-		})
-		if !slices.Equal(got, vals) {
-			t.Fatalf("n=%d: each returned %d values, differing from the input", n, len(got))
-		}
-		for i, v := range vals {
-			j, pos := s.find(v)
-			first := slices.Index(vals, v)
-			if j != first {
-				t.Fatalf("n=%d: find(%d) = %d, want %d", n, v, j, first)
-			}
-			cnt := 1
-			for j, pos = s.nextEqual(j, pos, v); j >= 0; j, pos = s.nextEqual(j, pos, v) {
-				cnt++
-			}
-			if want := len(vals[first:]) - len(slices.DeleteFunc(slices.Clone(vals[first:]), func(x uint32) bool { return x == v })); cnt != want {
-				t.Fatalf("n=%d: %d copies of %d found, want %d", n, cnt, v, want)
-			}
-			_ = i
-		}
-		for range 2000 {
-			v := rng.Uint32()
-			if _, found := slices.BinarySearch(vals, v); found {
-				continue
-			}
-			if j, _ := s.find(v); j >= 0 {
-				t.Fatalf("n=%d: find(%d) = %d for an absent value", n, v, j)
-			}
 		}
 	}
 }
@@ -475,4 +433,86 @@ func FuzzKLTOps(f *testing.F) {
 		}
 		checkKLT(t, k, m)
 	})
+}
+
+// TestKLTBatchEdgeCases checks LookupBatch on the bucket states its passes
+// special-case: a bucket made by an empty segment, a bucket emptied by
+// removals while the table is not, removed entries awaiting a rebuild,
+// several owners in one bucket and for one key, and stored hashes at both
+// ends of the 32-bit range.
+func TestKLTBatchEdgeCases(t *testing.T) {
+	const nb = 4
+	k := NewKLT(nb)
+	m := kltModel{}
+	if err := k.AddSegment(Segment{Bucket: 2, Owner: "a"}); err != nil { // empty segment
+		t.Fatal(err)
+	}
+	probe := keys("p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7")
+	if got := k.LookupBatch(probe, nil); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
+		t.Fatalf("empty table: LookupBatch = %q", got)
+	}
+
+	// 300 keys of one bucket, then all removed: the bucket is rebuilt
+	// empty but stays, since another bucket keeps the table non-empty.
+	var gone [][]byte
+	for i := 0; len(gone) < 300; i++ {
+		if key := []byte(fmt.Sprint("gone-", i)); BucketOf(key, nb) == 1 {
+			k.Add(1, key, "a")
+			gone = append(gone, key)
+		}
+	}
+	addKey(k, m, []byte("stay"), "b")
+	if BucketOf([]byte("stay"), nb) == 1 {
+		t.Fatal("pick another key for bucket != 1")
+	}
+	k.RemoveKeys("a", gone)
+	if got := k.LookupBatch(gone, nil); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
+		t.Fatalf("removed keys read as remote: %q", got)
+	}
+	checkKLT(t, k, m)
+
+	// Many keys in every bucket with three owners (packed owner bits), a
+	// few removed (dead entries, no rebuild yet), one key with two owners.
+	owners := []string{"a", "b", "c"}
+	for i := range 4000 {
+		addKey(k, m, []byte(fmt.Sprint("k", i)), owners[i%3])
+	}
+	k.Lookup(nil) // merge the additions
+	for i := 0; i < 4000; i += 400 {
+		key := fmt.Sprint("k", i)
+		k.RemoveKeys(owners[i%3], [][]byte{[]byte(key)})
+		delete(m, key)
+	}
+	addKey(k, m, []byte("k1"), "c")
+	checkKLT(t, k, m)
+
+	// Hashes 0, 1, max-1 and max stored for a fifth owner in every
+	// bucket: they come back from Segments and disturb no other answer.
+	ends := []uint32{0, 1, 1<<32 - 2, 1<<32 - 1}
+	var all [][]byte
+	for key := range m {
+		all = append(all, []byte(key))
+	}
+	all = append(all, probe...)
+	before := k.LookupBatch(all, nil)
+	for b := range nb {
+		if err := k.AddSegment(Segment{Bucket: b, Owner: "z", Hashes: ends}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range k.Segments([]int{0, 1, 2, 3}) {
+		if s.Owner == "z" && !slices.Equal(s.Hashes, ends) {
+			t.Fatalf("bucket %d: segment of z = %v, want %v", s.Bucket, s.Hashes, ends)
+		}
+	}
+	if after := k.LookupBatch(all, nil); !slices.Equal(after, before) {
+		t.Fatal("answers changed when entries with extreme hashes were added")
+	}
+	if k.Len() != m.entries()+len(ends)*nb {
+		t.Fatalf("Len = %d, want %d", k.Len(), m.entries()+len(ends)*nb)
+	}
+	for b := range nb {
+		k.DropSegment(b, "z")
+	}
+	checkKLT(t, k, m)
 }

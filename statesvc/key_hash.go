@@ -1,0 +1,50 @@
+package statesvc
+
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// XXH64 primes (from the XXH64 specification).
+const (
+	xxPrime1 uint64 = 0x9E3779B185EBCA87
+	xxPrime2 uint64 = 0xC2B2AE3D27D4EB4F
+	xxPrime3 uint64 = 0x165667B19E3779F9
+	xxPrime4 uint64 = 0x85EBCA77C2B2AE63
+	xxPrime5 uint64 = 0x27D4EB2F165667C5
+)
+
+// keyHash is XXH64 with seed 0 of key — exactly xxhash.Sum64 — computed
+// in Go for keys shorter than 32 bytes (the usual record key), which skips
+// the assembly routine's call overhead and its long-input setup: the KLT's
+// batch lookup hashes every key of every batch. Longer keys use
+// xxhash.Sum64. TestKeyHashIsXXH64 checks the two agree.
+func keyHash(key []byte) uint64 {
+	n := len(key)
+	if n >= 32 {
+		return xxhash.Sum64(key)
+	}
+	h := xxPrime5 + uint64(n)
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		k := bits.RotateLeft64(binary.LittleEndian.Uint64(key[i:i+8])*xxPrime2, 31) * xxPrime1
+		h = bits.RotateLeft64(h^k, 27)*xxPrime1 + xxPrime4
+	}
+	if i+4 <= n {
+		h ^= uint64(binary.LittleEndian.Uint32(key[i:i+4])) * xxPrime1
+		h = bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3
+		i += 4
+	}
+	for ; i < n; i++ {
+		h ^= uint64(key[i]) * xxPrime5
+		h = bits.RotateLeft64(h, 11) * xxPrime1
+	}
+	h ^= h >> 33
+	h *= xxPrime2
+	h ^= h >> 29
+	h *= xxPrime3
+	h ^= h >> 32
+	return h
+}
