@@ -204,7 +204,7 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 	}
 	start := time.Now()
 	view := t.view.Load()
-	t.out.begin(view, t.index, t.jobID, t.id)
+	t.out.begin(view, t.index, t.jobID, t.id, fetches.NumRecords())
 	n, rejected := 0, 0
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		s.mu.Lock()

@@ -18,7 +18,7 @@ import (
 
 func init() {
 	var opts dataplane.Options
-	var chURL string
+	var chURL, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a data-plane worker hosting task slots",
@@ -31,6 +31,13 @@ func init() {
 			if opts.ID == "" {
 				host, _ := os.Hostname()
 				opts.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+			}
+			if pprofAddr != "" {
+				bound, err := servePprof(pprofAddr, log)
+				if err != nil {
+					return err
+				}
+				log.Info("pprof endpoint", "addr", bound)
 			}
 			ch, err := openClickHouse(ctx, chURL, log)
 			if err != nil {
@@ -57,5 +64,6 @@ func init() {
 	addNATSSecurityFlags(f, &opts.NATSSecurity)
 	addGRPCTLSFlags(f, &opts.GRPCTLS)
 	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for metrics, or \"none\" (env "+envClickHouse+")")
+	f.StringVar(&pprofAddr, "pprof-listen", envOr(envPprof, ""), "serve Go runtime profiles (/debug/pprof/) on this host:port, e.g. 127.0.0.1:0 (env "+envPprof+"; empty: off)")
 	rootCmd.AddCommand(cmd)
 }
