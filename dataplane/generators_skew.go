@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -49,7 +48,9 @@ func NewZipfKeys(numKeys int, skew float64) (*ZipfKeys, error) {
 
 // Index is the key index of record n for seed.
 func (z *ZipfKeys) Index(seed int64, n int64) int {
-	u := rand.New(rand.NewPCG(uint64(seed), uint64(n)^0x9e3779b97f4a7c15)).Float64()
+	// rand.New(src).Float64(), without allocating a Rand per record.
+	src := rand.NewPCG(uint64(seed), uint64(n)^0x9e3779b97f4a7c15)
+	u := float64(src.Uint64()<<11>>11) / (1 << 53)
 	i := sort.SearchFloat64s(z.cdf, u)
 	return min(i, len(z.cdf)-1)
 }
@@ -80,10 +81,7 @@ type zipfGenerator struct {
 }
 
 func (g zipfGenerator) Next(n int64, r *Record) {
-	r.Key = []byte(KeyName(g.keys.Index(g.seed, n)))
-	v := make([]byte, max(g.valueSize, 8))
-	binary.LittleEndian.PutUint64(v, uint64(n))
-	r.Value = v
+	r.Key, r.Value = keyAndValue(g.keys.Index(g.seed, n), n, g.valueSize)
 	r.EventTime = time.Now().UnixNano()
 }
 

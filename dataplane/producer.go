@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -73,20 +74,67 @@ type keysGenerator struct {
 }
 
 // KeyName is the key of index i in generated key spaces; oracles use it.
-func KeyName(i int) string { return fmt.Sprintf("k%07d", i) }
+func KeyName(i int) string { return string(AppendKeyName(make([]byte, 0, keyNameLen), i)) }
+
+// keyNameLen is the length of KeyName(i) for 0 ≤ i < 10⁷.
+const keyNameLen = 8
+
+// AppendKeyName appends KeyName(i) ("k" and i in at least 7 zero-padded
+// digits) to dst without formatting through fmt: generators call it per
+// record.
+func AppendKeyName(dst []byte, i int) []byte {
+	if i < 0 {
+		return fmt.Appendf(dst, "k%07d", i)
+	}
+	var digits [20]byte
+	pos := len(digits)
+	for v := uint64(i); v > 0 || pos > len(digits)-7; v /= 10 {
+		pos--
+		digits[pos] = byte('0' + v%10)
+	}
+	dst = append(dst, 'k')
+	return append(dst, digits[pos:]...)
+}
 
 // UniformKeyIndex is the key index the "keys" generator picks for record n;
-// oracles recompute the input with it.
+// oracles recompute the input with it. It is rand.New(rand.NewPCG(seed, n))
+// .IntN(numKeys), computed on a PCG held on the stack: building a Rand per
+// record allocated twice.
 func UniformKeyIndex(seed int64, numKeys int, n int64) int {
-	r := rand.New(rand.NewPCG(uint64(seed), uint64(n)))
-	return r.IntN(numKeys)
+	src := rand.NewPCG(uint64(seed), uint64(n))
+	return int(uniformBelow(src, uint64(numKeys)))
+}
+
+// uniformBelow draws a uniform value in [0, bound) from src exactly as
+// math/rand/v2's Rand.IntN does (a mask for powers of two, else the
+// multiply-and-reject method), so the generated key streams stay the same.
+func uniformBelow(src *rand.PCG, bound uint64) uint64 {
+	if bound&(bound-1) == 0 {
+		return src.Uint64() & (bound - 1)
+	}
+	hi, lo := bits.Mul64(src.Uint64(), bound)
+	if lo < bound {
+		reject := -bound % bound
+		for lo < reject {
+			hi, lo = bits.Mul64(src.Uint64(), bound)
+		}
+	}
+	return hi
+}
+
+// keyAndValue allocates a record's key (KeyName(idx)) and value (valueSize
+// bytes, at least 8, holding n little-endian) in one buffer.
+func keyAndValue(idx int, n int64, valueSize int) (key, value []byte) {
+	vs := max(valueSize, 8)
+	buf := AppendKeyName(make([]byte, 0, keyNameLen+vs), idx)
+	kl := len(buf)
+	buf = append(buf, make([]byte, vs)...) // no allocation: fits the capacity when kl is 8
+	binary.LittleEndian.PutUint64(buf[kl:], uint64(n))
+	return buf[:kl:kl], buf[kl:]
 }
 
 func (g keysGenerator) Next(n int64, r *Record) {
-	r.Key = []byte(KeyName(UniformKeyIndex(int64(g.seed), g.numKeys, n)))
-	v := make([]byte, max(g.valueSize, 8))
-	binary.LittleEndian.PutUint64(v, uint64(n))
-	r.Value = v
+	r.Key, r.Value = keyAndValue(UniformKeyIndex(int64(g.seed), g.numKeys, n), n, g.valueSize)
 	r.EventTime = time.Now().UnixNano()
 }
 
@@ -100,10 +148,7 @@ type sequentialGenerator struct {
 }
 
 func (g sequentialGenerator) Next(n int64, r *Record) {
-	r.Key = []byte(KeyName(int(n % int64(g.numKeys))))
-	v := make([]byte, max(g.valueSize, 8))
-	binary.LittleEndian.PutUint64(v, uint64(n))
-	r.Value = v
+	r.Key, r.Value = keyAndValue(int(n%int64(g.numKeys)), n, g.valueSize)
 	r.EventTime = time.Now().UnixNano()
 }
 
@@ -143,6 +188,7 @@ type producer struct {
 	gen    Generator
 	client *kgo.Client
 	onTick func(control.ProduceReport)
+	slab   []kgo.Record // unused records of the current slab (produce)
 
 	acked, failed atomic.Int64
 	mu            sync.Mutex
@@ -281,12 +327,22 @@ func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
 	}
 }
 
+// produceSlab is how many Kafka records the producer allocates at once.
+const produceSlab = 256
+
 // produce generates the n-th record of this producer (the generator's
-// record StartEvent + n) and writes it asynchronously.
+// record StartEvent + n) and writes it asynchronously. Kafka records are
+// carved from slabs: one allocation per produceSlab records instead of one
+// each (a slab lives until its last record is acknowledged).
 func (p *producer) produce(n int64) {
 	var r Record
 	p.gen.Next(p.req.StartEvent+n, &r)
-	rec := &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: time.Unix(0, r.EventTime)}
+	if len(p.slab) == 0 {
+		p.slab = make([]kgo.Record, produceSlab)
+	}
+	rec := &p.slab[0]
+	p.slab = p.slab[1:]
+	rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, time.Unix(0, r.EventTime)
 	p.client.Produce(context.Background(), rec, p.ack)
 }
 
