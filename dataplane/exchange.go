@@ -18,8 +18,8 @@ import (
 
 // frameCodec carries Frames over gRPC in koala's own binary layout, so the
 // exchange needs no generated protobuf code. It is a gRPC CodecV2: a frame is
-// encoded into one buffer of its exact size taken from gRPC's buffer pool
-// (gRPC returns it once written), and a received message is copied out of
+// encoded into one buffer of its exact size taken from frameBufs (gRPC
+// returns it once written), and a received message is copied out of
 // gRPC's buffers once, into memory the decoded records may alias.
 type frameCodec struct{}
 
@@ -28,10 +28,9 @@ func (frameCodec) Name() string { return "koala-frame" }
 func (frameCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *Frame:
-		pool := mem.DefaultBufferPool()
-		buf := pool.Get(FrameSize(m))
+		buf := frameBufs.Get(FrameSize(m))
 		*buf = AppendFrame((*buf)[:0], m)
-		return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+		return mem.BufferSlice{mem.NewBuffer(buf, &frameBufs)}, nil
 	case *exchangeAck:
 		return mem.BufferSlice{mem.SliceBuffer{m.status}}, nil
 	case *fetchRequest:

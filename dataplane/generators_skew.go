@@ -78,10 +78,11 @@ type zipfGenerator struct {
 	keys      *ZipfKeys
 	seed      int64
 	valueSize int
+	arena     byteArena
 }
 
-func (g zipfGenerator) Next(n int64, r *Record) {
-	r.Key, r.Value = keyAndValue(g.keys.Index(g.seed, n), n, g.valueSize)
+func (g *zipfGenerator) Next(n int64, r *Record) {
+	r.Key, r.Value = keyAndValue(&g.arena, g.keys.Index(g.seed, n), n, g.valueSize)
 	r.EventTime = time.Now().UnixNano()
 }
 
@@ -91,6 +92,6 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return zipfGenerator{keys: z, seed: req.Seed, valueSize: req.ValueSize}, nil
+		return &zipfGenerator{keys: z, seed: req.Seed, valueSize: req.ValueSize}, nil
 	})
 }

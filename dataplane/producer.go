@@ -17,7 +17,8 @@ import (
 	"koala/dataplane/control"
 )
 
-// Generator makes input records; it is deterministic for a seed.
+// Generator makes input records; it is deterministic for a seed. A
+// generator is used by one goroutine (it may keep buffers between records).
 type Generator interface {
 	// Next fills r with the n-th record (n counts from 0).
 	Next(n int64, r *Record)
@@ -71,6 +72,7 @@ type keysGenerator struct {
 	numKeys   int
 	seed      uint64
 	valueSize int
+	arena     byteArena
 }
 
 // KeyName is the key of index i in generated key spaces; oracles use it.
@@ -122,19 +124,40 @@ func uniformBelow(src *rand.PCG, bound uint64) uint64 {
 	return hi
 }
 
-// keyAndValue allocates a record's key (KeyName(idx)) and value (valueSize
-// bytes, at least 8, holding n little-endian) in one buffer.
-func keyAndValue(idx int, n int64, valueSize int) (key, value []byte) {
-	vs := max(valueSize, 8)
-	buf := AppendKeyName(make([]byte, 0, keyNameLen+vs), idx)
-	kl := len(buf)
-	buf = append(buf, make([]byte, vs)...) // no allocation: fits the capacity when kl is 8
-	binary.LittleEndian.PutUint64(buf[kl:], uint64(n))
-	return buf[:kl:kl], buf[kl:]
+// byteArena hands out byte slices carved from shared chunks, so a
+// generator allocates once per chunk instead of once per record. A chunk is
+// never reused: it is collected when no record refers to it any more.
+type byteArena struct{ free []byte }
+
+const arenaChunk = 16 << 10
+
+// alloc returns n zeroed bytes with no spare capacity.
+func (a *byteArena) alloc(n int) []byte {
+	if n > arenaChunk/4 {
+		return make([]byte, n)
+	}
+	if len(a.free) < n {
+		a.free = make([]byte, arenaChunk)
+	}
+	b := a.free[:n:n]
+	a.free = a.free[n:]
+	return b
 }
 
-func (g keysGenerator) Next(n int64, r *Record) {
-	r.Key, r.Value = keyAndValue(UniformKeyIndex(int64(g.seed), g.numKeys, n), n, g.valueSize)
+// keyAndValue allocates a record's key (KeyName(idx)) and value (valueSize
+// bytes, at least 8, holding n little-endian) from arena.
+func keyAndValue(arena *byteArena, idx int, n int64, valueSize int) (key, value []byte) {
+	var name [24]byte
+	k := AppendKeyName(name[:0], idx)
+	vs := max(valueSize, 8)
+	buf := arena.alloc(len(k) + vs)
+	copy(buf, k)
+	binary.LittleEndian.PutUint64(buf[len(k):], uint64(n))
+	return buf[:len(k):len(k)], buf[len(k):]
+}
+
+func (g *keysGenerator) Next(n int64, r *Record) {
+	r.Key, r.Value = keyAndValue(&g.arena, UniformKeyIndex(int64(g.seed), g.numKeys, n), n, g.valueSize)
 	r.EventTime = time.Now().UnixNano()
 }
 
@@ -145,10 +168,11 @@ const SequentialGenerator = "sequential"
 type sequentialGenerator struct {
 	numKeys   int
 	valueSize int
+	arena     byteArena
 }
 
-func (g sequentialGenerator) Next(n int64, r *Record) {
-	r.Key, r.Value = keyAndValue(int(n%int64(g.numKeys)), n, g.valueSize)
+func (g *sequentialGenerator) Next(n int64, r *Record) {
+	r.Key, r.Value = keyAndValue(&g.arena, int(n%int64(g.numKeys)), n, g.valueSize)
 	r.EventTime = time.Now().UnixNano()
 }
 
@@ -157,13 +181,13 @@ func init() {
 		if req.NumKeys < 1 {
 			return nil, fmt.Errorf("generator %q: NumKeys %d must be ≥ 1", SequentialGenerator, req.NumKeys)
 		}
-		return sequentialGenerator{numKeys: req.NumKeys, valueSize: req.ValueSize}, nil
+		return &sequentialGenerator{numKeys: req.NumKeys, valueSize: req.ValueSize}, nil
 	})
 	_ = RegisterGenerator(DefaultGenerator, func(req control.ProduceRequest) (Generator, error) {
 		if req.NumKeys < 1 {
 			return nil, fmt.Errorf("generator %q: NumKeys %d must be ≥ 1", DefaultGenerator, req.NumKeys)
 		}
-		return keysGenerator{numKeys: req.NumKeys, seed: uint64(req.Seed), valueSize: req.ValueSize}, nil
+		return &keysGenerator{numKeys: req.NumKeys, seed: uint64(req.Seed), valueSize: req.ValueSize}, nil
 	})
 }
 
@@ -227,6 +251,11 @@ func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error)
 		kgo.SeedBrokers(req.KafkaBrokers...),
 		kgo.DefaultProduceTopic(req.Topic),
 		kgo.ProducerLinger(5 * time.Millisecond),
+		// Generated records are small and the producer's CPU is the
+		// pipeline's (it runs in a worker): compressing each batch and
+		// decompressing it at the source cost more than the bytes saved.
+		// Callers may pass another codec in extra.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 	}, extra...)
 	cl, err := kgo.NewClient(opts...)

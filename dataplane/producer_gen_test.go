@@ -48,7 +48,7 @@ func TestZipfIndexMatchesRandFloat64(t *testing.T) {
 
 func TestGeneratorRecordLayout(t *testing.T) {
 	for _, vs := range []int{0, 8, 100} {
-		g := keysGenerator{numKeys: 50, seed: 9, valueSize: vs}
+		g := &keysGenerator{numKeys: 50, seed: 9, valueSize: vs}
 		var r Record
 		g.Next(77, &r)
 		if want := KeyName(UniformKeyIndex(9, 50, 77)); string(r.Key) != want || cap(r.Key) != len(r.Key) {
@@ -66,7 +66,7 @@ func TestGeneratorRecordLayout(t *testing.T) {
 }
 
 func BenchmarkKeysGenerator(b *testing.B) {
-	g := keysGenerator{numKeys: 100000, seed: 1}
+	g := &keysGenerator{numKeys: 100000, seed: 1}
 	var r Record
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
