@@ -56,7 +56,7 @@ func newSourceState(brokers []string, topic string, parts []int32, start map[int
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
-		kgo.FetchMaxWait(50 * time.Millisecond),
+		kgo.FetchMaxWait(50 * time.Millisecond), // extra may set another (source_fetch.go)
 	}
 	opts = append(opts, extra...)
 	cl, err := kgo.NewClient(opts...)
