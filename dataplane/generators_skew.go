@@ -81,9 +81,11 @@ type zipfGenerator struct {
 	arena     byteArena
 }
 
-func (g *zipfGenerator) Next(n int64, r *Record) {
+func (g *zipfGenerator) Next(n int64, r *Record) { g.NextAt(n, time.Now().UnixNano(), r) }
+
+func (g *zipfGenerator) NextAt(n, now int64, r *Record) {
 	r.Key, r.Value = keyAndValue(&g.arena, g.keys.Index(g.seed, n), n, g.valueSize)
-	r.EventTime = time.Now().UnixNano()
+	r.EventTime = now
 }
 
 func init() {

@@ -156,9 +156,20 @@ func keyAndValue(arena *byteArena, idx int, n int64, valueSize int) (key, value 
 	return buf[:len(k):len(k)], buf[len(k):]
 }
 
-func (g *keysGenerator) Next(n int64, r *Record) {
+// stampedGenerator is a generator whose records carry the time they are
+// made as event time. The producer passes that time in — it reads the clock
+// at the start of each burst of the rate limiter and every stampEvery
+// records, microseconds apart — instead of each record reading it.
+type stampedGenerator interface {
+	Generator
+	NextAt(n, now int64, r *Record)
+}
+
+func (g *keysGenerator) Next(n int64, r *Record) { g.NextAt(n, time.Now().UnixNano(), r) }
+
+func (g *keysGenerator) NextAt(n, now int64, r *Record) {
 	r.Key, r.Value = keyAndValue(&g.arena, UniformKeyIndex(int64(g.seed), g.numKeys, n), n, g.valueSize)
-	r.EventTime = time.Now().UnixNano()
+	r.EventTime = now
 }
 
 // SequentialGenerator emits key n mod NumKeys for record n: a bounded key
@@ -171,9 +182,11 @@ type sequentialGenerator struct {
 	arena     byteArena
 }
 
-func (g *sequentialGenerator) Next(n int64, r *Record) {
+func (g *sequentialGenerator) Next(n int64, r *Record) { g.NextAt(n, time.Now().UnixNano(), r) }
+
+func (g *sequentialGenerator) NextAt(n, now int64, r *Record) {
 	r.Key, r.Value = keyAndValue(&g.arena, int(n%int64(g.numKeys)), n, g.valueSize)
-	r.EventTime = time.Now().UnixNano()
+	r.EventTime = now
 }
 
 func init() {
@@ -208,11 +221,16 @@ func Produce(ctx context.Context, req control.ProduceRequest, extra []kgo.Opt, o
 }
 
 type producer struct {
-	req    control.ProduceRequest
-	gen    Generator
-	client *kgo.Client
-	onTick func(control.ProduceReport)
-	slab   []kgo.Record // unused records of the current slab (produce)
+	req     control.ProduceRequest
+	gen     Generator
+	client  *kgo.Client
+	onTick  func(control.ProduceReport)
+	slab    []kgo.Record // unused records of the current slab (produce)
+	now     int64        // event time of the next records (stampedGenerator)
+	stamped int          // records stamped with now; 0 reads the clock again
+	// stampedGen is gen when it takes the event time from the producer.
+	stampedGen stampedGenerator
+	ackFn      func(*kgo.Record, error)
 
 	acked, failed atomic.Int64
 	mu            sync.Mutex
@@ -262,7 +280,10 @@ func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error)
 	if err != nil {
 		return nil, fmt.Errorf("produce: kafka client for %v: %w", req.KafkaBrokers, err)
 	}
-	return &producer{req: req, gen: gen, client: cl, perPart: map[int32]int64{}}, nil
+	p := &producer{req: req, gen: gen, client: cl, perPart: map[int32]int64{}}
+	p.ackFn = p.ack // one closure, not one per record
+	p.stampedGen, _ = gen.(stampedGenerator)
+	return p, nil
 }
 
 // run paces records by the request's rate schedule or, without one, by
@@ -313,6 +334,7 @@ func (p *producer) runSmooth(ctx context.Context) {
 			batch = int(due)
 			due -= float64(batch)
 		}
+		p.stamped = 0
 		for i := 0; i < batch && (p.req.MaxEvents == 0 || n < p.req.MaxEvents); i++ {
 			p.produce(n)
 			n++
@@ -349,6 +371,7 @@ func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
 			}
 		}
 		quota, _ := sched.RateAt(k)
+		p.stamped = 0
 		for i := int64(0); i < quota && (p.req.MaxEvents == 0 || n < p.req.MaxEvents); i++ {
 			p.produce(n)
 			n++
@@ -359,20 +382,32 @@ func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
 // produceSlab is how many Kafka records the producer allocates at once.
 const produceSlab = 256
 
+// stampEvery is how many records share one reading of the clock as event
+// time; every burst of the rate limiter also starts with a fresh reading.
+const stampEvery = 64
+
 // produce generates the n-th record of this producer (the generator's
 // record StartEvent + n) and writes it asynchronously. Kafka records are
 // carved from slabs: one allocation per produceSlab records instead of one
 // each (a slab lives until its last record is acknowledged).
 func (p *producer) produce(n int64) {
 	var r Record
-	p.gen.Next(p.req.StartEvent+n, &r)
 	if len(p.slab) == 0 {
 		p.slab = make([]kgo.Record, produceSlab)
+	}
+	if p.stamped == 0 {
+		p.now = time.Now().UnixNano()
+	}
+	p.stamped = (p.stamped + 1) % stampEvery
+	if p.stampedGen != nil {
+		p.stampedGen.NextAt(p.req.StartEvent+n, p.now, &r)
+	} else {
+		p.gen.Next(p.req.StartEvent+n, &r)
 	}
 	rec := &p.slab[0]
 	p.slab = p.slab[1:]
 	rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, time.Unix(0, r.EventTime)
-	p.client.Produce(context.Background(), rec, p.ack)
+	p.client.Produce(context.Background(), rec, p.ackFn)
 }
 
 func (p *producer) ack(r *kgo.Record, err error) {

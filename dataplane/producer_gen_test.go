@@ -1,10 +1,13 @@
 package dataplane
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"koala/dataplane/control"
 )
 
 // The generators' key streams are recomputed by oracles and must not change:
@@ -71,5 +74,30 @@ func BenchmarkKeysGenerator(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		g.Next(int64(i), &r)
+	}
+}
+
+// Generators that take the producer's clock reading stamp it as event time
+// and otherwise make the same records as Next.
+func TestStampedGeneratorsMatchNext(t *testing.T) {
+	for _, name := range []string{DefaultGenerator, SequentialGenerator, ZipfGenerator} {
+		req := control.ProduceRequest{Generator: name, NumKeys: 1000, Seed: 4, Skew: 1.2, ValueSize: 12}
+		a, err := NewGenerator(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := NewGenerator(req)
+		sg, ok := b.(stampedGenerator)
+		if !ok {
+			t.Fatalf("%s: does not take the producer's event time", name)
+		}
+		for n := int64(0); n < 100; n++ {
+			var x, y Record
+			a.Next(n, &x)
+			sg.NextAt(n, 12345, &y)
+			if !bytes.Equal(x.Key, y.Key) || !bytes.Equal(x.Value, y.Value) || y.EventTime != 12345 {
+				t.Fatalf("%s record %d: Next %q/%x, NextAt %q/%x at %d", name, n, x.Key, x.Value, y.Key, y.Value, y.EventTime)
+			}
+		}
 	}
 }
