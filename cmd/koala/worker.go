@@ -19,6 +19,7 @@ import (
 func init() {
 	var opts dataplane.Options
 	var chURL, pprofAddr string
+	var gcPercent int
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a data-plane worker hosting task slots",
@@ -31,6 +32,9 @@ func init() {
 			if opts.ID == "" {
 				host, _ := os.Hostname()
 				opts.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+			}
+			if err := setWorkerGC(gcPercent, cmd.Flags().Changed("gogc"), log); err != nil {
+				return err
 			}
 			if pprofAddr != "" {
 				bound, err := servePprof(pprofAddr, log)
@@ -64,6 +68,7 @@ func init() {
 	addNATSSecurityFlags(f, &opts.NATSSecurity)
 	addGRPCTLSFlags(f, &opts.GRPCTLS)
 	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for metrics, or \"none\" (env "+envClickHouse+")")
+	f.IntVar(&gcPercent, "gogc", defaultWorkerGCPercent, "Go GC target percentage of the worker (like GOGC; the GOGC environment variable wins unless this flag is given)")
 	f.StringVar(&pprofAddr, "pprof-listen", envOr(envPprof, ""), "serve Go runtime profiles (/debug/pprof/) on this host:port, e.g. 127.0.0.1:0 (env "+envPprof+"; empty: off)")
 	rootCmd.AddCommand(cmd)
 }
