@@ -16,18 +16,19 @@ const envPprof = "KOALA_PPROF_LISTEN"
 // servePprof exposes Go's runtime profiles (/debug/pprof/...) on addr, so a
 // worker under load can be profiled with `go tool pprof`. It binds only
 // when asked; the handlers live on a private mux, never on the data plane's
-// listener. It returns the bound address (addr may end in :0).
-func servePprof(addr string, log *slog.Logger) (string, error) {
+// listener. It returns the bound address (addr may end in :0) and a
+// function that closes the endpoint.
+func servePprof(addr string, log *slog.Logger) (string, func() error, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("--pprof-listen %q: want host:port such as 127.0.0.1:0: %w", addr, err)
+		return "", nil, fmt.Errorf("--pprof-listen %q: want host:port such as 127.0.0.1:0: %w", addr, err)
 	}
 	if host == "" {
-		return "", fmt.Errorf("--pprof-listen %q: name the host (127.0.0.1); profiles must not be served on every interface by default", addr)
+		return "", nil, fmt.Errorf("--pprof-listen %q: name the host (127.0.0.1); profiles must not be served on every interface by default", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", fmt.Errorf("--pprof-listen %q: %w", addr, err)
+		return "", nil, fmt.Errorf("--pprof-listen %q: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -41,5 +42,5 @@ func servePprof(addr string, log *slog.Logger) (string, error) {
 			log.Error("pprof endpoint stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
-	return ln.Addr().String(), nil
+	return ln.Addr().String(), srv.Close, nil
 }

@@ -37,10 +37,11 @@ func init() {
 				return err
 			}
 			if pprofAddr != "" {
-				bound, err := servePprof(pprofAddr, log)
+				bound, closePprof, err := servePprof(pprofAddr, log)
 				if err != nil {
 					return err
 				}
+				defer closePprof()
 				log.Info("pprof endpoint", "addr", bound)
 			}
 			ch, err := openClickHouse(ctx, chURL, log)
