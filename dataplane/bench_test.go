@@ -172,12 +172,14 @@ func BenchmarkOutputsBatching(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				o.begin(view, 0, "bench", "source-0")
+				o.begin(view, 0, "bench", "source-0", len(recs))
 				for _, r := range recs {
 					o.emit(r)
 				}
 				for _, id := range o.order { // flush without delivery
-					sent += len(o.pending[id].Records)
+					f := o.pending[id]
+					sent += len(f.Records)
+					f.release() // as the receiving task does once it processed f
 					delete(o.pending, id)
 				}
 				o.order = o.order[:0]

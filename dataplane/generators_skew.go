@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -49,7 +48,9 @@ func NewZipfKeys(numKeys int, skew float64) (*ZipfKeys, error) {
 
 // Index is the key index of record n for seed.
 func (z *ZipfKeys) Index(seed int64, n int64) int {
-	u := rand.New(rand.NewPCG(uint64(seed), uint64(n)^0x9e3779b97f4a7c15)).Float64()
+	// rand.New(src).Float64(), without allocating a Rand per record.
+	src := rand.NewPCG(uint64(seed), uint64(n)^0x9e3779b97f4a7c15)
+	u := float64(src.Uint64()<<11>>11) / (1 << 53)
 	i := sort.SearchFloat64s(z.cdf, u)
 	return min(i, len(z.cdf)-1)
 }
@@ -77,14 +78,14 @@ type zipfGenerator struct {
 	keys      *ZipfKeys
 	seed      int64
 	valueSize int
+	arena     byteArena
 }
 
-func (g zipfGenerator) Next(n int64, r *Record) {
-	r.Key = []byte(KeyName(g.keys.Index(g.seed, n)))
-	v := make([]byte, max(g.valueSize, 8))
-	binary.LittleEndian.PutUint64(v, uint64(n))
-	r.Value = v
-	r.EventTime = time.Now().UnixNano()
+func (g *zipfGenerator) Next(n int64, r *Record) { g.NextAt(n, time.Now().UnixNano(), r) }
+
+func (g *zipfGenerator) NextAt(n, now int64, r *Record) {
+	r.Key, r.Value = keyAndValue(&g.arena, g.keys.Index(g.seed, n), n, g.valueSize)
+	r.EventTime = now
 }
 
 func init() {
@@ -93,6 +94,6 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return zipfGenerator{keys: z, seed: req.Seed, valueSize: req.ValueSize}, nil
+		return &zipfGenerator{keys: z, seed: req.Seed, valueSize: req.ValueSize}, nil
 	})
 }

@@ -11,12 +11,15 @@ const KindCollectSink = "collect-sink"
 
 // keyValues is the collecting sink's table: key → largest value seen,
 // where values are little-endian uint64 counters.
+// Values are held by pointer so that updating a known key is a lookup
+// (m[string(b)] does not allocate) instead of an assignment, which copies
+// the key into a new string for every record.
 type keyValues struct {
 	mu sync.Mutex
-	m  map[string]uint64
+	m  map[string]*uint64
 }
 
-func newKeyValues() *keyValues { return &keyValues{m: map[string]uint64{}} }
+func newKeyValues() *keyValues { return &keyValues{m: map[string]*uint64{}} }
 
 func (kv *keyValues) observe(recs []Record) {
 	kv.mu.Lock()
@@ -26,9 +29,13 @@ func (kv *keyValues) observe(recs []Record) {
 			continue
 		}
 		v := binary.LittleEndian.Uint64(recs[i].Value)
-		if k := string(recs[i].Key); v > kv.m[k] {
-			kv.m[k] = v
+		if p := kv.m[string(recs[i].Key)]; p != nil {
+			*p = max(*p, v)
+			continue
 		}
+		p := new(uint64)
+		*p = v
+		kv.m[string(recs[i].Key)] = p
 	}
 }
 
@@ -36,8 +43,8 @@ func (kv *keyValues) snapshot() map[string]uint64 {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	out := make(map[string]uint64, len(kv.m))
-	for k, v := range kv.m {
-		out[k] = v
+	for k, p := range kv.m {
+		out[k] = *p
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -16,7 +17,8 @@ import (
 	"koala/dataplane/control"
 )
 
-// Generator makes input records; it is deterministic for a seed.
+// Generator makes input records; it is deterministic for a seed. A
+// generator is used by one goroutine (it may keep buffers between records).
 type Generator interface {
 	// Next fills r with the n-th record (n counts from 0).
 	Next(n int64, r *Record)
@@ -70,24 +72,104 @@ type keysGenerator struct {
 	numKeys   int
 	seed      uint64
 	valueSize int
+	arena     byteArena
 }
 
 // KeyName is the key of index i in generated key spaces; oracles use it.
-func KeyName(i int) string { return fmt.Sprintf("k%07d", i) }
+func KeyName(i int) string { return string(AppendKeyName(make([]byte, 0, keyNameLen), i)) }
 
-// UniformKeyIndex is the key index the "keys" generator picks for record n;
-// oracles recompute the input with it.
-func UniformKeyIndex(seed int64, numKeys int, n int64) int {
-	r := rand.New(rand.NewPCG(uint64(seed), uint64(n)))
-	return r.IntN(numKeys)
+// keyNameLen is the length of KeyName(i) for 0 ≤ i < 10⁷.
+const keyNameLen = 8
+
+// AppendKeyName appends KeyName(i) ("k" and i in at least 7 zero-padded
+// digits) to dst without formatting through fmt: generators call it per
+// record.
+func AppendKeyName(dst []byte, i int) []byte {
+	if i < 0 {
+		return fmt.Appendf(dst, "k%07d", i)
+	}
+	var digits [20]byte
+	pos := len(digits)
+	for v := uint64(i); v > 0 || pos > len(digits)-7; v /= 10 {
+		pos--
+		digits[pos] = byte('0' + v%10)
+	}
+	dst = append(dst, 'k')
+	return append(dst, digits[pos:]...)
 }
 
-func (g keysGenerator) Next(n int64, r *Record) {
-	r.Key = []byte(KeyName(UniformKeyIndex(int64(g.seed), g.numKeys, n)))
-	v := make([]byte, max(g.valueSize, 8))
-	binary.LittleEndian.PutUint64(v, uint64(n))
-	r.Value = v
-	r.EventTime = time.Now().UnixNano()
+// UniformKeyIndex is the key index the "keys" generator picks for record n;
+// oracles recompute the input with it. It is rand.New(rand.NewPCG(seed, n))
+// .IntN(numKeys), computed on a PCG held on the stack: building a Rand per
+// record allocated twice.
+func UniformKeyIndex(seed int64, numKeys int, n int64) int {
+	src := rand.NewPCG(uint64(seed), uint64(n))
+	return int(uniformBelow(src, uint64(numKeys)))
+}
+
+// uniformBelow draws a uniform value in [0, bound) from src exactly as
+// math/rand/v2's Rand.IntN does (a mask for powers of two, else the
+// multiply-and-reject method), so the generated key streams stay the same.
+func uniformBelow(src *rand.PCG, bound uint64) uint64 {
+	if bound&(bound-1) == 0 {
+		return src.Uint64() & (bound - 1)
+	}
+	hi, lo := bits.Mul64(src.Uint64(), bound)
+	if lo < bound {
+		reject := -bound % bound
+		for lo < reject {
+			hi, lo = bits.Mul64(src.Uint64(), bound)
+		}
+	}
+	return hi
+}
+
+// byteArena hands out byte slices carved from shared chunks, so a
+// generator allocates once per chunk instead of once per record. A chunk is
+// never reused: it is collected when no record refers to it any more.
+type byteArena struct{ free []byte }
+
+const arenaChunk = 16 << 10
+
+// alloc returns n zeroed bytes with no spare capacity.
+func (a *byteArena) alloc(n int) []byte {
+	if n > arenaChunk/4 {
+		return make([]byte, n)
+	}
+	if len(a.free) < n {
+		a.free = make([]byte, arenaChunk)
+	}
+	b := a.free[:n:n]
+	a.free = a.free[n:]
+	return b
+}
+
+// keyAndValue allocates a record's key (KeyName(idx)) and value (valueSize
+// bytes, at least 8, holding n little-endian) from arena.
+func keyAndValue(arena *byteArena, idx int, n int64, valueSize int) (key, value []byte) {
+	var name [24]byte
+	k := AppendKeyName(name[:0], idx)
+	vs := max(valueSize, 8)
+	buf := arena.alloc(len(k) + vs)
+	copy(buf, k)
+	binary.LittleEndian.PutUint64(buf[len(k):], uint64(n))
+	return buf[:len(k):len(k)], buf[len(k):]
+}
+
+// stampedGenerator is a generator whose records carry the time they are
+// made as event time. The producer passes that time in — it reads the clock
+// at the start of each burst of the rate limiter and every stampEvery
+// records, microseconds apart — instead of each record reading it.
+type stampedGenerator interface {
+	Generator
+	NextAt(n, now int64, r *Record)
+}
+
+func (g *keysGenerator) Next(n int64, r *Record) { g.NextAt(n, time.Now().UnixNano(), r) }
+
+func (g *keysGenerator) NextAt(n, now int64, r *Record) {
+	r.Key, r.Value = keyAndValue(&g.arena, UniformKeyIndex(int64(g.seed), g.numKeys, n), n, g.valueSize)
+	r.EventTime = now
 }
 
 // SequentialGenerator emits key n mod NumKeys for record n: a bounded key
@@ -97,14 +179,14 @@ const SequentialGenerator = "sequential"
 type sequentialGenerator struct {
 	numKeys   int
 	valueSize int
+	arena     byteArena
 }
 
-func (g sequentialGenerator) Next(n int64, r *Record) {
-	r.Key = []byte(KeyName(int(n % int64(g.numKeys))))
-	v := make([]byte, max(g.valueSize, 8))
-	binary.LittleEndian.PutUint64(v, uint64(n))
-	r.Value = v
-	r.EventTime = time.Now().UnixNano()
+func (g *sequentialGenerator) Next(n int64, r *Record) { g.NextAt(n, time.Now().UnixNano(), r) }
+
+func (g *sequentialGenerator) NextAt(n, now int64, r *Record) {
+	r.Key, r.Value = keyAndValue(&g.arena, int(n%int64(g.numKeys)), n, g.valueSize)
+	r.EventTime = now
 }
 
 func init() {
@@ -112,13 +194,13 @@ func init() {
 		if req.NumKeys < 1 {
 			return nil, fmt.Errorf("generator %q: NumKeys %d must be ≥ 1", SequentialGenerator, req.NumKeys)
 		}
-		return sequentialGenerator{numKeys: req.NumKeys, valueSize: req.ValueSize}, nil
+		return &sequentialGenerator{numKeys: req.NumKeys, valueSize: req.ValueSize}, nil
 	})
 	_ = RegisterGenerator(DefaultGenerator, func(req control.ProduceRequest) (Generator, error) {
 		if req.NumKeys < 1 {
 			return nil, fmt.Errorf("generator %q: NumKeys %d must be ≥ 1", DefaultGenerator, req.NumKeys)
 		}
-		return keysGenerator{numKeys: req.NumKeys, seed: uint64(req.Seed), valueSize: req.ValueSize}, nil
+		return &keysGenerator{numKeys: req.NumKeys, seed: uint64(req.Seed), valueSize: req.ValueSize}, nil
 	})
 }
 
@@ -139,10 +221,16 @@ func Produce(ctx context.Context, req control.ProduceRequest, extra []kgo.Opt, o
 }
 
 type producer struct {
-	req    control.ProduceRequest
-	gen    Generator
-	client *kgo.Client
-	onTick func(control.ProduceReport)
+	req     control.ProduceRequest
+	gen     Generator
+	client  *kgo.Client
+	onTick  func(control.ProduceReport)
+	slab    []kgo.Record // unused records of the current slab (produce)
+	now     int64        // event time of the next records (stampedGenerator)
+	stamped int          // records stamped with now; 0 reads the clock again
+	// stampedGen is gen when it takes the event time from the producer.
+	stampedGen stampedGenerator
+	ackFn      func(*kgo.Record, error)
 
 	acked, failed atomic.Int64
 	mu            sync.Mutex
@@ -181,13 +269,21 @@ func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error)
 		kgo.SeedBrokers(req.KafkaBrokers...),
 		kgo.DefaultProduceTopic(req.Topic),
 		kgo.ProducerLinger(5 * time.Millisecond),
+		// Generated records are small and the producer's CPU is the
+		// pipeline's (it runs in a worker): compressing each batch and
+		// decompressing it at the source cost more than the bytes saved.
+		// Callers may pass another codec in extra.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 	}, extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("produce: kafka client for %v: %w", req.KafkaBrokers, err)
 	}
-	return &producer{req: req, gen: gen, client: cl, perPart: map[int32]int64{}}, nil
+	p := &producer{req: req, gen: gen, client: cl, perPart: map[int32]int64{}}
+	p.ackFn = p.ack // one closure, not one per record
+	p.stampedGen, _ = gen.(stampedGenerator)
+	return p, nil
 }
 
 // run paces records by the request's rate schedule or, without one, by
@@ -238,6 +334,7 @@ func (p *producer) runSmooth(ctx context.Context) {
 			batch = int(due)
 			due -= float64(batch)
 		}
+		p.stamped = 0
 		for i := 0; i < batch && (p.req.MaxEvents == 0 || n < p.req.MaxEvents); i++ {
 			p.produce(n)
 			n++
@@ -274,6 +371,7 @@ func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
 			}
 		}
 		quota, _ := sched.RateAt(k)
+		p.stamped = 0
 		for i := int64(0); i < quota && (p.req.MaxEvents == 0 || n < p.req.MaxEvents); i++ {
 			p.produce(n)
 			n++
@@ -281,13 +379,35 @@ func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
 	}
 }
 
+// produceSlab is how many Kafka records the producer allocates at once.
+const produceSlab = 256
+
+// stampEvery is how many records share one reading of the clock as event
+// time; every burst of the rate limiter also starts with a fresh reading.
+const stampEvery = 64
+
 // produce generates the n-th record of this producer (the generator's
-// record StartEvent + n) and writes it asynchronously.
+// record StartEvent + n) and writes it asynchronously. Kafka records are
+// carved from slabs: one allocation per produceSlab records instead of one
+// each (a slab lives until its last record is acknowledged).
 func (p *producer) produce(n int64) {
 	var r Record
-	p.gen.Next(p.req.StartEvent+n, &r)
-	rec := &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: time.Unix(0, r.EventTime)}
-	p.client.Produce(context.Background(), rec, p.ack)
+	if len(p.slab) == 0 {
+		p.slab = make([]kgo.Record, produceSlab)
+	}
+	if p.stamped == 0 {
+		p.now = time.Now().UnixNano()
+	}
+	p.stamped = (p.stamped + 1) % stampEvery
+	if p.stampedGen != nil {
+		p.stampedGen.NextAt(p.req.StartEvent+n, p.now, &r)
+	} else {
+		p.gen.Next(p.req.StartEvent+n, &r)
+	}
+	rec := &p.slab[0]
+	p.slab = p.slab[1:]
+	rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, time.Unix(0, r.EventTime)
+	p.client.Produce(context.Background(), rec, p.ackFn)
 }
 
 func (p *producer) ack(r *kgo.Record, err error) {

@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 )
 
@@ -127,6 +128,25 @@ func pooledRecords(n int) []Record {
 	return make([]Record, n, max(n, 1024))
 }
 
+// minPooledOutput is the smallest expected output frame whose record
+// array comes from recordPool; smaller frames (window results, sparse
+// batches) grow a small array of their own.
+const minPooledOutput = 64
+
+// outputRecords returns an empty record array for an output frame that
+// will take about n records: a pooled one when n is large enough to be
+// worth it (pooled reports which), so steady traffic reuses the arrays of
+// frames that receivers released instead of growing a new one per frame.
+func outputRecords(n int) (recs []Record, pooled bool) {
+	if n < minPooledOutput {
+		return nil, false
+	}
+	if p, ok := recordPool.Get().(*[]Record); ok && cap(*p) >= n {
+		return (*p)[:0], true
+	}
+	return make([]Record, 0, max(n, 1024)), true
+}
+
 // controlItem is work a control request needs done on a task goroutine, so
 // it is ordered with the records the task processes and emits.
 type controlItem struct {
@@ -161,6 +181,27 @@ func AppendFrame(buf []byte, f *Frame) []byte {
 	}
 	return buf
 }
+
+// FrameSize is the exact length of f's encoding by AppendFrame, so an
+// encoder can allocate the buffer once.
+func FrameSize(f *Frame) int {
+	n := 1 + stringSize(f.JobID) + stringSize(f.FromTask) + stringSize(f.ToTask) + stringSize(f.BarrierID) + uvarintSize(uint64(len(f.Records)))
+	for i := range f.Records {
+		r := &f.Records[i]
+		n += stringSize2(len(r.Key)) + stringSize2(len(r.Value)) + varintSize(r.EventTime) + varintSize(int64(r.Partition)) + varintSize(r.Offset)
+	}
+	return n
+}
+
+func stringSize(s string) int { return stringSize2(len(s)) }
+
+func stringSize2(n int) int { return uvarintSize(uint64(n)) + n }
+
+// uvarintSize is the length of binary.AppendUvarint(nil, v).
+func uvarintSize(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+// varintSize is the length of binary.AppendVarint(nil, v) (zig-zag encoded).
+func varintSize(v int64) int { return uvarintSize(uint64(v<<1) ^ uint64(v>>63)) }
 
 // DecodeFrame parses a frame encoded by AppendFrame. Record keys and values
 // alias data, so data must not be reused while the frame is alive.

@@ -95,3 +95,40 @@ func TestFetchMessagesRoundTrip(t *testing.T) {
 		t.Fatalf("fetch reply round trip keeps nil and empty apart: %+v, %v", gotRep, err)
 	}
 }
+
+// FrameSize is exact, so the exchange encodes into a buffer it never grows.
+func TestFrameSizeMatchesEncoding(t *testing.T) {
+	big := make([]byte, 300)
+	for _, f := range []*Frame{
+		{Kind: FrameBarrier, JobID: "j", FromTask: "a-0", ToTask: "b-1", BarrierID: "bar"},
+		{Kind: FrameData},
+		{Kind: FrameData, JobID: "job", FromTask: "src-0", ToTask: "map-0", Records: []Record{
+			{Key: []byte("k"), Value: nil, EventTime: 0, Partition: 0, Offset: 0},
+			{Key: big, Value: big[:128], EventTime: -1, Partition: -1, Offset: -1},
+			{Key: []byte("k0000001"), Value: []byte("v"), EventTime: 1<<63 - 1, Partition: 1<<31 - 1, Offset: -1 << 63},
+			{EventTime: 63, Partition: 64, Offset: 8191},
+		}},
+	} {
+		if got, want := FrameSize(f), len(AppendFrame(nil, f)); got != want {
+			t.Errorf("FrameSize(%v frame with %d records) = %d, encoding has %d bytes", f.Kind, len(f.Records), got, want)
+		}
+	}
+}
+
+// The frame buffer pool hands out buffers of the asked length and takes
+// back only buffers of its own classes.
+func TestFrameBufPool(t *testing.T) {
+	var p frameBufPool
+	for _, n := range []int{0, 1, 1023, 1024, 1025, 70000} {
+		b := p.Get(n)
+		if len(*b) != n || cap(*b) < n {
+			t.Fatalf("Get(%d): len %d cap %d", n, len(*b), cap(*b))
+		}
+		p.Put(b)
+	}
+	odd := make([]byte, 0, 3000)
+	p.Put(&odd) // not a power of two: dropped, not handed out again
+	if b := p.Get(2048); cap(*b) != 2048 {
+		t.Fatalf("Get(2048) returned cap %d, want 2048", cap(*b))
+	}
+}

@@ -56,7 +56,7 @@ func newSourceState(brokers []string, topic string, parts []int32, start map[int
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
-		kgo.FetchMaxWait(50 * time.Millisecond),
+		kgo.FetchMaxWait(50 * time.Millisecond), // extra may set another (source_fetch.go)
 	}
 	opts = append(opts, extra...)
 	cl, err := kgo.NewClient(opts...)
@@ -204,12 +204,10 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 	}
 	start := time.Now()
 	view := t.view.Load()
-	t.out.begin(view, t.index, t.jobID, t.id)
+	t.out.begin(view, t.index, t.jobID, t.id, fetches.NumRecords())
 	n, rejected := 0, 0
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		s.mu.Lock()
-		s.hwm[fp.Partition] = fp.HighWatermark
-		s.mu.Unlock()
+		next := int64(-1) // position after the last record taken
 		for _, r := range fp.Records {
 			if finishAt != nil {
 				if end, ok := finishAt[r.Partition]; ok && r.Offset >= end {
@@ -225,10 +223,16 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 				t.wm.observe(r.Partition, r.Timestamp.UnixNano()) // watermark.go
 				n++
 			}
-			s.mu.Lock()
-			s.pos[r.Partition] = r.Offset + 1
-			s.mu.Unlock()
+			next = r.Offset + 1
 		}
+		// Positions move once per partition and fetch, not per record; the
+		// batch leaves the task only after this loop (flush).
+		s.mu.Lock()
+		s.hwm[fp.Partition] = fp.HighWatermark
+		if next >= 0 {
+			s.pos[fp.Partition] = next
+		}
+		s.mu.Unlock()
 	})
 	t.stats.kafkaLag.Store(s.lag())
 	if rejected > 0 {

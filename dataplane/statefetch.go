@@ -138,7 +138,7 @@ func (sc *stateConns) get(addr string) (*grpc.ClientConn, error) {
 	}
 	c, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(orPlaintext(sc.creds)),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(frameCodec{}), grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(frameCodec{}), grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("state plane: dial %s: %w", addr, err)
 	}

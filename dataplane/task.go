@@ -255,7 +255,7 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *Frame) error {
 	switch f.Kind {
 	case FrameData:
 		start := time.Now()
-		t.out.begin(view, t.index, t.jobID, t.id)
+		t.out.begin(view, t.index, t.jobID, t.id, len(f.Records))
 		recs := t.tagInputs(f) // two-input operators: which input (join.go)
 		if t.keyed != nil {
 			recs = t.forwardForeign(view, recs)
@@ -449,6 +449,9 @@ type outputs struct {
 	targets map[string]control.TaskRef
 	order   []string
 	count   int
+	// expect is how many records the current input batch may emit (its
+	// size), so output frames start with room for them.
+	expect int
 	// diverted holds the handoff queues of new owners whose lookup entries
 	// are still being sent; frames for them wait there.
 	diverted map[string]*handoffQueue
@@ -462,8 +465,9 @@ func (o *outputs) divert(id string, q *handoffQueue) {
 	o.diverted[id] = q
 }
 
-func (o *outputs) begin(view *taskView, fromIndex int, jobID, taskID string) {
-	o.view, o.from, o.jobID, o.taskID = view, fromIndex, jobID, taskID
+// begin starts an input batch of expect records (0 if unknown).
+func (o *outputs) begin(view *taskView, fromIndex int, jobID, taskID string, expect int) {
+	o.view, o.from, o.jobID, o.taskID, o.expect = view, fromIndex, jobID, taskID, expect
 	if o.pending == nil {
 		o.pending = map[string]*Frame{}
 		o.targets = map[string]control.TaskRef{}
@@ -481,6 +485,10 @@ func (o *outputs) emitTo(target control.TaskRef, r Record) {
 	f := o.pending[target.ID]
 	if f == nil {
 		f = &Frame{Kind: FrameData, JobID: o.jobID, FromTask: o.taskID, ToTask: target.ID}
+		// A batch's records mostly go to one target or spread over a few;
+		// room for the whole batch avoids growing the array record by record.
+		// Receivers release pooled arrays once processed (Frame.release).
+		f.Records, f.pooled = outputRecords(o.expect)
 		o.pending[target.ID] = f
 		o.targets[target.ID] = target
 		o.order = append(o.order, target.ID)

@@ -414,7 +414,7 @@ func (t *task) fireWatermark(ctx context.Context, view *taskView, wm int64) erro
 	if !ok {
 		return nil
 	}
-	t.out.begin(view, t.index, t.jobID, t.id)
+	t.out.begin(view, t.index, t.jobID, t.id, 0)
 	var err error
 	if t.keyed != nil {
 		err = t.keyedWatermark(ctx, view, wop, wm)

@@ -341,7 +341,12 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	if spec.Kind == KindKafkaSource {
 		parallelism := len(dep.TasksOf(ref.Operator))
 		parts := sourcePartitions(dep.Job.Partitions, parallelism, ref.Index)
-		src, err := newSourceState(dep.Job.KafkaBrokers, dep.Job.Topic, parts, start, w.opts.KafkaOpts)
+		fetch, err := sourceFetchOpts(dep.Job)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
+		}
+		// The worker's own Kafka options come last, so they may override.
+		src, err := newSourceState(dep.Job.KafkaBrokers, dep.Job.Topic, parts, start, append(fetch, w.opts.KafkaOpts...))
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 		}

@@ -23,7 +23,7 @@ import "sync"
 // a value older than a write it did not see.
 type valueCache struct {
 	mu       sync.Mutex
-	m        map[string]cachedValue
+	m        map[string]*cachedValue // by pointer: a rewrite of a known key updates in place
 	bytes    int64
 	limit    int64
 	gen      uint64
@@ -48,7 +48,7 @@ type cachedValue struct {
 const cacheEntryOverhead = 80
 
 func newValueCache(limit int64) *valueCache {
-	return &valueCache{m: make(map[string]cachedValue), limit: limit}
+	return &valueCache{m: make(map[string]*cachedValue), limit: limit}
 }
 
 // lookup resolves what it can: vals[i] for hits (shared, immutable
@@ -66,8 +66,8 @@ func (c *valueCache) lookup(keys [][]byte) (vals []cachedValue, miss []int, gen 
 	}
 	vals = make([]cachedValue, len(keys))
 	for i, k := range keys {
-		if e, ok := c.m[string(k)]; ok {
-			vals[i] = e
+		if e := c.m[string(k)]; e != nil {
+			vals[i] = *e
 			c.hits++
 		} else {
 			miss = append(miss, i)
@@ -129,15 +129,19 @@ func (c *valueCache) reset() {
 }
 
 func (c *valueCache) setLocked(k, v []byte) {
-	if old, ok := c.m[string(k)]; ok {
-		c.bytes -= int64(len(k) + len(old.v) + cacheEntryOverhead)
-	}
-	e := cachedValue{present: v != nil}
+	var cv []byte
 	if v != nil {
-		e.v = append(make([]byte, 0, len(v)), v...)
+		cv = append(make([]byte, 0, len(v)), v...)
 	}
-	c.m[string(k)] = e
-	c.bytes += int64(len(k) + len(e.v) + cacheEntryOverhead)
+	// Updating a known key in place saves copying the key into a new map
+	// key on every write of a hot key.
+	if e := c.m[string(k)]; e != nil {
+		c.bytes += int64(len(cv) - len(e.v))
+		e.v, e.present = cv, v != nil
+		return
+	}
+	c.m[string(k)] = &cachedValue{v: cv, present: v != nil}
+	c.bytes += int64(len(k) + len(cv) + cacheEntryOverhead)
 }
 
 // evictLocked drops entries in map order (pseudo-random) down to 3/4 of the

@@ -18,7 +18,8 @@ import (
 
 func init() {
 	var opts dataplane.Options
-	var chURL string
+	var chURL, pprofAddr string
+	var gcPercent int
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a data-plane worker hosting task slots",
@@ -31,6 +32,17 @@ func init() {
 			if opts.ID == "" {
 				host, _ := os.Hostname()
 				opts.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+			}
+			if err := setWorkerGC(gcPercent, cmd.Flags().Changed("gogc"), log); err != nil {
+				return err
+			}
+			if pprofAddr != "" {
+				bound, closePprof, err := servePprof(pprofAddr, log)
+				if err != nil {
+					return err
+				}
+				defer closePprof()
+				log.Info("pprof endpoint", "addr", bound)
 			}
 			ch, err := openClickHouse(ctx, chURL, log)
 			if err != nil {
@@ -57,5 +69,7 @@ func init() {
 	addNATSSecurityFlags(f, &opts.NATSSecurity)
 	addGRPCTLSFlags(f, &opts.GRPCTLS)
 	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for metrics, or \"none\" (env "+envClickHouse+")")
+	f.IntVar(&gcPercent, "gogc", defaultWorkerGCPercent, "Go GC target percentage of the worker (like GOGC; the GOGC environment variable wins unless this flag is given)")
+	f.StringVar(&pprofAddr, "pprof-listen", envOr(envPprof, ""), "serve Go runtime profiles (/debug/pprof/) on this host:port, e.g. 127.0.0.1:0 (env "+envPprof+"; empty: off)")
 	rootCmd.AddCommand(cmd)
 }

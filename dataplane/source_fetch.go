@@ -1,0 +1,61 @@
+package dataplane
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"koala/dataplane/control"
+)
+
+// Source fetch sizing
+//
+// A Kafka fetch answered as soon as any byte is there hands the source a
+// few milliseconds of input at a time (one producer linger), so every batch
+// pays the per-batch costs — a gRPC message per hop, a state multi-get and
+// a Pebble commit per stateful task — for a hundred records or so. Asking
+// the broker to wait for SourceFetchMinBytes, at most SourceFetchMaxWaitMs,
+// makes batches of several hundred to BatchSize records at steady rates,
+// for at most that wait of added latency when input is sparse.
+
+// Job parameters of the Kafka source's fetches.
+const (
+	ParamSourceFetchMinBytes  = "SourceFetchMinBytes"
+	ParamSourceFetchMaxWaitMs = "SourceFetchMaxWaitMs"
+)
+
+// Defaults of the source's fetch sizing.
+const (
+	DefaultSourceFetchMinBytes  = 64 << 10
+	DefaultSourceFetchMaxWaitMs = 25
+	maxSourceFetchMinBytes      = 64 << 20
+	maxSourceFetchMaxWaitMs     = 10_000
+)
+
+// sourceFetchOpts returns the fetch options a job's source tasks use.
+func sourceFetchOpts(job control.JobSpec) ([]kgo.Opt, error) {
+	minBytes, err := intParam(job, ParamSourceFetchMinBytes, DefaultSourceFetchMinBytes, 1, maxSourceFetchMinBytes, "bytes")
+	if err != nil {
+		return nil, err
+	}
+	waitMs, err := intParam(job, ParamSourceFetchMaxWaitMs, DefaultSourceFetchMaxWaitMs, 1, maxSourceFetchMaxWaitMs, "milliseconds")
+	if err != nil {
+		return nil, err
+	}
+	return []kgo.Opt{kgo.FetchMinBytes(int32(minBytes)), kgo.FetchMaxWait(time.Duration(waitMs) * time.Millisecond)}, nil
+}
+
+// intParam reads a whole-number job parameter within [lo, hi], def when unset.
+func intParam(job control.JobSpec, name string, def, lo, hi int, unit string) (int, error) {
+	s, ok := job.Params[name]
+	if !ok || s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("job param %s %q: want a whole number of %s between %d and %d", name, s, unit, lo, hi)
+	}
+	return n, nil
+}
