@@ -168,6 +168,9 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 	if body, ok, err := w.dispatchSnapshot(ctx, verb, env); ok { // snapshot.go
 		return body, err
 	}
+	if body, ok, err := w.dispatchCheckpoint(ctx, verb, env); ok { // checkpoint_barrier.go
+		return body, err
+	}
 	return nil, fmt.Errorf("worker %s: unknown verb %q", w.opts.ID, verb)
 }
 
