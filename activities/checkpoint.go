@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,6 +42,25 @@ func DefaultCheckpointStore() (string, error) {
 		return "", fmt.Errorf("checkpoint store: %w", err)
 	}
 	return abs, nil
+}
+
+// withCheckpointStore sets the job's ParamCheckpointStore to the default
+// when it names none, and checks that the store opens.
+func withCheckpointStore(job *control.JobSpec) error {
+	if job.Params[dataplane.ParamCheckpointStore] == "" {
+		loc, err := DefaultCheckpointStore()
+		if err != nil {
+			return err
+		}
+		params := maps.Clone(job.Params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		params[dataplane.ParamCheckpointStore] = loc
+		job.Params = params
+	}
+	_, err := dataplane.OpenCheckpointStore(job.Params[dataplane.ParamCheckpointStore])
+	return err
 }
 
 // CheckpointInput names one checkpoint of a deployed job.

@@ -125,6 +125,9 @@ type JobInput struct {
 	KafkaBrokers []string          `json:"kafka_brokers"`
 	StateBackend string            `json:"state_backend"`
 	Params       map[string]string `json:"params"`
+	// Checkpoints: the job takes checkpoints; without a CheckpointStore
+	// parameter it gets DefaultCheckpointStore.
+	Checkpoints bool `json:"checkpoints,omitempty"`
 }
 
 // BuildJob resolves the query into a job spec. An unknown query or
@@ -151,6 +154,11 @@ func (a *Activities) BuildJob(ctx context.Context, in JobInput) (control.JobSpec
 	}
 	if job.Partitions <= 0 {
 		job.Partitions = 4
+	}
+	if in.Checkpoints {
+		if err := withCheckpointStore(&job); err != nil {
+			return job, badConfig(err)
+		}
 	}
 	return job, nil
 }
