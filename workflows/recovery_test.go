@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,11 +32,12 @@ type checkpointedJob struct {
 	dep     control.Deployment
 	prod    activities.ProducerInput
 	store   string
+	numKeys int
 }
 
 const ckptNumKeys, ckptSeed = 2000, 11
 
-func startCheckpointedJob(t *testing.T, ctx context.Context, jobID string, params map[string]string) *checkpointedJob {
+func startCheckpointedJob(t *testing.T, ctx context.Context, jobID string, numKeys int, params map[string]string) *checkpointedJob {
 	t.Helper()
 	c := dptest.Start(t, dptest.Options{Workers: 3})
 	acts := &activities.Activities{NC: c.NC, RequestTimeout: 20 * time.Second}
@@ -57,10 +59,10 @@ func startCheckpointedJob(t *testing.T, ctx context.Context, jobID string, param
 	must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
 	must(t, acts.StartTasks(ctx, activities.TasksInput{Deployment: dep}))
 	prod := activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{
-		Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 4000, NumKeys: ckptNumKeys, Seed: ckptSeed,
+		Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 4000, NumKeys: numKeys, Seed: ckptSeed,
 	}}
 	must(t, acts.StartProducer(ctx, prod))
-	return &checkpointedJob{c: c, acts: acts, workers: workers, job: job, dep: dep, prod: prod, store: store}
+	return &checkpointedJob{c: c, acts: acts, workers: workers, job: job, dep: dep, prod: prod, store: store, numKeys: numKeys}
 }
 
 // runWorkflow runs wf to completion with the real activities.
@@ -170,7 +172,7 @@ func TestCheckpointContentMatchesOracle(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	j := startCheckpointedJob(t, ctx, "ckpt-content", nil)
+	j := startCheckpointedJob(t, ctx, "ckpt-content", ckptNumKeys, nil)
 	waitForSink(t, ctx, j.acts, j.dep, 3000)
 	cp := j.checkpoint(t, 1)
 	oracle, records := oracleUpTo(t, ctx, j, cp.Offsets)
@@ -204,13 +206,38 @@ func TestRecoverLostWorkerExactlyOnce(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	j := startCheckpointedJob(t, ctx, "ckpt-recover", nil)
+	j := startCheckpointedJob(t, ctx, "ckpt-recover", ckptNumKeys, nil)
 	waitForSink(t, ctx, j.acts, j.dep, 3000)
 	j.checkpoint(t, 1)
 	st := sinkStatus(t, ctx, j.acts, j.dep)
 	waitForSink(t, ctx, j.acts, j.dep, st.SinkReceived+3000) // records after the cut, to be replayed
 
 	victim := victimWorker(t, j.dep, j.prod.WorkerID)
+	rec := j.recover(t, victim)
+	if len(rec.Moved) == 0 {
+		t.Fatalf("no task moved off the lost worker %s", victim)
+	}
+	j.finishExact(t, ctx, victim)
+}
+
+// finishExact lets the recovered job process more input, ends it and
+// checks the sink: ledger exact and every key's count equal to the oracle.
+func (j *checkpointedJob) finishExact(t *testing.T, ctx context.Context, victim string) {
+	t.Helper()
+	st := sinkStatus(t, ctx, j.acts, j.dep)
+	waitForSink(t, ctx, j.acts, j.dep, st.SinkReceived+3000)
+	rep := stopAndCheckLedger(t, ctx, j.acts, j.job, j.dep, j.prod)
+	oracle := map[string]uint64{}
+	for n := int64(0); n < rep.Acked; n++ {
+		oracle[dataplane.KeyName(dataplane.UniformKeyIndex(ckptSeed, j.numKeys, n))]++
+	}
+	assertMatchesOracle(t, sinkStatus(t, ctx, j.acts, j.dep, true).KeyValues, oracle, rep.Acked)
+	t.Logf("%d records, %d keys exact after losing %s", rep.Acked, len(oracle), victim)
+}
+
+// recover runs RecoverJob after the loss of victim and returns its result.
+func (j *checkpointedJob) recover(t *testing.T, victim string) workflows.RecoverJobResult {
+	t.Helper()
 	j.c.StopWorker(t, slices.IndexFunc(j.workers, func(w control.WorkerInfo) bool { return w.ID == victim }))
 	var rec workflows.RecoverJobResult
 	began := time.Now()
@@ -218,25 +245,13 @@ func TestRecoverLostWorkerExactlyOnce(t *testing.T) {
 		JobID: j.job.JobID, Store: j.store, Workers: j.workers, Lost: []string{victim},
 	}, &rec))
 	t.Logf("recovered from %s in %s (wall clock); moved %v off %s", rec.CheckpointID, time.Since(began).Round(time.Millisecond), rec.Moved, victim)
-	if len(rec.Moved) == 0 {
-		t.Fatalf("no task moved off the lost worker %s", victim)
-	}
 	for _, task := range rec.Deployment.Tasks {
 		if task.WorkerID == victim {
 			t.Fatalf("task %s still placed on the lost worker", task.ID)
 		}
 	}
 	j.dep = rec.Deployment
-	st = sinkStatus(t, ctx, j.acts, j.dep)
-	waitForSink(t, ctx, j.acts, j.dep, st.SinkReceived+3000)
-
-	rep := stopAndCheckLedger(t, ctx, j.acts, j.job, j.dep, j.prod)
-	oracle := map[string]uint64{}
-	for n := int64(0); n < rep.Acked; n++ {
-		oracle[dataplane.KeyName(dataplane.UniformKeyIndex(ckptSeed, ckptNumKeys, n))]++
-	}
-	assertMatchesOracle(t, sinkStatus(t, ctx, j.acts, j.dep, true).KeyValues, oracle, rep.Acked)
-	t.Logf("%d records, %d keys exact after losing %s", rep.Acked, len(oracle), victim)
+	return rec
 }
 
 // victimWorker picks a worker that hosts a counter task but not the producer.
@@ -249,4 +264,80 @@ func victimWorker(t *testing.T, dep control.Deployment, producerWorker string) s
 	}
 	t.Fatalf("every counter task runs on the producer's worker %s", producerWorker)
 	return ""
+}
+
+
+// TestRecoverLostWorkerMidMigration kills a worker while a lazy 2→4
+// scale-out of the counter is still migrating keys (fetch-on-demand: the
+// new owners' lookup tables are not empty yet). A checkpoint tried during
+// the migration is refused (the rule in dataplane/checkpoint_barrier.go),
+// so recovery restarts from the checkpoint before the reconfiguration —
+// the two-task deployment — and the sink still matches the oracle.
+func TestRecoverLostWorkerMidMigration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("in-process cluster test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// Many keys, so fetching them on demand takes tens of seconds.
+	j := startCheckpointedJob(t, ctx, "ckpt-midmig", 40000, map[string]string{dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand})
+	waitForSink(t, ctx, j.acts, j.dep, 3000)
+	before := j.checkpoint(t, 1)
+	before2 := j.dep
+	st := sinkStatus(t, ctx, j.acts, j.dep)
+	waitForSink(t, ctx, j.acts, j.dep, st.SinkReceived+2000)
+
+	scaled := reconfigure(t, j.acts, workflows.ReconfigureLazy, j.dep, j.workers, j.job.JobID+"-r1", 4)
+	pending := kltPending(t, ctx, j.acts, scaled)
+	if pending == 0 {
+		t.Fatalf("no key left to migrate after the scale-out: the loss would not be mid-migration")
+	}
+	err := runWorkflow(t, j.acts, workflows.CheckpointJob, workflows.CheckpointJobInput{Deployment: scaled, Seq: 2, TimeoutSecs: 30}, nil)
+	if err == nil || !strings.Contains(err.Error(), "migration is in progress") {
+		t.Fatalf("checkpoint during the migration: %v, want a refusal naming the migration", err)
+	}
+	j.dep = scaled
+	st = sinkStatus(t, ctx, j.acts, j.dep)
+	waitForSink(t, ctx, j.acts, j.dep, st.SinkReceived+2000)
+	if pending = kltPending(t, ctx, j.acts, scaled); pending == 0 {
+		t.Fatalf("migration ended before the loss")
+	}
+	victim := victimWorker(t, scaled, j.prod.WorkerID)
+	t.Logf("killing %s with %d keys still to migrate", victim, pending)
+	rec := j.recover(t, victim)
+	if rec.CheckpointID != before.CheckpointID {
+		t.Fatalf("recovered from %s, want %s (the last completed)", rec.CheckpointID, before.CheckpointID)
+	}
+	if got := len(rec.Deployment.TasksOf("counter")); got != len(before2.TasksOf("counter")) {
+		t.Fatalf("recovered deployment has %d counter tasks, want the checkpoint's %d", got, len(before2.TasksOf("counter")))
+	}
+	j.finishExact(t, ctx, victim)
+}
+
+// kltPending sums the lookup-table entries (keys not yet migrated) of the
+// counter tasks.
+func kltPending(t *testing.T, ctx context.Context, acts *activities.Activities, dep control.Deployment) int {
+	t.Helper()
+	total := 0
+	for _, w := range dep.Workers() {
+		var ids []string
+		for _, task := range dep.TasksOf("counter") {
+			if task.WorkerID == w {
+				ids = append(ids, task.ID)
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		data, err := control.NewEnvelope(dep.Job.JobID, "", control.TasksRequest{TaskIDs: ids})
+		must(t, err)
+		msg, err := acts.NC.RequestWithContext(ctx, control.WorkerSubject(w, control.VerbStatus), data)
+		must(t, err)
+		var st control.StatusReply
+		must(t, decodeReply(msg.Data, &st))
+		for _, ts := range st.Tasks {
+			total += ts.KLTSize
+		}
+	}
+	return total
 }
