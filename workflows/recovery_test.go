@@ -266,7 +266,6 @@ func victimWorker(t *testing.T, dep control.Deployment, producerWorker string) s
 	return ""
 }
 
-
 // TestRecoverLostWorkerMidMigration kills a worker while a lazy 2→4
 // scale-out of the counter is still migrating keys (fetch-on-demand: the
 // new owners' lookup tables are not empty yet). A checkpoint tried during
