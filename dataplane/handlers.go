@@ -323,6 +323,12 @@ func (w *Worker) sourceCommand(ctx context.Context, jobID string, ids []string, 
 }
 
 func (w *Worker) stopTasks(ctx context.Context, jobID string, ids []string) error {
+	w.mu.Lock()
+	if w.stoppedJobs == nil {
+		w.stoppedJobs = map[string]bool{}
+	}
+	w.stoppedJobs[jobID] = true // frames still in flight to them are stale (worker.go)
+	w.mu.Unlock()
 	for _, t := range w.jobTasks(jobID, ids) {
 		if err := t.stop(ctx); err != nil {
 			return err

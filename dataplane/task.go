@@ -184,6 +184,14 @@ func (t *task) start(parent context.Context) {
 	}()
 }
 
+// ended is closed when the task goroutine has ended (nil, blocking
+// forever, while the task has not started).
+func (t *task) ended() <-chan struct{} {
+	t.startMu.Lock()
+	defer t.startMu.Unlock()
+	return t.done
+}
+
 // stop ends the task goroutine and waits for it, bounded by ctx.
 func (t *task) stop(ctx context.Context) error {
 	t.startMu.Lock()

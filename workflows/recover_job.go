@@ -52,6 +52,12 @@ type RecoverJobResult struct {
 //     once — see dataplane/checkpoint_restore.go);
 //  6. start: the tasks run and replay the input after the cut.
 //
+// Input still in flight to the stopped tasks is dropped by the workers
+// that receive it (dataplane's dropStale) instead of resetting their
+// streams; it is replayed from Kafka anyway. Frames carry no incarnation,
+// so the fence is time: StopJob returns only after a confirmation round
+// over every surviving worker, by when those frames have long arrived.
+//
 // The deployment after recovery is the checkpoint's: a reconfiguration
 // that ran after the checkpoint is undone (its effect on placement, not
 // on results), and one that was running is abandoned by the caller.
