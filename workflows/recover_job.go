@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -68,7 +69,7 @@ func RecoverJob(ctx workflow.Context, in RecoverJobInput) (RecoverJobResult, err
 	step := func(name string) workflow.Context { return workflow.WithActivityOptions(actx, withSummary(actx, name)) }
 	var survivors []string
 	for _, w := range in.Workers {
-		if !contains(in.Lost, w.ID) {
+		if !slices.Contains(in.Lost, w.ID) {
 			survivors = append(survivors, w.ID)
 		}
 	}
@@ -117,13 +118,4 @@ func RecoverJob(ctx workflow.Context, in RecoverJobInput) (RecoverJobResult, err
 		Experiment: dep.Job.Experiment, JobID: in.JobID, CheckpointID: m.CheckpointID, Lost: in.Lost, Millis: res.Millis, Tasks: len(dep.Tasks),
 	}).Get(ctx, nil) // metrics are best effort
 	return res, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -33,6 +33,8 @@ type checkpointer struct {
 	// current is the deployment to checkpoint and whether a
 	// reconfiguration is running.
 	current func() (control.Deployment, bool)
+	// onRecovered, when set, is called after each recovery.
+	onRecovered func()
 
 	seq       int
 	running   bool
@@ -161,6 +163,9 @@ func (c *checkpointer) recoverLoss(root workflow.Context, watch **workerWatch, c
 			Lost: detail.WorkerID, CheckpointID: rec.CheckpointID, Moved: rec.Moved,
 			AtSec: began.Sub(start).Seconds(), Millis: float64(workflow.Now(root).Sub(began)) / float64(time.Millisecond),
 		})
+		if c.onRecovered != nil {
+			c.onRecovered()
+		}
 		runCtx, nw := startWorkerWatch(root, c.jobID, workers, endAt.Sub(workflow.Now(root))+2*time.Minute)
 		*watch = nw
 		dep := rec.Deployment

@@ -166,6 +166,8 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		if err != nil && ckpt != nil {
 			var rctx workflow.Context
 			endAt := start.Add(time.Duration(in.TotalRuntimeSeconds) * time.Second)
+			// Reconfigurations (timeline and requests) do not run after a recovery.
+			ckpt.onRecovered = func() { sched.closed = true }
 			if rctx, dep, workers, err = ckpt.recoverLoss(root, &watch, err, workers, start, endAt); err == nil {
 				ctx, actx = rctx, workflow.WithActivityOptions(rctx, stepOptions())
 			}
