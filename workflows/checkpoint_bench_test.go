@@ -24,6 +24,8 @@ import (
 // is processed as fast as the in-process cluster can, once without and
 // once with checkpoints (KOALA_BENCH_CKPT_INTERVAL seconds, default 10),
 // in alternating order over KOALA_BENCH_CKPT_PAIRS pairs (default 1).
+// Each run's Pebble state and WAL stay on disk until the benchmark ends
+// (about 1 GB per million records).
 // It reports both throughputs and the overhead in percent, the CPU time of
 // the process per record (the cluster runs in it; on a shared machine
 // this is the steadier measure of the work checkpoints add) and the mean
