@@ -30,11 +30,11 @@ type CheckpointRestoreReply struct {
 type sinkState struct {
 	// Seen is the ledger's bitset of each partition, little-endian words
 	// (base64 in JSON: 1.33 bytes per 8 offsets).
-	Seen       map[int32][]byte `json:"seen"`
-	Received   uint64             `json:"received"`
-	Distinct   uint64             `json:"distinct"`
-	Duplicates uint64             `json:"duplicates"`
-	Values     map[string]uint64  `json:"values,omitempty"`
+	Seen       map[int32][]byte  `json:"seen"`
+	Received   uint64            `json:"received"`
+	Distinct   uint64            `json:"distinct"`
+	Duplicates uint64            `json:"duplicates"`
+	Values     map[string]uint64 `json:"values,omitempty"`
 }
 
 // saveSinkState writes the sink's ledger and values into dir and returns

@@ -20,7 +20,7 @@ import (
 
 // BenchmarkCheckpointOverhead measures what aligned checkpoints every
 // 10 s cost the keyed counter's throughput: the same preloaded input
-// (KOALA_BENCH_CKPT_RECORDS records, default 1,000,000, over 20,000 keys)
+// (KOALA_BENCH_CKPT_RECORDS records, default 3,000,000, over 20,000 keys)
 // is processed as fast as the in-process cluster can, once without and
 // once with checkpoints (KOALA_BENCH_CKPT_INTERVAL seconds, default 10),
 // in alternating order over KOALA_BENCH_CKPT_PAIRS pairs (default 1).
@@ -35,7 +35,7 @@ import (
 //
 //	go test -run '^$' -bench CheckpointOverhead -benchtime 1x ./workflows
 func BenchmarkCheckpointOverhead(b *testing.B) {
-	records := envInt(b, "KOALA_BENCH_CKPT_RECORDS", 1_000_000)
+	records := envInt(b, "KOALA_BENCH_CKPT_RECORDS", 3_000_000)
 	interval := time.Duration(envInt(b, "KOALA_BENCH_CKPT_INTERVAL", 10)) * time.Second
 	pairs := envInt(b, "KOALA_BENCH_CKPT_PAIRS", 1)
 	for b.Loop() {
@@ -120,10 +120,12 @@ func runThroughputJob(b *testing.B, c *dptest.Cluster, acts *activities.Activiti
 	}
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: 3, Timeout: 10})
 	must(err)
+	store := filepath.Join(b.TempDir(), "checkpoints")
+	defer os.RemoveAll(store) // a run's checkpoints are not needed after it: keep the disk free
 	job, err := acts.BuildJob(ctx, activities.JobInput{
 		JobID: jobID, Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 64, BatchSize: 1000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: statesvc.BackendPebble,
-		Params: map[string]string{dataplane.ParamCheckpointStore: filepath.Join(b.TempDir(), "checkpoints")},
+		Params: map[string]string{dataplane.ParamCheckpointStore: store},
 	})
 	must(err)
 	must(acts.CreateTopic(ctx, job))
