@@ -125,6 +125,9 @@ type JobInput struct {
 	KafkaBrokers []string          `json:"kafka_brokers"`
 	StateBackend string            `json:"state_backend"`
 	Params       map[string]string `json:"params"`
+	// Checkpoints: the job takes checkpoints; without a CheckpointStore
+	// parameter it gets DefaultCheckpointStore.
+	Checkpoints bool `json:"checkpoints,omitempty"`
 }
 
 // BuildJob resolves the query into a job spec. An unknown query or
@@ -152,6 +155,11 @@ func (a *Activities) BuildJob(ctx context.Context, in JobInput) (control.JobSpec
 	if job.Partitions <= 0 {
 		job.Partitions = 4
 	}
+	if in.Checkpoints {
+		if err := withCheckpointStore(&job); err != nil {
+			return job, badConfig(err)
+		}
+	}
 	return job, nil
 }
 
@@ -178,6 +186,10 @@ type TasksInput struct {
 	Deployment control.Deployment `json:"deployment"`
 	TaskIDs    []string           `json:"task_ids,omitempty"`
 	Step       StepInfo           `json:"step"`
+	// StartOffsets position the source partitions of deployed tasks
+	// (DeployTasks only; default: start of topic). Recovery rewinds to a
+	// checkpoint's offsets with it.
+	StartOffsets map[int32]int64 `json:"start_offsets,omitempty"`
 }
 
 func (in TasksInput) filter() func(control.TaskRef) bool {
@@ -198,7 +210,7 @@ func (a *Activities) DeployTasks(ctx context.Context, in TasksInput) error {
 	return a.step(ctx, in.Step, func() error {
 		order, groups := tasksByWorker(in.Deployment, in.filter())
 		for _, wid := range order {
-			req := control.DeployRequest{Deployment: in.Deployment, TaskIDs: groups[wid]}
+			req := control.DeployRequest{Deployment: in.Deployment, TaskIDs: groups[wid], StartOffsets: in.StartOffsets}
 			if err := a.request(ctx, wid, control.VerbDeploy, in.Deployment.Job.JobID, in.Step.ReconfigID, req, nil); err != nil {
 				return err
 			}

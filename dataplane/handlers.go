@@ -168,6 +168,9 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 	if body, ok, err := w.dispatchSnapshot(ctx, verb, env); ok { // snapshot.go
 		return body, err
 	}
+	if body, ok, err := w.dispatchCheckpoint(ctx, verb, env); ok { // checkpoint_barrier.go
+		return body, err
+	}
 	return nil, fmt.Errorf("worker %s: unknown verb %q", w.opts.ID, verb)
 }
 
@@ -320,6 +323,12 @@ func (w *Worker) sourceCommand(ctx context.Context, jobID string, ids []string, 
 }
 
 func (w *Worker) stopTasks(ctx context.Context, jobID string, ids []string) error {
+	w.mu.Lock()
+	if w.stoppedJobs == nil {
+		w.stoppedJobs = map[string]bool{}
+	}
+	w.stoppedJobs[jobID] = true // frames still in flight to them are stale (worker.go)
+	w.mu.Unlock()
 	for _, t := range w.jobTasks(jobID, ids) {
 		if err := t.stop(ctx); err != nil {
 			return err

@@ -54,7 +54,11 @@ const (
 	// (route_drain.go).
 	FrameRouteDrained FrameKind = 8
 
-	lastWireKind = FrameRouteDrained
+	// FrameCheckpoint is an aligned checkpoint barrier (BarrierID is the
+	// checkpoint id); see checkpoint_barrier.go.
+	FrameCheckpoint FrameKind = 9
+
+	lastWireKind = FrameCheckpoint
 	// frameControl runs a function on the task goroutine; never on the wire.
 	frameControl FrameKind = 100
 )
@@ -77,6 +81,8 @@ func (k FrameKind) String() string {
 		return "watermark"
 	case FrameRouteDrained:
 		return "route-drained"
+	case FrameCheckpoint:
+		return "checkpoint"
 	case frameControl:
 		return "control"
 	}

@@ -155,7 +155,11 @@ func (t *task) ownedBuckets() []int {
 // saveSnapshot checkpoints the task's store into dir/pebble and writes
 // dir/task.json. dir must not exist: a snapshot is never overwritten in
 // place (a retried save after a completed one fails and says so).
-func (t *task) saveSnapshot(dir string) (TaskSnapshot, error) {
+func (t *task) saveSnapshot(dir string) (TaskSnapshot, error) { return t.saveSnapshotTo(dir, true) }
+
+// saveSnapshotTo is saveSnapshot; count false leaves Keys and Entries at 0
+// (counting scans the whole state, which a periodic checkpoint skips).
+func (t *task) saveSnapshotTo(dir string, count bool) (TaskSnapshot, error) {
 	ks := t.keyed
 	cp, ok := ks.store.(interface{ Checkpoint(string) error })
 	if !ok {
@@ -168,8 +172,10 @@ func (t *task) saveSnapshot(dir string) (TaskSnapshot, error) {
 		return TaskSnapshot{}, fmt.Errorf("snapshot directory: %w", err)
 	}
 	snap := TaskSnapshot{TaskID: t.id, Operator: t.opName, Index: t.index, NumBuckets: ks.buckets, Buckets: t.ownedBuckets()}
-	if err := ks.countState(&snap); err != nil {
-		return snap, err
+	if count {
+		if err := ks.countState(&snap); err != nil {
+			return snap, err
+		}
 	}
 	stateDir := filepath.Join(dir, SnapshotStateDir)
 	if err := cp.Checkpoint(stateDir); err != nil {

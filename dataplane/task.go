@@ -129,9 +129,10 @@ type task struct {
 	// Owned by the task goroutine.
 	barriers map[string]map[string]bool
 	out      outputs
-	gates    *routeGates  // new owner: direct records held (route_drain.go)
-	drainTo  drainTargets // old owner: new owners to tell (route_drain.go)
-	wm       watermarks   // event-time progress (watermark.go)
+	gates    *routeGates     // new owner: direct records held (route_drain.go)
+	drainTo  drainTargets    // old owner: new owners to tell (route_drain.go)
+	wm       watermarks      // event-time progress (watermark.go)
+	ckpt     checkpointState // aligned checkpoint barriers (checkpoint_barrier.go)
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64
@@ -181,6 +182,14 @@ func (t *task) start(parent context.Context) {
 			t.fail(err)
 		}
 	}()
+}
+
+// ended is closed when the task goroutine has ended (nil, blocking
+// forever, while the task has not started).
+func (t *task) ended() <-chan struct{} {
+	t.startMu.Lock()
+	defer t.startMu.Unlock()
+	return t.done
 }
 
 // stop ends the task goroutine and waits for it, bounded by ctx.
@@ -242,6 +251,9 @@ func (t *task) runProcessor(ctx context.Context) error {
 }
 
 func (t *task) handleFrame(ctx context.Context, f *Frame) error {
+	if t.holdForCheckpoint(f) { // checkpoint_barrier.go
+		return nil
+	}
 	view := t.view.Load()
 	if t.gateable(view, f) {
 		if f = t.admit(view, f); f == nil {
@@ -300,6 +312,8 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *Frame) error {
 		return t.onRouteBarrier(ctx, view, f)
 	case FrameRouteDrained:
 		return t.onRouteDrained(ctx, f)
+	case FrameCheckpoint:
+		return t.onCheckpointBarrier(ctx, view, f) // checkpoint_barrier.go
 	case FrameWatermark:
 		return t.onWatermark(ctx, view, f) // watermark.go
 	case FrameKLT:

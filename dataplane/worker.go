@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -94,6 +95,10 @@ type Worker struct {
 	tasks     map[string]*task // by job/task
 	producers map[string]*producer
 	known     map[string]control.Deployment // by job: newest state of each operator seen here (handlers.go)
+	// stoppedJobs are jobs whose tasks were stopped here: frames still in
+	// flight to those tasks are stale (deliverLocal drops and counts them).
+	stoppedJobs map[string]bool
+	staleFrames atomic.Uint64
 
 	ctx   context.Context
 	peers *peers
@@ -229,6 +234,10 @@ func (w *Worker) deliverLocal(ctx context.Context, f *Frame) error {
 	w.mu.Lock()
 	t := w.tasks[f.JobID+"/"+f.ToTask]
 	w.mu.Unlock()
+	if t == nil && w.jobStopped(f.JobID) {
+		w.dropStale(f)
+		return nil
+	}
 	if t == nil || t.inbox == nil {
 		// Never drop silently: the sender learns through the stream error and
 		// the log names the frame.
@@ -239,8 +248,32 @@ func (w *Worker) deliverLocal(ctx context.Context, f *Frame) error {
 	select {
 	case t.inbox <- f:
 		return nil
+	case <-t.ended():
+		// The task stopped while the frame waited for room: nothing reads
+		// its inbox any more, and waiting would block the whole stream.
+		w.dropStale(f)
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// jobStopped reports whether tasks of job were stopped on this worker.
+func (w *Worker) jobStopped(jobID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stoppedJobs[jobID]
+}
+
+// dropStale discards a frame for a task that was stopped here (a task
+// stopped at the end of a run, by a reconfiguration, or before a recovery
+// redeploys the job from a checkpoint, which replays that input anyway).
+// It is counted and logged, not sent back as a stream error: that would
+// reset the stream and lose the frames queued behind it.
+func (w *Worker) dropStale(f *Frame) {
+	n := w.staleFrames.Add(1)
+	if n == 1 || n%1000 == 0 {
+		w.log.Warn("dropped frames for stopped tasks", "total", n, "job", f.JobID, "task", f.ToTask, "from", f.FromTask, "kind", f.Kind, "records", len(f.Records))
 	}
 }
 

@@ -101,7 +101,7 @@ var topFields = []string{
 	"ReconfigProtocol", "StateBackendType", "NumBuckets", "BatchSize",
 	"NumPartitions", "RatePerSecond", "NumKeys", "Seed", "ValueSize",
 	"Generator", "Skew", "NumProducers", "MinWorkers", "Workers",
-	"DrainTimeoutSeconds", "KafkaBrokers",
+	"DrainTimeoutSeconds", "KafkaBrokers", "CheckpointIntervalSeconds",
 }
 
 var (
@@ -206,6 +206,8 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 			}
 		case "DrainTimeoutSeconds":
 			p.intTo(&in.DrainTimeoutSeconds, raw, at, 1, math.MaxInt32)
+		case "CheckpointIntervalSeconds":
+			p.intTo(&in.CheckpointIntervalSeconds, raw, at, 0, math.MaxInt32)
 		case "KafkaBrokers":
 			if v, ok := p.strs(raw, at, false); ok {
 				in.KafkaBrokers = v

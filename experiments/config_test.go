@@ -351,3 +351,22 @@ func TestRebalanceAndMigrationConfig(t *testing.T) {
 		t.Fatalf("explicit load: %+v", rs[3])
 	}
 }
+
+// TestCheckpointInterval parses CheckpointIntervalSeconds (default 0: no
+// checkpoints) and rejects a negative one naming the field.
+func TestCheckpointInterval(t *testing.T) {
+	in, err := ParseConfig("c.json", []byte(`{"QueryName": "counter", "CheckpointIntervalSeconds": 10}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.CheckpointIntervalSeconds != 10 {
+		t.Fatalf("CheckpointIntervalSeconds = %d, want 10", in.CheckpointIntervalSeconds)
+	}
+	if in, _ := ParseConfig("c.json", []byte(`{"QueryName": "counter"}`)); in.CheckpointIntervalSeconds != 0 {
+		t.Fatalf("default CheckpointIntervalSeconds = %d, want 0", in.CheckpointIntervalSeconds)
+	}
+	_, err = ParseConfig("c.json", []byte(`{"QueryName": "counter", "CheckpointIntervalSeconds": -1}`))
+	if err == nil || !strings.Contains(err.Error(), "CheckpointIntervalSeconds") {
+		t.Fatalf("negative interval: %v, want an error naming the field", err)
+	}
+}

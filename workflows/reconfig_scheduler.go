@@ -56,6 +56,9 @@ type reconfigScheduler struct {
 	live     bool                    // tasks run: requests may be accepted
 	closed   bool                    // input ended: requests are refused
 	timeline bool                    // every config-scheduled spec was submitted
+	// hold, when set, delays a launch while it is true: a checkpoint is
+	// being taken (run_checkpoints.go).
+	hold func() bool
 }
 
 func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string) *reconfigScheduler {
@@ -139,6 +142,9 @@ func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
 	workflow.Go(s.ctx, func(ctx workflow.Context) {
 		child, err := childFor(s.in.ReconfigProtocol)
 		var out ReconfigureResult
+		if err == nil && s.hold != nil && s.hold() {
+			err = workflow.Await(ctx, func() bool { return !s.hold() })
+		}
 		if err == nil {
 			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
 			err = workflow.ExecuteChildWorkflow(cctx, child, input).Get(ctx, &out)

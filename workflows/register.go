@@ -9,4 +9,6 @@ func Register(w worker.WorkflowRegistry) {
 	w.RegisterWorkflow(ReconfigureLazy)
 	w.RegisterWorkflow(ReconfigureDRRS)
 	w.RegisterWorkflow(RunSuite)
+	w.RegisterWorkflow(CheckpointJob)
+	w.RegisterWorkflow(RecoverJob)
 }

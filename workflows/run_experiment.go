@@ -41,6 +41,8 @@ type ExperimentResult struct {
 	// the series are taken to start at StartedAt).
 	MetricsStart time.Time          `json:"metrics_start,omitempty"`
 	Final        control.Deployment `json:"final"`
+	// Checkpoints, with CheckpointIntervalSeconds > 0 (run_checkpoints.go).
+	Checkpoints *CheckpointSummary `json:"checkpoints,omitempty"`
 }
 
 // ReconfigOutcome is one fired reconfiguration.
@@ -72,7 +74,9 @@ type ReconfigOutcome struct {
 // Runs recorded before the marker replay the earlier rule: every
 // reconfiguration queued behind the previous one (runQueuedReconfigs).
 //
-// A worker lost during the run fails it; see worker_watch.go.
+// A worker lost during the run fails it (worker_watch.go), unless the run
+// takes checkpoints (CheckpointIntervalSeconds > 0) and one completed: the
+// job is then recovered from it and the run goes on (run_checkpoints.go).
 func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult, err error) {
 	var res ExperimentResult
 	if err := validateInput(in); err != nil {
@@ -93,20 +97,23 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 	if err := workflow.ExecuteActivity(actx, a.DiscoverWorkers, activities.DiscoverInput{Want: in.Workers, Min: in.MinWorkers, Timeout: 20}).Get(ctx, &workers); err != nil {
 		return res, err
 	}
+	root := ctx
+	var watch *workerWatch
 	if workflow.GetVersion(ctx, "worker-watch", workflow.DefaultVersion, 1) == 1 {
-		var watch *workerWatch
 		ctx, watch = startWorkerWatch(ctx, jobID, workers, time.Duration(in.TotalRuntimeSeconds+max(in.DrainTimeoutSeconds, 120))*time.Second)
 		actx = workflow.WithActivityOptions(ctx, stepOptions())
 		if sched != nil {
 			sched.ctx = ctx // its children are cancelled with the run
 		}
-		defer func() { err = watch.finish(err) }()
+		defer func() { err = watch.finish(err) }() // watch is replaced after a recovery
 	}
+	checkpoints := in.CheckpointIntervalSeconds > 0 && sched != nil && watch != nil &&
+		workflow.GetVersion(ctx, versionCheckpoints, workflow.DefaultVersion, 1) == 1
 	var job control.JobSpec
 	if err := workflow.ExecuteActivity(actx, a.BuildJob, activities.JobInput{
 		JobID: jobID, Experiment: in.Name, Query: in.QueryName, Parallelism: in.Parallelism,
 		NumBuckets: in.NumBuckets, BatchSize: in.BatchSize, Partitions: in.Partitions,
-		KafkaBrokers: in.KafkaBrokers, StateBackend: in.StateBackend, Params: in.Params,
+		KafkaBrokers: in.KafkaBrokers, StateBackend: in.StateBackend, Params: in.Params, Checkpoints: checkpoints,
 	}).Get(ctx, &job); err != nil {
 		return res, err
 	}
@@ -146,11 +153,38 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		}
 	case sched != nil:
 		sched.goLive(dep, workers, start)
+		var ckpt *checkpointer
+		if checkpoints {
+			ckpt = newCheckpointer(in, job)
+			ckpt.current = func() (control.Deployment, bool) { return sched.dep, len(sched.running) > 0 }
+			sched.hold = func() bool { return ckpt.running }
+			ckpt.start(ctx)
+		}
 		sched.runTimeline(in.Reconfigurations)
 		err := sched.finish(ctx, in.TotalRuntimeSeconds)
 		res.Reconfigs, dep = sched.outcomes, sched.dep
+		if err != nil && ckpt != nil {
+			var rctx workflow.Context
+			endAt := start.Add(time.Duration(in.TotalRuntimeSeconds) * time.Second)
+			// Reconfigurations (timeline and requests) do not run after a recovery.
+			ckpt.onRecovered = func() { sched.closed = true }
+			if rctx, dep, workers, err = ckpt.recoverLoss(root, &watch, err, workers, start, endAt); err == nil {
+				ctx, actx = rctx, workflow.WithActivityOptions(rctx, stepOptions())
+			}
+		}
+		if ckpt != nil {
+			summary := ckpt.summary(in)
+			res.Checkpoints = &summary
+		}
 		if err != nil {
 			return res, cleanup(ctx, dep, err)
+		}
+		if ckpt != nil {
+			if err := ckpt.stop(ctx); err != nil {
+				return res, cleanup(ctx, dep, err)
+			}
+			summary := ckpt.summary(in)
+			res.Checkpoints = &summary
 		}
 	default:
 		if dep, err = runQueuedReconfigs(ctx, in, jobID, workers, dep, start, &res); err != nil {

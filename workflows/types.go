@@ -96,6 +96,10 @@ type ExperimentInput struct {
 	Params              map[string]string `json:"params,omitempty"`
 	// DrainTimeoutSeconds bounds the wait for the end of stream after the producer stops.
 	DrainTimeoutSeconds int `json:"drain_timeout_seconds"`
+	// CheckpointIntervalSeconds > 0 takes an aligned checkpoint of the job
+	// at this interval and recovers from the latest one when a worker is
+	// lost (run_checkpoints.go); 0 takes none and a lost worker fails the run.
+	CheckpointIntervalSeconds int `json:"checkpoint_interval_seconds,omitempty"`
 }
 
 // ReconfigureInput starts one reconfiguration of a running job.

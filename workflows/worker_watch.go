@@ -132,6 +132,21 @@ func explainable(err error) bool {
 	return true
 }
 
+// explain waits, for a failure err while the watch still runs, up to the
+// allowed silence plus watchGrace for the watch to report a lost worker,
+// and returns the WorkerLost error if it did (nil: no worker was lost).
+func (w *workerWatch) explain(err error) *temporal.ApplicationError {
+	if w.lost == nil && !w.settled && explainable(err) && w.root.Err() == nil {
+		wait, cancelWait := workflow.WithCancel(w.root)
+		sel := workflow.NewSelector(wait)
+		sel.AddFuture(w.future, func(f workflow.Future) { w.settle(f.Get(wait, nil)) })
+		sel.AddFuture(workflow.NewTimer(wait, w.silence+watchGrace), func(workflow.Future) {})
+		sel.Select(wait)
+		cancelWait()
+	}
+	return lostWorker(w.lost)
+}
+
 // finish ends the watch and returns the run's error: err itself, or, when
 // a worker was lost (before err, or within the grace after it), the
 // WorkerLost error after stopping the job on the surviving workers.
@@ -142,14 +157,7 @@ func (w *workerWatch) finish(err error) error {
 		// metrics back) does not make them wrong.
 		return nil
 	}
-	if w.lost == nil && !w.settled && explainable(err) && w.root.Err() == nil {
-		wait, cancelWait := workflow.WithCancel(w.root)
-		sel := workflow.NewSelector(wait)
-		sel.AddFuture(w.future, func(f workflow.Future) { w.settle(f.Get(wait, nil)) })
-		sel.AddFuture(workflow.NewTimer(wait, w.silence+watchGrace), func(workflow.Future) {})
-		sel.Select(wait)
-		cancelWait()
-	}
+	w.explain(err)
 	lost := lostWorker(w.lost)
 	if lost == nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,14 @@ type Cluster struct {
 	NC      *nats.Conn
 	Brokers []string
 	Workers []*dataplane.Worker
+	stops   []func() // per worker: cancel its Run and wait for it
+}
+
+// StopWorker stops worker i (0-based) as if its process died: its tasks
+// end, it sends no heartbeat and answers no request any more.
+func (c *Cluster) StopWorker(t testing.TB, i int) {
+	t.Helper()
+	c.stops[i]()
 }
 
 // Options shape the cluster.
@@ -77,15 +86,20 @@ func Start(t testing.TB, opts Options) *Cluster {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				t.Errorf("worker %s did not stop within 15s", w.ID())
-			}
-		})
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				cancel()
+				select {
+				case <-done:
+				case <-time.After(15 * time.Second):
+					t.Errorf("worker %s did not stop within 15s", w.ID())
+				}
+			})
+		}
+		t.Cleanup(stop)
 		c.Workers = append(c.Workers, w)
+		c.stops = append(c.stops, stop)
 	}
 	return c
 }

@@ -37,7 +37,7 @@ type ClickHouse struct {
 	maxBuf   int
 
 	mu      sync.Mutex
-	tables  [2]*tableBuf
+	tables  [3]*tableBuf // task rows, reconfiguration events, checkpoint rows
 	dropped uint64
 	errs    uint64
 	lastErr error
@@ -106,6 +106,7 @@ func NewClickHouse(baseURL, database string, opts ...Option) *ClickHouse {
 	}
 	ch.tables[0] = &tableBuf{name: TaskTable, columns: columnNames(taskColumnDefs)}
 	ch.tables[1] = &tableBuf{name: ReconfigTable, columns: columnNames(reconfigColumnDefs)}
+	ch.tables[2] = &tableBuf{name: CheckpointTable, columns: columnNames(checkpointColumnDefs)}
 	return ch
 }
 
@@ -129,6 +130,8 @@ func (ch *ClickHouse) EnsureSchema(ctx context.Context) error {
 		"CREATE TABLE IF NOT EXISTS " + ch.table(TaskTable) + " (" + taskColumnDefs + ") " +
 			"ENGINE = MergeTree() PARTITION BY toYYYYMMDD(ts) ORDER BY (job, ts)",
 		"CREATE TABLE IF NOT EXISTS " + ch.table(ReconfigTable) + " (" + reconfigColumnDefs + ") " +
+			"ENGINE = MergeTree() PARTITION BY toYYYYMMDD(ts) ORDER BY (job, ts)",
+		"CREATE TABLE IF NOT EXISTS " + ch.table(CheckpointTable) + " (" + checkpointColumnDefs + ") " +
 			"ENGINE = MergeTree() PARTITION BY toYYYYMMDD(ts) ORDER BY (job, ts)",
 	}
 	for _, s := range stmts {
@@ -197,6 +200,14 @@ func (ch *ClickHouse) RecordReconfig(e ReconfigEvent) {
 	ch.add(ch.tables[1], encodeReconfig(e))
 }
 
+// RecordCheckpoint implements CheckpointRecorder. A zero Time is replaced by the clock.
+func (ch *ClickHouse) RecordCheckpoint(r CheckpointRow) {
+	if r.Time.IsZero() {
+		r.Time = ch.now()
+	}
+	ch.add(ch.tables[2], encodeCheckpoint(r))
+}
+
 func (ch *ClickHouse) add(t *tableBuf, line string) {
 	ch.mu.Lock()
 	t.lines = append(t.lines, line)
@@ -239,7 +250,11 @@ func (ch *ClickHouse) Err() error {
 func (ch *ClickHouse) Pending() int {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	return len(ch.tables[0].lines) + len(ch.tables[1].lines)
+	n := 0
+	for _, t := range ch.tables {
+		n += len(t.lines)
+	}
+	return n
 }
 
 // Flush inserts everything buffered now, regardless of the flush interval.

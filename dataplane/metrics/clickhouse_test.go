@@ -149,6 +149,26 @@ func TestInsertReconfigExactFormat(t *testing.T) {
 	}
 }
 
+func TestInsertCheckpointExactFormat(t *testing.T) {
+	f := newFake(t)
+	ch := NewClickHouse(f.srv.URL+"/", "my-db")
+	ch.RecordCheckpoint(CheckpointRow{Time: t0, Experiment: "e", Job: "j", CheckpointID: "cp-000001", Kind: CheckpointKindCheckpoint,
+		Millis: 21.5, Bytes: 4096, AlignMillis: 1.25, Tasks: 4, Detail: "x\ty"})
+	if err := ch.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := f.next(t)
+	wantQ := "INSERT INTO `my-db`.checkpoint_events (ts, ts_ms, experiment, job, checkpoint_id, kind, millis, bytes, " +
+		"align_millis, tasks, detail) FORMAT TabSeparated"
+	if r.query != wantQ {
+		t.Errorf("query\n got %q\nwant %q", r.query, wantQ)
+	}
+	wantB := "1704164645\t1704164645678\te\tj\tcp-000001\tcheckpoint\t21.5\t4096\t1.25\t4\tx\\ty\n"
+	if r.body != wantB {
+		t.Errorf("body\n got %q\nwant %q", r.body, wantB)
+	}
+}
+
 func TestEscapeRoundTrip(t *testing.T) {
 	for _, s := range []string{"", "plain", "a\tb", "a\nb", `a\b`, `\t literal`, "x\r\x00\b\f'y", `trailing\`} {
 		e := escapeTSV(s)

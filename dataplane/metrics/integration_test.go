@@ -154,6 +154,10 @@ func TestClickHouseIntegration(t *testing.T) {
 		Protocol: "koala", Phase: PhaseStart, Detail: "line1\nline2 'quoted'"})
 	ch.RecordReconfig(ReconfigEvent{Time: start.Add(3250 * time.Millisecond), Job: "job\t1", ReconfigID: "r1",
 		Protocol: "koala", Phase: PhaseEnd, Millis: 1150})
+	ch.RecordCheckpoint(CheckpointRow{Time: start.Add(4 * time.Second), Job: "job\t1", CheckpointID: "cp-000001",
+		Kind: CheckpointKindCheckpoint, Millis: 21.5, Bytes: 1 << 20, AlignMillis: 3.25, Tasks: 4})
+	ch.RecordCheckpoint(CheckpointRow{Time: start.Add(4500 * time.Millisecond), Job: "job\t1", CheckpointID: "cp-000001",
+		Kind: CheckpointKindRecovery, Millis: 400, Tasks: 4, Detail: "lost w2"})
 	if err := ch.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +192,14 @@ func TestClickHouseIntegration(t *testing.T) {
 	if evs[0].Detail != "line1\nline2 'quoted'" || !evs[0].Time.Equal(start.Add(2100*time.Millisecond)) ||
 		evs[1].Phase != PhaseEnd || evs[1].Millis != 1150 {
 		t.Fatalf("events %+v", evs)
+	}
+	cps, err := ch.CheckpointRows(ctx, "job\t1")
+	if err != nil || len(cps) != 2 {
+		t.Fatalf("checkpoint rows %+v %v", cps, err)
+	}
+	if cps[0].Kind != CheckpointKindCheckpoint || cps[0].Bytes != 1<<20 || cps[0].AlignMillis != 3.25 || cps[0].Tasks != 4 ||
+		cps[1].Kind != CheckpointKindRecovery || cps[1].Millis != 400 || cps[1].Detail != "lost w2" || !cps[1].Time.Equal(start.Add(4500*time.Millisecond)) {
+		t.Fatalf("checkpoint rows %+v", cps)
 	}
 	if js, err := ch.JobStart(ctx, "job\t1"); err != nil || !js.Equal(start) {
 		t.Fatalf("job start %v %v", js, err)

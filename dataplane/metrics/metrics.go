@@ -82,6 +82,8 @@ type Memory struct {
 	mu       sync.Mutex
 	tasks    []TaskRow
 	reconfig []ReconfigEvent
+	// checkpoints are CheckpointRow values (checkpoint.go).
+	checkpoints []CheckpointRow
 }
 
 // NewMemory returns an empty Memory recorder.

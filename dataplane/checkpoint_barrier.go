@@ -1,0 +1,337 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"koala/dataplane/control"
+)
+
+// Aligned checkpoint barriers (Chandy–Lamport with alignment).
+//
+// A checkpoint starts at the sources: on VerbCheckpointInject each source
+// task, on its own goroutine and so between two emitted batches, records
+// the next offset of each of its partitions as its part of the checkpoint
+// and sends a FrameCheckpoint to every downstream task. A task with
+// several upstream tasks aligns: from the moment an upstream's barrier
+// arrived, it holds that upstream's later frames (they belong after the
+// cut) and goes on processing the others, until every upstream's barrier
+// is in. Then it writes its part (keyed state as a Pebble checkpoint with
+// its key lookup table, a sink's ledger and values), acks it in the
+// store, forwards the barrier and processes the held frames in arrival
+// order. Every record before the cut is thus in the state of exactly the
+// parts written, and none after it; restoring all parts and rewinding the
+// sources to the recorded offsets replays exactly the records after the cut.
+//
+// Checkpoints and reconfigurations. A checkpoint never captures a
+// half-moved key. The rule: a task's part is refused (the ack carries the
+// error, the checkpoint fails and the next one is tried) while any
+// migration touches the task — key lookup table entries still to fetch
+// (its keys live on an old owner), route gates or drains open, or a
+// handoff of lookup entries still being sent (see migrationInProgress). A
+// checkpoint therefore only ever completes between reconfigurations: after
+// the previous one's migration has fully ended, before the next one moves
+// a key. The controller also does not start a checkpoint while a
+// reconfiguration workflow runs (workflows/run_experiment.go), so
+// checkpoints are not wasted on refusals; the check here is what makes
+// the rule hold whatever the controller does.
+
+// Verbs of checkpoints.
+const (
+	// VerbCheckpointInject makes the named source tasks (all of the job
+	// here when empty) emit checkpoint barrier CheckpointID.
+	VerbCheckpointInject = "checkpoint.inject" // CheckpointRequest → CheckpointInjectReply
+	// VerbCheckpointAbort stops a task aligning on CheckpointID, releasing
+	// what it holds (the checkpoint failed, e.g. a source never injected).
+	VerbCheckpointAbort = "checkpoint.abort" // CheckpointRequest
+	// VerbCheckpointRestore loads each named, not yet started task's part
+	// of checkpoint CheckpointID (sources get their offsets at deploy).
+	VerbCheckpointRestore = "checkpoint.restore" // CheckpointRequest → CheckpointRestoreReply
+)
+
+// CheckpointRequest names a checkpoint and tasks of a job.
+type CheckpointRequest struct {
+	CheckpointID string   `json:"checkpoint_id"`
+	TaskIDs      []string `json:"task_ids,omitempty"`
+	// From maps a task id to the task whose part it loads (restore only;
+	// default: the same id).
+	From map[string]string `json:"from,omitempty"`
+}
+
+// CheckpointInjectReply has the offsets the sources recorded.
+type CheckpointInjectReply struct {
+	Offsets map[int32]int64 `json:"offsets"`
+}
+
+// checkpointState is a task's side of checkpoints; owned by the task goroutine.
+type checkpointState struct {
+	align *checkpointAlign // the barrier being aligned, if any
+	// aborted are the last checkpoints given up here: their late barriers
+	// are dropped, or they would start an alignment that never ends.
+	aborted []string
+}
+
+func (c *checkpointState) abort(id string) {
+	if !slices.Contains(c.aborted, id) {
+		c.aborted = append(c.aborted, id)
+		if len(c.aborted) > 8 {
+			c.aborted = c.aborted[1:]
+		}
+	}
+}
+
+// checkpointAlign is a task's alignment on one checkpoint barrier.
+type checkpointAlign struct {
+	id    string
+	seen  map[string]bool // upstream tasks whose barrier arrived
+	held  []*Frame        // their later frames, in arrival order
+	start time.Time
+}
+
+// holdForCheckpoint keeps f for after the checkpoint when its sender
+// already sent the barrier being aligned.
+func (t *task) holdForCheckpoint(f *Frame) bool {
+	a := t.ckpt.align
+	if a == nil || f.FromTask == "" || !a.seen[f.FromTask] || f.Kind == frameControl {
+		return false
+	}
+	a.held = append(a.held, f)
+	return true
+}
+
+// onCheckpointBarrier aligns checkpoint barrier f; when every upstream
+// sent it, the task writes its part, forwards the barrier and processes
+// what it held.
+func (t *task) onCheckpointBarrier(ctx context.Context, view *taskView, f *Frame) error {
+	if slices.Contains(t.ckpt.aborted, f.BarrierID) {
+		return nil
+	}
+	if a := t.ckpt.align; a != nil && a.id != f.BarrierID {
+		// The sender skipped the checkpoint being aligned (its source never
+		// injected it): that one cannot complete any more.
+		t.w.log.Warn("checkpoint abandoned: a newer barrier arrived first", "task", t.id, "checkpoint", a.id, "newer", f.BarrierID, "from", f.FromTask)
+		t.commitCheckpointAck(ctx, view, a.id, CheckpointTaskAck{Error: fmt.Sprintf("abandoned: barrier %s arrived from %s first", f.BarrierID, f.FromTask)})
+		t.ckpt.abort(a.id)
+		if err := t.releaseCheckpointHold(ctx); err != nil {
+			return err
+		}
+	}
+	if t.ckpt.align == nil {
+		t.ckpt.align = &checkpointAlign{id: f.BarrierID, seen: map[string]bool{}, start: time.Now()}
+	}
+	a := t.ckpt.align
+	a.seen[f.FromTask] = true
+	for _, up := range view.upstreams {
+		if !a.seen[up] {
+			return nil
+		}
+	}
+	align := time.Since(a.start)
+	t.dead.flush(ctx) // rejected records before the cut leave before the barrier
+	ack := t.writeCheckpointPart(ctx, view, a.id)
+	ack.AlignMillis = millis(align)
+	t.commitCheckpointAck(ctx, view, a.id, ack)
+	if err := broadcast(ctx, t.w, view, t.jobID, t.id, FrameCheckpoint, a.id); err != nil {
+		return err
+	}
+	return t.releaseCheckpointHold(ctx)
+}
+
+// releaseCheckpointHold ends the alignment and processes the held frames;
+// one of them may start the next alignment, which holds the rest of its
+// sender's frames again.
+func (t *task) releaseCheckpointHold(ctx context.Context) error {
+	a := t.ckpt.align
+	if a == nil {
+		return nil
+	}
+	t.ckpt.align = nil
+	for i, f := range a.held {
+		if err := t.handleFrame(ctx, f); err != nil {
+			a.held = a.held[i+1:]
+			return err
+		}
+	}
+	return nil
+}
+
+// writeCheckpointPart saves the task's state for checkpoint id and returns
+// its ack (with Error set when it could not).
+func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id string) CheckpointTaskAck {
+	start := time.Now()
+	ack := CheckpointTaskAck{Kind: "stateless"}
+	fail := func(err error) CheckpointTaskAck {
+		ack.Error = err.Error()
+		return ack
+	}
+	if t.keyed == nil && t.spec.Stateful {
+		return fail(fmt.Errorf("operator %q keeps state outside the keyed state runtime, which checkpoints cannot capture yet", t.opName))
+	}
+	if t.keyed == nil && t.ledger == nil {
+		return ack
+	}
+	if why := t.migrationInProgress(); why != "" {
+		return fail(fmt.Errorf("a reconfiguration's migration is in progress on this task (%s); checkpoints wait until it has ended", why))
+	}
+	store, err := OpenCheckpointStore(view.job.Params[ParamCheckpointStore])
+	if err != nil {
+		return fail(err)
+	}
+	dir, err := store.TaskDir(t.jobID, id, t.id)
+	if err != nil {
+		return fail(err)
+	}
+	ack.Kind = ""
+	if t.keyed != nil {
+		snap, err := t.saveSnapshotTo(dir, false)
+		if err != nil {
+			return fail(fmt.Errorf("keyed state: %w", err))
+		}
+		ack.Kind, ack.Bytes = "keyed", snap.Bytes
+	}
+	if t.ledger != nil {
+		n, err := t.saveSinkState(dir)
+		if err != nil {
+			return fail(err)
+		}
+		ack.Kind = joinKind(ack.Kind, "sink")
+		ack.Bytes += n
+	}
+	ack.SnapshotMillis = millis(time.Since(start))
+	return ack
+}
+
+func joinKind(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "+" + b
+}
+
+// migrationInProgress says what migration touches the task, or "".
+func (t *task) migrationInProgress() string {
+	switch {
+	case t.keyed != nil && t.keyed.klt.Len() > 0:
+		return fmt.Sprintf("%d keys still to fetch from old owners", t.keyed.klt.Len())
+	case t.gates != nil && len(t.gates.from) > 0:
+		return "route gates open"
+	case len(t.drainTo) > 0:
+		return "route drains open"
+	case len(t.out.diverted) > 0:
+		return "lookup table handoff being sent"
+	}
+	return ""
+}
+
+// commitCheckpointAck records ack in the store; a failure to do so is
+// logged (the checkpoint then times out, which the controller reports).
+func (t *task) commitCheckpointAck(ctx context.Context, view *taskView, id string, ack CheckpointTaskAck) {
+	ack.TaskID, ack.Operator = t.id, t.opName
+	store, err := OpenCheckpointStore(view.job.Params[ParamCheckpointStore])
+	if err == nil {
+		err = store.CommitTask(ctx, t.jobID, id, ack)
+	}
+	if err != nil {
+		t.w.log.Error("checkpoint ack", "task", t.id, "checkpoint", id, "err", err)
+	}
+	if ack.Error != "" {
+		t.w.log.Warn("checkpoint part refused", "task", t.id, "checkpoint", id, "reason", ack.Error)
+	}
+}
+
+// injectCheckpoint runs on a source goroutine: it records the partitions'
+// next offsets as the source's part and emits the barrier after every
+// record emitted so far.
+func (t *task) injectCheckpoint(ctx context.Context, id string) (map[int32]int64, error) {
+	view := t.view.Load()
+	offsets := t.source.positions()
+	store, err := OpenCheckpointStore(view.job.Params[ParamCheckpointStore])
+	if err != nil {
+		return nil, err
+	}
+	if ack, ok, err := store.TaskAck(ctx, t.jobID, id, t.id); err != nil {
+		return nil, err
+	} else if ok {
+		return ack.Offsets, nil // a retried injection: the barrier is already out
+	}
+	if dir, err := store.TaskDir(t.jobID, id, t.id); err != nil {
+		return nil, err
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", id, err)
+	} else if err := writeJSONAtomic(filepath.Join(dir, checkpointSourceFile), offsets); err != nil {
+		return nil, err
+	}
+	if err := store.CommitTask(ctx, t.jobID, id, CheckpointTaskAck{TaskID: t.id, Operator: t.opName, Kind: "source", Offsets: offsets}); err != nil {
+		return nil, err
+	}
+	if err := broadcast(ctx, t.w, view, t.jobID, t.id, FrameCheckpoint, id); err != nil {
+		return nil, err
+	}
+	return offsets, nil
+}
+
+// dispatchCheckpoint serves the checkpoint verbs; ok is false for others.
+func (w *Worker) dispatchCheckpoint(ctx context.Context, verb string, env control.Envelope) (body any, ok bool, err error) {
+	switch verb {
+	case VerbCheckpointInject, VerbCheckpointAbort, VerbCheckpointRestore:
+	default:
+		return nil, false, nil
+	}
+	req, err := decodeBody[CheckpointRequest](env)
+	if err != nil {
+		return nil, true, err
+	}
+	if req.CheckpointID == "" {
+		return nil, true, fmt.Errorf("%s: checkpoint_id is required", verb)
+	}
+	switch verb {
+	case VerbCheckpointInject:
+		reply := CheckpointInjectReply{Offsets: map[int32]int64{}}
+		for _, t := range w.jobTasks(env.JobID, req.TaskIDs) {
+			if t.source == nil {
+				continue
+			}
+			if !t.started.Load() {
+				return nil, true, fmt.Errorf("%s: source %s is not running", verb, t.id)
+			}
+			var offsets map[int32]int64
+			err := t.command(ctx, sourceCmd{kind: "run", fn: func(ctx context.Context, t *task) error {
+				var err error
+				offsets, err = t.injectCheckpoint(ctx, req.CheckpointID)
+				return err
+			}})
+			if err != nil {
+				return nil, true, fmt.Errorf("%s: source %s: %w", verb, t.id, err)
+			}
+			for p, o := range offsets {
+				reply.Offsets[p] = o
+			}
+		}
+		return reply, true, nil
+	case VerbCheckpointAbort:
+		var running []string
+		for _, t := range w.jobTasks(env.JobID, req.TaskIDs) {
+			if t.started.Load() && t.source == nil {
+				running = append(running, t.id)
+			}
+		}
+		if len(running) == 0 {
+			return nil, true, nil
+		}
+		return nil, true, w.onTaskGoroutines(ctx, env.JobID, running, func(ctx context.Context, t *task) error {
+			t.ckpt.abort(req.CheckpointID)
+			if a := t.ckpt.align; a == nil || a.id != req.CheckpointID {
+				return nil
+			}
+			return t.releaseCheckpointHold(ctx)
+		})
+	}
+	reply, err := w.restoreCheckpoint(ctx, env.JobID, req) // checkpoint_restore.go
+	return reply, true, err
+}
+
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

@@ -1,0 +1,308 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"koala/dataplane/control"
+)
+
+// Checkpoint storage.
+//
+// A checkpoint of a job is one directory per task plus a manifest:
+//
+//	<store>/<job>/<checkpoint id>/<task>/      the task's part (Pebble checkpoint, sink ledger, …)
+//	<store>/<job>/<checkpoint id>/<task>/ack.json   written last by the task
+//	<store>/<job>/<checkpoint id>/manifest.json     written last of all: the checkpoint is complete
+//
+// A checkpoint without a manifest is incomplete and never used for
+// recovery. The store is an interface so a shared store (an object store,
+// a network file system with another layout) can replace the local
+// directory; workers and the controller open the same store from the
+// job's ParamCheckpointStore location.
+
+// ParamCheckpointStore is the job parameter naming the checkpoint store
+// location (a directory path, or file://path). Every worker and the
+// controller must reach it under that name.
+const ParamCheckpointStore = "CheckpointStore"
+
+// Files of a checkpoint.
+const (
+	CheckpointManifestFile = "manifest.json"
+	CheckpointAckFile      = "ack.json"
+	checkpointSinkFile     = "sink.json"
+	checkpointSourceFile   = "source.json"
+)
+
+// CheckpointTaskAck is what one task reports for its part of a checkpoint.
+type CheckpointTaskAck struct {
+	TaskID   string `json:"task_id"`
+	Operator string `json:"operator"`
+	// Kind is what the task saved: "source" (offsets), "keyed" (Pebble
+	// checkpoint and key lookup table), "sink" (ledger), "keyed+sink" or
+	// "stateless" (nothing).
+	Kind  string `json:"kind"`
+	Bytes uint64 `json:"bytes"`
+	// AlignMillis is the time from the first to the last barrier of the
+	// task's inputs (input held meanwhile); SnapshotMillis the time its
+	// state took to write.
+	AlignMillis    float64 `json:"align_millis"`
+	SnapshotMillis float64 `json:"snapshot_millis"`
+	// Offsets are a source's next offset per partition at the barrier.
+	Offsets map[int32]int64 `json:"offsets,omitempty"`
+	// Error says why the task could not take its part; the checkpoint then
+	// fails (the barrier is still forwarded, so no task waits for it).
+	Error string `json:"error,omitempty"`
+}
+
+// CheckpointManifest marks a completed checkpoint and is everything
+// recovery needs besides the tasks' parts: the deployment the parts belong
+// to and where each source partition resumes.
+type CheckpointManifest struct {
+	JobID        string              `json:"job_id"`
+	CheckpointID string              `json:"checkpoint_id"`
+	Seq          int                 `json:"seq"`
+	Deployment   control.Deployment  `json:"deployment"`
+	Offsets      map[int32]int64     `json:"offsets"`
+	Tasks        []CheckpointTaskAck `json:"tasks"`
+	Bytes        uint64              `json:"bytes"`
+	StartedAt    time.Time           `json:"started_at"`
+	CompletedAt  time.Time           `json:"completed_at"`
+	// DurationMillis runs from the barrier injection to the last task's
+	// ack; MaxAlignMillis is the longest alignment of any task.
+	DurationMillis float64 `json:"duration_millis"`
+	MaxAlignMillis float64 `json:"max_align_millis"`
+}
+
+// CheckpointStore keeps the checkpoints of jobs.
+type CheckpointStore interface {
+	// Location is the store's name as given to OpenCheckpointStore.
+	Location() string
+	// TaskDir is the local directory a task writes its part into; it does
+	// not exist yet (a part is never overwritten).
+	TaskDir(jobID, checkpointID, taskID string) (string, error)
+	// CommitTask makes the part written in TaskDir durable, then records
+	// the task's ack: an acked part is complete.
+	CommitTask(ctx context.Context, jobID, checkpointID string, ack CheckpointTaskAck) error
+	// TaskAck reads a task's ack; ok is false while there is none.
+	TaskAck(ctx context.Context, jobID, checkpointID, taskID string) (ack CheckpointTaskAck, ok bool, err error)
+	// FetchTask returns a local directory holding the task's part.
+	FetchTask(ctx context.Context, jobID, checkpointID, taskID string) (string, error)
+	// Complete writes the manifest, last: from then on the checkpoint
+	// counts for recovery.
+	Complete(ctx context.Context, m CheckpointManifest) error
+	// Latest is the completed checkpoint of the job with the highest Seq.
+	Latest(ctx context.Context, jobID string) (m CheckpointManifest, ok bool, err error)
+	// Prune deletes every checkpoint of the job (complete or not) older
+	// than the keep newest complete ones.
+	Prune(ctx context.Context, jobID string, keep int) error
+}
+
+// OpenCheckpointStore opens the store at location: a directory path
+// (absolute, or file://path). Other schemes name shared stores, none of
+// which is built in.
+func OpenCheckpointStore(location string) (CheckpointStore, error) {
+	path, ok := strings.CutPrefix(location, "file://")
+	if !ok && strings.Contains(location, "://") {
+		return nil, fmt.Errorf("%s %q: unknown scheme (allowed: a directory path or file://path)", ParamCheckpointStore, location)
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%s is empty: name a directory every worker and the controller can reach", ParamCheckpointStore)
+	}
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("%s %q: must be an absolute path (workers resolve it in their own working directory)", ParamCheckpointStore, location)
+	}
+	return &LocalCheckpointStore{root: filepath.Clean(path), location: location}, nil
+}
+
+// CheckpointID names checkpoint seq of a job; ids sort like their seq.
+func CheckpointID(seq int) string { return fmt.Sprintf("cp-%06d", seq) }
+
+// LocalCheckpointStore keeps checkpoints in a directory of the local file
+// system (shared by the workers of one machine, or mounted on all).
+type LocalCheckpointStore struct {
+	root, location string
+}
+
+// Location implements CheckpointStore.
+func (s *LocalCheckpointStore) Location() string { return s.location }
+
+func (s *LocalCheckpointStore) dir(jobID, checkpointID string, more ...string) (string, error) {
+	for _, name := range append([]string{jobID, checkpointID}, more...) {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
+			return "", fmt.Errorf("checkpoint store: %q is not a valid job, checkpoint or task name", name)
+		}
+	}
+	return filepath.Join(append([]string{s.root, jobID, checkpointID}, more...)...), nil
+}
+
+// TaskDir implements CheckpointStore.
+func (s *LocalCheckpointStore) TaskDir(jobID, checkpointID, taskID string) (string, error) {
+	dir, err := s.dir(jobID, checkpointID, taskID)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return "", fmt.Errorf("checkpoint %s of job %s: task %s's part already exists in %s", checkpointID, jobID, taskID, dir)
+	}
+	return dir, nil
+}
+
+// CommitTask implements CheckpointStore: the part is already in place, so
+// only the ack is written, atomically (rename).
+func (s *LocalCheckpointStore) CommitTask(_ context.Context, jobID, checkpointID string, ack CheckpointTaskAck) error {
+	dir, err := s.dir(jobID, checkpointID, ack.TaskID)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("checkpoint store: %w", err)
+	}
+	return writeJSONAtomic(filepath.Join(dir, CheckpointAckFile), ack)
+}
+
+// TaskAck implements CheckpointStore.
+func (s *LocalCheckpointStore) TaskAck(_ context.Context, jobID, checkpointID, taskID string) (CheckpointTaskAck, bool, error) {
+	var ack CheckpointTaskAck
+	dir, err := s.dir(jobID, checkpointID, taskID)
+	if err != nil {
+		return ack, false, err
+	}
+	ok, err := readJSON(filepath.Join(dir, CheckpointAckFile), &ack)
+	return ack, ok, err
+}
+
+// FetchTask implements CheckpointStore.
+func (s *LocalCheckpointStore) FetchTask(_ context.Context, jobID, checkpointID, taskID string) (string, error) {
+	dir, err := s.dir(jobID, checkpointID, taskID)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, CheckpointAckFile)); err != nil {
+		return "", fmt.Errorf("checkpoint %s of job %s has no complete part of task %s: %w", checkpointID, jobID, taskID, err)
+	}
+	return dir, nil
+}
+
+// Complete implements CheckpointStore.
+func (s *LocalCheckpointStore) Complete(_ context.Context, m CheckpointManifest) error {
+	dir, err := s.dir(m.JobID, m.CheckpointID)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("checkpoint store: %w", err)
+	}
+	return writeJSONAtomic(filepath.Join(dir, CheckpointManifestFile), m)
+}
+
+// completed lists the ids of the job's checkpoints, oldest first, and
+// which of them have a manifest.
+func (s *LocalCheckpointStore) list(jobID string) (ids []string, complete map[string]bool, err error) {
+	jobDir, err := s.dir(jobID, "x")
+	if err != nil {
+		return nil, nil, err
+	}
+	jobDir = filepath.Dir(jobDir)
+	entries, err := os.ReadDir(jobDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint store: %w", err)
+	}
+	complete = map[string]bool{}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		ids = append(ids, e.Name())
+		if _, err := os.Stat(filepath.Join(jobDir, e.Name(), CheckpointManifestFile)); err == nil {
+			complete[e.Name()] = true
+		}
+	}
+	slices.Sort(ids)
+	return ids, complete, nil
+}
+
+// Latest implements CheckpointStore.
+func (s *LocalCheckpointStore) Latest(_ context.Context, jobID string) (CheckpointManifest, bool, error) {
+	var m CheckpointManifest
+	ids, complete, err := s.list(jobID)
+	if err != nil {
+		return m, false, err
+	}
+	for i := len(ids) - 1; i >= 0; i-- {
+		if !complete[ids[i]] {
+			continue
+		}
+		dir, _ := s.dir(jobID, ids[i])
+		ok, err := readJSON(filepath.Join(dir, CheckpointManifestFile), &m)
+		return m, ok, err
+	}
+	return m, false, nil
+}
+
+// Prune implements CheckpointStore.
+func (s *LocalCheckpointStore) Prune(_ context.Context, jobID string, keep int) error {
+	ids, complete, err := s.list(jobID)
+	if err != nil {
+		return err
+	}
+	kept := 0
+	oldestKept := len(ids)
+	for i := len(ids) - 1; i >= 0 && kept < keep; i-- {
+		if complete[ids[i]] {
+			kept++
+			oldestKept = i
+		}
+	}
+	if kept < keep {
+		return nil // fewer complete checkpoints than to keep: delete nothing
+	}
+	for _, id := range ids[:oldestKept] {
+		dir, _ := s.dir(jobID, id)
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("checkpoint store: prune %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+func writeJSONAtomic(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// readJSON decodes path into v; ok is false when the file does not exist.
+func readJSON(path string, v any) (bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return true, nil
+}
