@@ -94,12 +94,7 @@ func (t *task) loadSinkState(dir string) error {
 	l.seen, l.received, l.distinct, l.duplicates = seen, st.Received, st.Distinct, st.Duplicates
 	l.mu.Unlock()
 	if t.values != nil {
-		t.values.mu.Lock()
-		t.values.m = st.Values
-		if t.values.m == nil {
-			t.values.m = map[string]uint64{}
-		}
-		t.values.mu.Unlock()
+		t.values.replace(st.Values)
 	}
 	return nil
 }

@@ -49,6 +49,19 @@ func (kv *keyValues) snapshot() map[string]uint64 {
 	return out
 }
 
+// replace sets the table to m (a checkpoint's values).
+func (kv *keyValues) replace(m map[string]uint64) {
+	next := make(map[string]*uint64, len(m))
+	for k, v := range m {
+		p := new(uint64)
+		*p = v
+		next[k] = p
+	}
+	kv.mu.Lock()
+	kv.m = next
+	kv.mu.Unlock()
+}
+
 func init() {
 	MustRegisterOperator(KindCollectSink, func(OperatorContext) (Operator, error) {
 		return OperatorFunc(func([]Record, Emit) error { return nil }), nil
