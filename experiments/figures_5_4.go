@@ -376,6 +376,8 @@ func WriteXYPNG(path, title, xLabel, yLabel string, series []Series, logX bool) 
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
+	p.X.Tick.Marker = compactTicks{}
+	p.Y.Tick.Marker = compactTicks{}
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	if logX {
@@ -419,6 +421,7 @@ func writeLogTimeSeriesPNG(path, title, yLabel string, series []Series, markers 
 	p.Y.Label.Text = yLabel
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
+	p.X.Tick.Marker = secondTicks{}
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	lo, hi := 0.0, 0.0

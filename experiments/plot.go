@@ -66,6 +66,8 @@ func newTimeSeriesPlot(title, yLabel string, series []Series, markers []Marker, 
 	p.Title.Text = title
 	p.X.Label.Text = "time (s)"
 	p.Y.Label.Text = yLabel
+	p.X.Tick.Marker = secondTicks{}
+	p.Y.Tick.Marker = compactTicks{}
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 
