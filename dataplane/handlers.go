@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -338,12 +341,32 @@ func (w *Worker) stopTasks(ctx context.Context, jobID string, ids []string) erro
 		w.mu.Unlock()
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	for _, t := range w.tasks {
 		if t.jobID == jobID {
+			w.mu.Unlock()
 			return nil
 		}
 	}
 	delete(w.known, jobID) // the job has no task left here
+	w.mu.Unlock()
+	return w.removeJobDir(jobID)
+}
+
+// removeJobDir deletes the job's task directories (Pebble state, WAL) once
+// the job has no task on this worker: a long-lived worker would otherwise
+// keep every finished job's state on disk. Snapshots and checkpoints are
+// hard-linked copies elsewhere and outlive it; a task of the job deployed
+// here later starts from an empty directory, as it would on any other
+// worker.
+func (w *Worker) removeJobDir(jobID string) error {
+	if w.opts.DataDir == "" {
+		return nil
+	}
+	if jobID == "" || jobID == "." || jobID == ".." || strings.ContainsAny(jobID, `/\`) {
+		return fmt.Errorf("job id %q is not a plain directory name; its data directory is left in place", jobID)
+	}
+	if err := os.RemoveAll(filepath.Join(w.opts.DataDir, jobID)); err != nil {
+		return fmt.Errorf("job %s: removing its data directory: %w", jobID, err)
+	}
 	return nil
 }
