@@ -52,17 +52,11 @@ func runConcurrentExactness(t *testing.T, mode string) {
 	defer cancel()
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: 3, Timeout: 10})
 	must(t, err)
-	job, err := acts.BuildJob(ctx, activities.JobInput{
+	job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: "concurrent-" + mode, Query: queryTwoCounters, Parallelism: map[string]int{"counter": 2, "groupsum": 2},
 		NumBuckets: 64, BatchSize: 200, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: statesvc.BackendPebble,
 		Params: map[string]string{dataplane.ParamMigrationMode: mode, dataplane.ParamGradualBatchSize: "100"},
 	})
-	must(t, err)
-	dep, err := plan.Initial(job, workers)
-	must(t, err)
-	must(t, acts.CreateTopic(ctx, job))
-	must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
-	must(t, acts.StartTasks(ctx, activities.TasksInput{Deployment: dep}))
 	const numKeys, seed = 3000, 5
 	prod := activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{
 		Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 5000, NumKeys: numKeys, Seed: seed,

@@ -11,7 +11,6 @@ import (
 	"koala/dataplane/dptest"
 	"koala/statesvc"
 	"koala/workflows"
-	"koala/workflows/plan"
 )
 
 // TestRemoteStateIsPerJob runs the same keyed counter twice, as two jobs
@@ -37,18 +36,12 @@ func TestRemoteStateIsPerJob(t *testing.T) {
 
 	const numKeys, seed = 500, 11 // few keys: every key is counted in both jobs
 	for i, jobID := range []string{"remote-ns-first", "remote-ns-second"} {
-		job, err := acts.BuildJob(ctx, activities.JobInput{
+		job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
 			JobID: jobID, Query: "counter", Parallelism: map[string]int{"counter": 2},
 			NumBuckets: 32, BatchSize: 100, Partitions: 2, KafkaBrokers: c.Brokers,
 			StateBackend: statesvc.BackendRemotePebble,
 			Params:       map[string]string{dataplane.ParamRemotePebbleAddrs: srv.Addr()},
 		})
-		must(t, err)
-		dep, err := plan.Initial(job, workers)
-		must(t, err)
-		must(t, acts.CreateTopic(ctx, job))
-		must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
-		must(t, acts.StartTasks(ctx, activities.TasksInput{Deployment: dep}))
 		prod := activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{
 			Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 4000, NumKeys: numKeys, Seed: seed,
 		}}

@@ -82,17 +82,11 @@ func runExactness(t *testing.T, tc exactnessCase) {
 
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: 3, Timeout: 10})
 	must(t, err)
-	job, err := acts.BuildJob(ctx, activities.JobInput{
+	job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: "exact-" + tc.name, Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 64, BatchSize: 200, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: tc.backend,
 		Params: params,
 	})
-	must(t, err)
-	dep, err := plan.Initial(job, workers)
-	must(t, err)
-	must(t, acts.CreateTopic(ctx, job))
-	must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
-	must(t, acts.StartTasks(ctx, activities.TasksInput{Deployment: dep}))
 	const numKeys, seed = 3000, 7
 	prod := activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{
 		Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 5000, NumKeys: numKeys, Seed: seed,
@@ -246,4 +240,25 @@ func stopAndCheckLedger(t *testing.T, ctx context.Context, acts *activities.Acti
 			counts.Received, counts.Distinct, counts.Duplicates, rep.Acked, rep.Acked-int64(counts.Distinct))
 	}
 	return rep
+}
+
+// deployJob builds the job, plans its initial deployment over workers,
+// creates its topic and deploys its tasks without starting them.
+func deployJob(t *testing.T, ctx context.Context, acts *activities.Activities, workers []control.WorkerInfo, in activities.JobInput) (control.JobSpec, control.Deployment) {
+	t.Helper()
+	job, err := acts.BuildJob(ctx, in)
+	must(t, err)
+	dep, err := plan.Initial(job, workers)
+	must(t, err)
+	must(t, acts.CreateTopic(ctx, job))
+	must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
+	return job, dep
+}
+
+// startJob is deployJob, then starts the tasks.
+func startJob(t *testing.T, ctx context.Context, acts *activities.Activities, workers []control.WorkerInfo, in activities.JobInput) (control.JobSpec, control.Deployment) {
+	t.Helper()
+	job, dep := deployJob(t, ctx, acts, workers, in)
+	must(t, acts.StartTasks(ctx, activities.TasksInput{Deployment: dep}))
+	return job, dep
 }

@@ -48,17 +48,11 @@ func startKinds(t *testing.T, name string, p int, mode string, skew float64) *ki
 	t.Cleanup(cancel)
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: 3, Timeout: 10})
 	must(t, err)
-	job, err := acts.BuildJob(ctx, activities.JobInput{
+	job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: "kinds-" + name, Query: "counter", Parallelism: map[string]int{"counter": p},
 		NumBuckets: 64, BatchSize: 200, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: statesvc.BackendPebble,
 		Params: map[string]string{dataplane.ParamMigrationMode: mode, dataplane.ParamGradualBatchSize: "100"},
 	})
-	must(t, err)
-	dep, err := plan.Initial(job, workers)
-	must(t, err)
-	must(t, acts.CreateTopic(ctx, job))
-	must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
-	must(t, acts.StartTasks(ctx, activities.TasksInput{Deployment: dep}))
 	req := control.ProduceRequest{Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 5000, NumKeys: kindsNumKeys, Seed: kindsSeed}
 	r := &kindsRun{t: t, ctx: ctx, acts: acts, job: job, dep: dep, workers: workers}
 	if skew > 0 {

@@ -19,7 +19,6 @@ import (
 	"koala/dataplane/dptest"
 	"koala/statesvc"
 	"koala/workflows"
-	"koala/workflows/plan"
 )
 
 // checkpointedJob is a running counter job with a checkpoint store, on an
@@ -48,16 +47,10 @@ func startCheckpointedJob(t *testing.T, ctx context.Context, jobID string, numKe
 	for k, v := range params {
 		p[k] = v
 	}
-	job, err := acts.BuildJob(ctx, activities.JobInput{
+	job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: jobID, Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 64, BatchSize: 200, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: statesvc.BackendPebble, Params: p,
 	})
-	must(t, err)
-	dep, err := plan.Initial(job, workers)
-	must(t, err)
-	must(t, acts.CreateTopic(ctx, job))
-	must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
-	must(t, acts.StartTasks(ctx, activities.TasksInput{Deployment: dep}))
 	prod := activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{
 		Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 4000, NumKeys: numKeys, Seed: ckptSeed,
 	}}

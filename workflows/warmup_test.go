@@ -12,7 +12,6 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
 	"koala/workflows"
-	"koala/workflows/plan"
 )
 
 // warmJob deploys (does not start) a keyed counter job on a fresh
@@ -22,16 +21,11 @@ func warmJob(t *testing.T, ctx context.Context, c *dptest.Cluster, jobID string,
 	acts := &activities.Activities{NC: c.NC, RequestTimeout: 30 * time.Second}
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: len(c.Workers), Timeout: 10})
 	must(t, err)
-	job, err := acts.BuildJob(ctx, activities.JobInput{
+	_, dep := deployJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: jobID, Query: "counter", Parallelism: map[string]int{"counter": parallelism},
 		NumBuckets: buckets, BatchSize: 1000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: "pebble",
 		Params: map[string]string{dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand},
 	})
-	must(t, err)
-	dep, err := plan.Initial(job, workers)
-	must(t, err)
-	must(t, acts.CreateTopic(ctx, job))
-	must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
 	return acts, workers, dep
 }
 

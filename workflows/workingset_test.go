@@ -10,7 +10,6 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
 	"koala/workflows"
-	"koala/workflows/plan"
 )
 
 // TestLazyMigratesOnlyTheWorkingSet warms a keyed counter with 1 M keys,
@@ -35,17 +34,11 @@ func TestLazyMigratesOnlyTheWorkingSet(t *testing.T) {
 
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: 3, Timeout: 10})
 	must(t, err)
-	job, err := acts.BuildJob(ctx, activities.JobInput{
+	job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: "workingset", Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 128, BatchSize: 2000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: "pebble",
 		Params: map[string]string{dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand},
 	})
-	must(t, err)
-	dep, err := plan.Initial(job, workers)
-	must(t, err)
-	must(t, acts.CreateTopic(ctx, job))
-	must(t, acts.DeployTasks(ctx, activities.TasksInput{Deployment: dep}))
-	must(t, acts.StartTasks(ctx, activities.TasksInput{Deployment: dep}))
 
 	// Warm-up: every key once.
 	phase := func(gen string, keys int, events int64) activities.ProducerInput {
