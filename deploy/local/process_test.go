@@ -92,8 +92,22 @@ func TestRunningDetectsChangedSpec(t *testing.T) {
 	t.Cleanup(func() { stopByName(run, "svc", time.Second) })
 	p2 := *p
 	p2.spec = "port=2"
-	if pid, stale := p2.running(run); pid == 0 || !stale {
-		t.Fatalf("running = %d, %v; want pid, stale", pid, stale)
+	// /proc/<pid>/cmdline can lag the start on a loaded machine, so the
+	// process may not be recognised at the first look; it must be within
+	// the deadline, and as stale.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pid, stale := p2.running(run)
+		if pid != 0 {
+			if !stale {
+				t.Fatalf("running = %d, not stale; want stale after the spec changed", pid)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("running = 0 for 10 s: the started process is never recognised")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
