@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/workflows"
 )
@@ -280,25 +279,10 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 		}
 		if r.Type == workflows.KindRebalance {
 			switch {
+			// Without "BucketLoad" the plan step measures each bucket's
+			// input on the running tasks at the trigger (activities.Plan).
 			case len(r.BucketLoad) > 0 && len(r.BucketLoad) != in.NumBuckets:
 				p.errorf("%s: has %d entries, NumBuckets is %d", where("BucketLoad", loc), len(r.BucketLoad), in.NumBuckets)
-			case len(r.BucketLoad) == 0:
-				// Plan from the load the declared key distribution implies.
-				skew := in.Producer.Skew
-				switch in.Producer.Generator {
-				case dataplane.ZipfGenerator:
-				case DefaultGenerator, "":
-					skew = 0
-				default:
-					p.errorf("%s: rebalance without \"BucketLoad\" plans from the declared key distribution, which generator %q does not have (use %q or %q, or give \"BucketLoad\")", loc, in.Producer.Generator, dataplane.ZipfGenerator, DefaultGenerator)
-					continue
-				}
-				z, err := dataplane.NewZipfKeys(in.Producer.NumKeys, skew)
-				if err != nil {
-					p.errorf("%s: %v", loc, err)
-					continue
-				}
-				reconfigs[i].BucketLoad = z.BucketLoad(in.NumBuckets)
 			}
 		}
 	}

@@ -18,8 +18,9 @@ import (
 var reconfigFields = []string{"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", "BucketLoad", "TaskID", "TargetWorker"}
 
 // requiredFields and allowedFields per kind. A rebalance without
-// "BucketLoad" plans from the load the declared generator implies (see
-// parse); a task-migration's operator follows from its "TaskID".
+// "BucketLoad" plans from the per-bucket load measured on the running
+// tasks when it fires; a task-migration's operator follows from its
+// "TaskID".
 var (
 	requiredFields = map[string][]string{
 		workflows.KindScaleUp:       {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"},
