@@ -22,18 +22,54 @@ func workerPIDs(runDir string) []int {
 	return pids
 }
 
+// periodic calls a sampling function at once, then every interval until
+// stop; the samplers below share it.
+type periodic struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startPeriodic runs take now and every interval; with takeAtStop, stop
+// runs it once more so the last sample is at the end of the window.
+func startPeriodic(interval time.Duration, takeAtStop bool, take func()) *periodic {
+	p := &periodic{done: make(chan struct{})}
+	take()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.done:
+				if takeAtStop {
+					take()
+				}
+				return
+			case <-t.C:
+				take()
+			}
+		}
+	}()
+	return p
+}
+
+func (p *periodic) stop() {
+	close(p.done)
+	p.wg.Wait()
+}
+
 type cpuSampler struct {
 	mu      sync.Mutex
 	samples []experiments.CPUSample
-	done    chan struct{}
-	wg      sync.WaitGroup
+	ticks   *periodic
 }
 
 // startCPUSampler records the summed utime+stime of pids every interval.
 // A process that cannot be read counts its last value (a worker that exited
 // used no more CPU).
 func startCPUSampler(pids []int, interval time.Duration) *cpuSampler {
-	s := &cpuSampler{done: make(chan struct{})}
+	s := &cpuSampler{}
 	last := make([]float64, len(pids))
 	take := func() {
 		var sum float64
@@ -48,28 +84,12 @@ func startCPUSampler(pids []int, interval time.Duration) *cpuSampler {
 		s.samples = append(s.samples, experiments.CPUSample{At: time.Now(), Seconds: sum, MachineBusy: busy})
 		s.mu.Unlock()
 	}
-	take()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.done:
-				take()
-				return
-			case <-t.C:
-				take()
-			}
-		}
-	}()
+	s.ticks = startPeriodic(interval, true, take)
 	return s
 }
 
 func (s *cpuSampler) stop() []experiments.CPUSample {
-	close(s.done)
-	s.wg.Wait()
+	s.ticks.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.samples

@@ -168,14 +168,13 @@ func workerFiles(runDir string) []workerFile {
 type rssSampler struct {
 	mu      sync.Mutex
 	samples map[int][]experiments.RSSSample
-	done    chan struct{}
-	wg      sync.WaitGroup
+	ticks   *periodic
 }
 
 // startRSSSampler records each worker's VmRSS every interval; a process that
 // cannot be read (exited) gets no sample.
 func startRSSSampler(ws []workerFile, interval time.Duration) *rssSampler {
-	s := &rssSampler{samples: map[int][]experiments.RSSSample{}, done: make(chan struct{})}
+	s := &rssSampler{samples: map[int][]experiments.RSSSample{}}
 	take := func() {
 		now := time.Now()
 		s.mu.Lock()
@@ -186,27 +185,12 @@ func startRSSSampler(ws []workerFile, interval time.Duration) *rssSampler {
 			}
 		}
 	}
-	take()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.done:
-				return
-			case <-t.C:
-				take()
-			}
-		}
-	}()
+	s.ticks = startPeriodic(interval, false, take)
 	return s
 }
 
 func (s *rssSampler) stop() map[int][]experiments.RSSSample {
-	close(s.done)
-	s.wg.Wait()
+	s.ticks.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.samples
