@@ -273,25 +273,7 @@ func TestQ6(t *testing.T) {
 	in, late, evs := closingInput(t)
 	res := lateRun(t, "q6", "q6-close", in, late, base+18*int64(time.Second), "", map[string]int{"q6-close": 2, "q6-average": 2},
 		map[string]string{nexmark.ParamDummyField: "100"})
-	bySeller := map[string][]nexmark.Closed{}
-	for _, c := range winners(evs) {
-		k := strconv.FormatInt(c.Seller, 10)
-		bySeller[k] = append(bySeller[k], c)
-	}
-	counts, want := map[string]int64{}, map[string]string{}
-	for k, cs := range bySeller {
-		sort.Slice(cs, func(i, j int) bool {
-			return cs[i].Expires < cs[j].Expires || cs[i].Expires == cs[j].Expires && cs[i].Auction < cs[j].Auction
-		})
-		kept := cs[max(0, len(cs)-nexmark.Q6Keep):]
-		var sum int64
-		for _, c := range kept {
-			sum += c.Price
-		}
-		counts[k] = int64(len(cs))
-		data, _ := json.Marshal(nexmark.Q6Result{Seller: cs[0].Seller, Average: float64(sum) / float64(len(kept)), Kept: len(kept), Closed: int64(len(cs))})
-		want[k] = string(data)
-	}
+	counts, want := q6Oracle(winners(evs))
 	manyClosings := false
 	for _, n := range counts {
 		manyClosings = manyClosings || n > nexmark.Q6Keep
@@ -299,13 +281,7 @@ func TestQ6(t *testing.T) {
 	if !manyClosings {
 		t.Fatal("no seller closes more than the kept number of auctions: the input does not test the trimming")
 	}
-	checkRunning(t, res.Output, func(r dataplane.Record) (string, int64) {
-		var v nexmark.Q6Result
-		if err := json.Unmarshal(r.Value, &v); err != nil {
-			t.Fatal(err)
-		}
-		return string(r.Key), v.Closed
-	}, counts, want)
+	checkQ6Output(t, res.Output, counts, want)
 }
 
 func TestQ8(t *testing.T) {
@@ -363,4 +339,42 @@ func TestQ8(t *testing.T) {
 		}
 		return fmt.Sprintf("%d|%s|%d|%d", v.ID, v.Name, v.WindowStart, v.Auction)
 	}), want)
+}
+
+// q6Oracle is q6*'s expected output per seller, computed from the closed
+// auctions: how many closed, and the last result (average of the last
+// Q6Keep prices in expiry order).
+func q6Oracle(closed []nexmark.Closed) (counts map[string]int64, want map[string]string) {
+	bySeller := map[string][]nexmark.Closed{}
+	for _, c := range closed {
+		k := strconv.FormatInt(c.Seller, 10)
+		bySeller[k] = append(bySeller[k], c)
+	}
+	counts, want = map[string]int64{}, map[string]string{}
+	for k, cs := range bySeller {
+		sort.Slice(cs, func(i, j int) bool {
+			return cs[i].Expires < cs[j].Expires || cs[i].Expires == cs[j].Expires && cs[i].Auction < cs[j].Auction
+		})
+		kept := cs[max(0, len(cs)-nexmark.Q6Keep):]
+		var sum int64
+		for _, c := range kept {
+			sum += c.Price
+		}
+		counts[k] = int64(len(cs))
+		data, _ := json.Marshal(nexmark.Q6Result{Seller: cs[0].Seller, Average: float64(sum) / float64(len(kept)), Kept: len(kept), Closed: int64(len(cs))})
+		want[k] = string(data)
+	}
+	return counts, want
+}
+
+// checkQ6Output compares q6*'s running output with the oracle.
+func checkQ6Output(t *testing.T, out []dataplane.Record, counts map[string]int64, want map[string]string) {
+	t.Helper()
+	checkRunning(t, out, func(r dataplane.Record) (string, int64) {
+		var v nexmark.Q6Result
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		return string(r.Key), v.Closed
+	}, counts, want)
 }

@@ -1,8 +1,6 @@
 package nexmark_test
 
 import (
-	"encoding/json"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,40 +80,18 @@ func TestQ6WarmSellersAcrossLazyScaleOut(t *testing.T) {
 	})
 
 	all := append(append([]timed(nil), warm...), meas...)
-	bySeller := map[string][]nexmark.Closed{}
-	for _, c := range winners(all) {
-		k := strconv.FormatInt(c.Seller, 10)
-		bySeller[k] = append(bySeller[k], c)
-	}
 	if len(winners(all)) != (warmEvents+measured)/2 {
 		t.Fatalf("%d auctions close with a winner, want every one of %d", len(winners(all)), (warmEvents+measured)/2)
 	}
-	counts, want := map[string]int64{}, map[string]string{}
+	counts, want := q6Oracle(winners(all))
 	continued := 0
-	for k, cs := range bySeller {
-		sort.Slice(cs, func(i, j int) bool {
-			return cs[i].Expires < cs[j].Expires || cs[i].Expires == cs[j].Expires && cs[i].Auction < cs[j].Auction
-		})
-		kept := cs[max(0, len(cs)-nexmark.Q6Keep):]
-		var sum int64
-		for _, c := range kept {
-			sum += c.Price
-		}
-		counts[k] = int64(len(cs))
-		if len(cs) > 1 {
+	for _, n := range counts {
+		if n > 1 {
 			continued++
 		}
-		data, _ := json.Marshal(nexmark.Q6Result{Seller: cs[0].Seller, Average: float64(sum) / float64(len(kept)), Kept: len(kept), Closed: int64(len(cs))})
-		want[k] = string(data)
 	}
 	if len(counts) != warmEvents/2 || continued < active*9/10 {
 		t.Fatalf("%d sellers, %d with warm state and later closings: the input does not exercise the warm state", len(counts), continued)
 	}
-	checkRunning(t, res.Output, func(r dataplane.Record) (string, int64) {
-		var v nexmark.Q6Result
-		if err := json.Unmarshal(r.Value, &v); err != nil {
-			t.Fatal(err)
-		}
-		return string(r.Key), v.Closed
-	}, counts, want)
+	checkQ6Output(t, res.Output, counts, want)
 }
