@@ -228,7 +228,7 @@ func (j *joinOperator) Counters() map[string]uint64 {
 type windowedJoin struct {
 	*joinOperator
 	size  int64
-	index timerIndex
+	index TimerIndex
 	due   [][]byte
 }
 
@@ -238,7 +238,7 @@ func (w *windowedJoin) ProcessKeyed(in []Record, st *State, emit Emit) error {
 	}
 	for _, r := range in {
 		if side := InputOf(r); (side == 0 || side == 1) && r.EventTime > w.wm {
-			w.index.add(w.windowMaxTs(r.EventTime), r.Key)
+			w.index.Add(w.windowMaxTs(r.EventTime), r.Key)
 		}
 	}
 	return nil
@@ -247,7 +247,7 @@ func (w *windowedJoin) ProcessKeyed(in []Record, st *State, emit Emit) error {
 func (w *windowedJoin) windowMaxTs(ts int64) int64 { return floorDiv(ts, w.size)*w.size + w.size - 1 }
 
 func (w *windowedJoin) DueKeys(wm int64) [][]byte {
-	w.due = w.index.popDue(wm)
+	w.due = w.index.PopDue(wm)
 	return w.due
 }
 
@@ -277,12 +277,12 @@ func (w *windowedJoin) OnWatermark(wm int64, st *State, _ Emit) error {
 }
 
 func (w *windowedJoin) indexedStates() []string { return []string{JoinLeftState, JoinRightState} }
-func (w *windowedJoin) resetIndex()             { w.index.reset() }
+func (w *windowedJoin) resetIndex()             { w.index.Reset() }
 func (w *windowedJoin) indexValue(_ string, key, value []byte) {
 	items, _ := DecodeList(value)
 	for _, it := range items {
 		if len(it) >= 8 {
-			w.index.add(w.windowMaxTs(int64(binary.BigEndian.Uint64(it))), key)
+			w.index.Add(w.windowMaxTs(int64(binary.BigEndian.Uint64(it))), key)
 		}
 	}
 }

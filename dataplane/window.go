@@ -161,7 +161,7 @@ type windowOperator struct {
 	agg   Aggregator
 	size  int64
 	wm    int64
-	index timerIndex
+	index TimerIndex
 	due   [][]byte
 	log   *slog.Logger
 
@@ -245,7 +245,7 @@ func (w *windowOperator) ProcessKeyed(in []Record, st *State, emit Emit) error {
 	for _, kw := range order {
 		st.SetList(WindowState, kw.key, encodeWindows(kw.ws))
 		for _, pw := range kw.ws {
-			w.index.add(pw.start+w.size-1, kw.key)
+			w.index.Add(pw.start+w.size-1, kw.key)
 		}
 	}
 	return nil
@@ -265,7 +265,7 @@ func (w *windowOperator) onLate(r Record, emit Emit) {
 }
 
 func (w *windowOperator) DueKeys(wm int64) [][]byte {
-	w.due = w.index.popDue(wm)
+	w.due = w.index.PopDue(wm)
 	return w.due
 }
 
@@ -308,12 +308,12 @@ func (w *windowOperator) OnWatermark(wm int64, st *State, emit Emit) error {
 }
 
 func (w *windowOperator) indexedStates() []string { return []string{WindowState} }
-func (w *windowOperator) resetIndex()             { w.index.reset() }
+func (w *windowOperator) resetIndex()             { w.index.Reset() }
 func (w *windowOperator) indexValue(_ string, key, value []byte) {
 	items, _ := DecodeList(value)
 	for _, it := range items {
 		if len(it) >= 8 {
-			w.index.add(int64(binary.BigEndian.Uint64(it))+w.size-1, key)
+			w.index.Add(int64(binary.BigEndian.Uint64(it))+w.size-1, key)
 		}
 	}
 }
@@ -321,58 +321,6 @@ func (w *windowOperator) indexValue(_ string, key, value []byte) {
 func (w *windowOperator) Counters() map[string]uint64 {
 	return map[string]uint64{"late_records": w.late.Load(), "windows_fired": w.fired.Load()}
 }
-
-// timerIndex maps timer times to the keys that have a timer then.
-type timerIndex struct {
-	at    map[int64]map[string]struct{}
-	times []int64 // ascending, distinct
-}
-
-func (x *timerIndex) add(t int64, key []byte) {
-	if x.at == nil {
-		x.at = map[int64]map[string]struct{}{}
-	}
-	keys := x.at[t]
-	if keys == nil {
-		keys = map[string]struct{}{}
-		x.at[t] = keys
-		if n := len(x.times); n == 0 || x.times[n-1] < t {
-			x.times = append(x.times, t)
-		} else {
-			i, _ := slices.BinarySearch(x.times, t)
-			x.times = slices.Insert(x.times, i, t)
-		}
-	}
-	keys[string(key)] = struct{}{}
-}
-
-// popDue removes and returns the distinct keys of every timer ≤ wm.
-func (x *timerIndex) popDue(wm int64) [][]byte {
-	var out [][]byte
-	seen := map[string]bool{}
-	n := 0
-	for _, t := range x.times {
-		if t > wm {
-			break
-		}
-		n++
-		for k := range x.at[t] {
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, []byte(k))
-			}
-		}
-		delete(x.at, t)
-	}
-	x.times = x.times[n:]
-	return out
-}
-
-func (x *timerIndex) reset() {
-	x.at, x.times = nil, nil
-}
-
-func (x *timerIndex) len() int { return len(x.times) }
 
 // WindowResultKey is the key CountAggregator gives a window's result:
 // "<key>@<window end in unix milliseconds>".

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -321,25 +320,5 @@ func TestWindowSizeParam(t *testing.T) {
 	}
 	if _, err := f(OperatorContext{Job: jobWithParams(map[string]string{"WindowDuration": "soon"})}); err == nil {
 		t.Error("WindowDuration \"soon\" accepted")
-	}
-}
-
-func TestTimerIndex(t *testing.T) {
-	var x timerIndex
-	for _, tm := range []int64{30, 10, 20, 10, 40} {
-		x.add(tm, []byte(fmt.Sprint("k", tm)))
-	}
-	x.add(20, []byte("k10"))
-	got := x.popDue(20)
-	var keys []string
-	for _, k := range got {
-		keys = append(keys, string(k))
-	}
-	slices.Sort(keys)
-	if !reflect.DeepEqual(keys, []string{"k10", "k20"}) || x.len() != 2 {
-		t.Fatalf("due at 20: %v (left %d)", keys, x.len())
-	}
-	if got := x.popDue(MaxWatermark); len(got) != 2 || x.len() != 0 {
-		t.Fatalf("due at max: %d keys, %d left", len(got), x.len())
 	}
 }

@@ -1,12 +1,10 @@
 package nexmark
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -155,7 +153,7 @@ type closer struct {
 	keyOf func(Closed) []byte
 	log   *slog.Logger
 	wm    int64
-	index timers
+	index dataplane.TimerIndex
 	due   [][]byte
 
 	late, closed, noWinner, evicted, duplicate, bad atomic.Uint64
@@ -196,7 +194,7 @@ func (c *closer) ProcessKeyed(in []dataplane.Record, st *dataplane.State, _ data
 		a, open := decodeAuction(st.Get(AuctionState, r.Key))
 		if !open {
 			st.AppendList(EarlyBidState, r.Key, r.Value)
-			c.index.add(b.evictAt(), r.Key)
+			c.index.Add(b.evictAt(), r.Key)
 			continue
 		}
 		c.offer(r.Key, a, b, st)
@@ -216,7 +214,7 @@ func (c *closer) addAuction(key []byte, a auctionValue, st *dataplane.State) {
 		}
 	}
 	st.Delete(EarlyBidState, key)
-	c.index.add(a.closeAt(), key)
+	c.index.Add(a.closeAt(), key)
 }
 
 func (c *closer) offer(key []byte, a auctionValue, b bidValue, st *dataplane.State) {
@@ -238,7 +236,7 @@ func (c *closer) onLate(r dataplane.Record) {
 }
 
 func (c *closer) DueKeys(wm int64) [][]byte {
-	c.due = c.index.popDue(wm)
+	c.due = c.index.PopDue(wm)
 	return c.due
 }
 
@@ -284,19 +282,19 @@ func (c *closer) OnWatermark(wm int64, st *dataplane.State, emit dataplane.Emit)
 func parseID(key []byte) (int64, error) { return strconv.ParseInt(string(key), 10, 64) }
 
 func (c *closer) TimerStates() []string { return []string{AuctionState, EarlyBidState} }
-func (c *closer) ResetTimers()          { c.index.reset() }
+func (c *closer) ResetTimers()          { c.index.Reset() }
 
 func (c *closer) IndexTimers(state string, key, value []byte) {
 	switch state {
 	case AuctionState:
 		if a, ok := decodeAuction(value); ok {
-			c.index.add(a.closeAt(), key)
+			c.index.Add(a.closeAt(), key)
 		}
 	case EarlyBidState:
 		items, _ := dataplane.DecodeList(value)
 		for _, it := range items {
 			if b, ok := decodeBid(it); ok {
-				c.index.add(b.evictAt(), key)
+				c.index.Add(b.evictAt(), key)
 			}
 		}
 	}
@@ -308,48 +306,3 @@ func (c *closer) Counters() map[string]uint64 {
 		"early_bids_evicted": c.evicted.Load(), "duplicate_auctions": c.duplicate.Load(), "bad_records": c.bad.Load(),
 	}
 }
-
-// timers maps timer times to the keys with a timer then.
-type timers struct {
-	at    map[int64]map[string]struct{}
-	times []int64 // ascending, distinct
-}
-
-func (x *timers) add(t int64, key []byte) {
-	if x.at == nil {
-		x.at = map[int64]map[string]struct{}{}
-	}
-	keys := x.at[t]
-	if keys == nil {
-		keys = map[string]struct{}{}
-		x.at[t] = keys
-		i, _ := slices.BinarySearch(x.times, t)
-		x.times = slices.Insert(x.times, i, t)
-	}
-	keys[string(key)] = struct{}{}
-}
-
-// popDue removes and returns the distinct keys of every timer ≤ wm, sorted.
-func (x *timers) popDue(wm int64) [][]byte {
-	seen := map[string]struct{}{}
-	n := 0
-	for _, t := range x.times {
-		if t > wm {
-			break
-		}
-		n++
-		for k := range x.at[t] {
-			seen[k] = struct{}{}
-		}
-		delete(x.at, t)
-	}
-	x.times = x.times[n:]
-	out := make([][]byte, 0, len(seen))
-	for k := range seen {
-		out = append(out, []byte(k))
-	}
-	slices.SortFunc(out, bytes.Compare)
-	return out
-}
-
-func (x *timers) reset() { x.at, x.times = nil, nil }
