@@ -28,17 +28,38 @@ import (
 // sources to the recorded offsets replays exactly the records after the cut.
 //
 // Checkpoints and reconfigurations. A checkpoint never captures a
-// half-moved key. The rule: a task's part is refused (the ack carries the
-// error, the checkpoint fails and the next one is tried) while any
-// migration touches the task — key lookup table entries still to fetch
-// (its keys live on an old owner), route gates or drains open, or a
-// handoff of lookup entries still being sent (see migrationInProgress). A
-// checkpoint therefore only ever completes between reconfigurations: after
-// the previous one's migration has fully ended, before the next one moves
-// a key. The controller also does not start a checkpoint while a
-// reconfiguration workflow runs (workflows/run_experiment.go), so
-// checkpoints are not wasted on refusals; the check here is what makes
-// the rule hold whatever the controller does.
+// half-moved key, and it may be taken while a lazy migration still has
+// keys to fetch (under fetch-on-demand that can be for the rest of the
+// job). The rule:
+//
+//   - A task's part is refused (the ack carries the error, the checkpoint
+//     fails and the next one is tried) only while a short migration step
+//     touches it: route gates or drains open, a handoff of lookup entries
+//     still being sent, or lookup entries naming a task that is no longer
+//     one of the operator's (a removed task writes no part). See
+//     migrationInProgress.
+//   - Key lookup table entries do not refuse. A new owner's part holds its
+//     table (the keys still remote, with their owners); an old owner's part
+//     holds its store, where a key stays until it is fetched, plus its
+//     served log: every value it handed out to a task that had already
+//     written its part of this checkpoint (or a later one), which that
+//     task's part lists as remote although the store here no longer holds
+//     it (checkpoint_klt.go). Fetches carry the fetcher's last checkpoint
+//     for that, the log is recorded before the store's delete and written
+//     after the store's checkpoint, so every key a new owner's part lists
+//     as remote is in the old owner's part of the same checkpoint.
+//   - Restore is eager (checkpoint_restore.go): a task copies each key its
+//     part's table names under an owner from that owner's part — unless
+//     the task's own part holds the key, which means it fetched the key
+//     before its barrier and the owner's copy is stale — starts with an
+//     empty table, and drops the keys of buckets it does not own. Every key
+//     is thus in exactly one restored task, with its value at the cut, and
+//     restored tasks serve no fetches.
+//
+// The controller also does not start a checkpoint while a reconfiguration
+// workflow runs (workflows/run_experiment.go), so checkpoints are not
+// wasted on refusals; the check here is what makes the rule hold whatever
+// the controller does.
 
 // Verbs of checkpoints.
 const (
@@ -174,8 +195,13 @@ func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id strin
 	if t.keyed == nil && t.ledger == nil {
 		return ack
 	}
-	if why := t.migrationInProgress(); why != "" {
-		return fail(fmt.Errorf("a reconfiguration's migration is in progress on this task (%s); checkpoints wait until it has ended", why))
+	if t.keyed != nil {
+		// Whatever becomes of this part, no part from this checkpoint on
+		// needs what was served to tasks not past it.
+		defer t.keyed.served.prune(id)
+	}
+	if why := t.migrationInProgress(view); why != "" {
+		return fail(fmt.Errorf("a reconfiguration's migration is in progress on this task (%s); checkpoints wait until this step has ended", why))
 	}
 	store, err := OpenCheckpointStore(view.job.Params[ParamCheckpointStore])
 	if err != nil {
@@ -191,7 +217,12 @@ func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id strin
 		if err != nil {
 			return fail(fmt.Errorf("keyed state: %w", err))
 		}
-		ack.Kind, ack.Bytes = "keyed", snap.Bytes
+		served, err := t.keyed.saveServed(dir, id)
+		if err != nil {
+			return fail(fmt.Errorf("keyed state: %w", err))
+		}
+		ack.Kind, ack.Bytes = "keyed", snap.Bytes+served
+		t.keyed.lastCheckpoint = id
 	}
 	if t.ledger != nil {
 		n, err := t.saveSinkState(dir)
@@ -212,11 +243,13 @@ func joinKind(a, b string) string {
 	return a + "+" + b
 }
 
-// migrationInProgress says what migration touches the task, or "".
-func (t *task) migrationInProgress() string {
+// migrationInProgress says what migration step touches the task and
+// keeps its part from being written, or "". Keys still to fetch from tasks
+// of the operator do not (see the rule above).
+func (t *task) migrationInProgress(view *taskView) string {
 	switch {
-	case t.keyed != nil && t.keyed.klt.Len() > 0:
-		return fmt.Sprintf("%d keys still to fetch from old owners", t.keyed.klt.Len())
+	case t.kltOwnersOutside(view) != "":
+		return fmt.Sprintf("keys still to fetch from %s, no longer a task of %s", t.kltOwnersOutside(view), t.opName)
 	case t.gates != nil && len(t.gates.from) > 0:
 		return "route gates open"
 	case len(t.drainTo) > 0:

@@ -140,6 +140,16 @@ func (w *Worker) restoreCheckpoint(ctx context.Context, jobID string, req Checkp
 			if _, err := t.loadSnapshot(dir); err != nil {
 				return reply, fmt.Errorf("%s: task %s: %w", VerbCheckpointRestore, t.id, err)
 			}
+			// Keys the part lists as still on old owners come from those
+			// owners' parts now (the rule in checkpoint_barrier.go).
+			copied, err := t.resolveRemoteKeys(ctx, store, req.CheckpointID)
+			if err != nil {
+				return reply, fmt.Errorf("%s: task %s: %w", VerbCheckpointRestore, t.id, err)
+			}
+			if copied > 0 {
+				w.log.Info("restored keys still remote at the checkpoint", "task", t.id, "checkpoint", req.CheckpointID, "keys", copied)
+			}
+			t.keyed.lastCheckpoint = req.CheckpointID
 		}
 		if t.ledger != nil {
 			if err := t.loadSinkState(dir); err != nil {

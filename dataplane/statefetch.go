@@ -21,12 +21,17 @@ import (
 // With Limit > 0 it is a bucket pull instead (progressive migration): the
 // owner takes up to Limit user keys of Bucket — every state of each — and
 // returns them; fewer than Limit means the owner holds no more of Bucket.
+//
+// After is the last checkpoint the requesting task wrote its part of ("" =
+// none): the owner keeps what it hands out to a task that is ahead of it
+// in a checkpoint, for its own part of that checkpoint (see servedLog).
 type fetchRequest struct {
 	JobID  string
 	Task   string
 	Keys   [][]byte
 	Bucket int
 	Limit  int
+	After  string
 }
 
 // fetchReply holds values aligned with the request's keys (nil = absent).
@@ -56,12 +61,15 @@ func (w *Worker) takeState(req *fetchRequest) (*fetchReply, error) {
 		return nil, fmt.Errorf("worker %s: no stateful task %q of job %q to fetch from", w.opts.ID, req.Task, req.JobID)
 	}
 	if req.Limit > 0 {
-		return t.keyed.takeBucket(req.Bucket, req.Limit)
+		return t.keyed.takeBucket(req.Bucket, req.Limit, req.After)
 	}
 	vals, err := t.keyed.store.MultiGet(req.Keys)
 	if err != nil {
 		return nil, fmt.Errorf("fetch from %s: %w", req.Task, err)
 	}
+	// Kept before the delete: a checkpoint part written in between holds
+	// the values in its store or in its served log, never in neither.
+	t.keyed.served.record(req.After, req.Keys, vals)
 	dels := make([]statesvc.KV, len(req.Keys))
 	for i, k := range req.Keys {
 		dels[i] = statesvc.KV{Key: k}
@@ -74,7 +82,7 @@ func (w *Worker) takeState(req *fetchRequest) (*fetchReply, error) {
 
 // takeBucket serves a bucket pull: it takes up to limit user keys of bucket
 // with all their states.
-func (ks *keyedState) takeBucket(bucket, limit int) (*fetchReply, error) {
+func (ks *keyedState) takeBucket(bucket, limit int, after string) (*fetchReply, error) {
 	if err := statesvc.CheckBucket(bucket); err != nil || bucket >= max(1, ks.buckets) {
 		return nil, fmt.Errorf("pull from %s: bucket %d outside [0, %d)", ks.opName, bucket, max(1, ks.buckets))
 	}
@@ -113,6 +121,7 @@ func (ks *keyedState) takeBucket(bucket, limit int) (*fetchReply, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pull bucket %d of %s: %w", bucket, ks.opName, err)
 	}
+	ks.served.record(after, skeys, vals)
 	dels := make([]statesvc.KV, len(skeys))
 	for i, k := range skeys {
 		dels[i] = statesvc.KV{Key: k}
@@ -159,8 +168,9 @@ func (sc *stateConns) close() {
 }
 
 // fetchState takes keys from owner, in memory when it runs here.
-func (w *Worker) fetchState(ctx context.Context, jobID string, owner control.TaskRef, keys [][]byte) ([][]byte, error) {
-	req := &fetchRequest{JobID: jobID, Task: owner.ID, Keys: keys}
+// after is the fetching task's last checkpoint (see fetchRequest).
+func (w *Worker) fetchState(ctx context.Context, jobID string, owner control.TaskRef, keys [][]byte, after string) ([][]byte, error) {
+	req := &fetchRequest{JobID: jobID, Task: owner.ID, Keys: keys, After: after}
 	if owner.WorkerID == w.opts.ID {
 		rep, err := w.takeState(req)
 		if err != nil {
@@ -184,8 +194,8 @@ func (w *Worker) fetchState(ctx context.Context, jobID string, owner control.Tas
 
 // pullState takes up to limit user keys of bucket from owner (see
 // fetchRequest); vals holds perKey values per key.
-func (w *Worker) pullState(ctx context.Context, jobID string, owner control.TaskRef, bucket, limit, perKey int) (keys, vals [][]byte, err error) {
-	req := &fetchRequest{JobID: jobID, Task: owner.ID, Bucket: bucket, Limit: limit}
+func (w *Worker) pullState(ctx context.Context, jobID string, owner control.TaskRef, bucket, limit, perKey int, after string) (keys, vals [][]byte, err error) {
+	req := &fetchRequest{JobID: jobID, Task: owner.ID, Bucket: bucket, Limit: limit, After: after}
 	var rep *fetchReply
 	if owner.WorkerID == w.opts.ID {
 		rep, err = w.takeState(req)
@@ -213,7 +223,8 @@ func appendFetchRequest(buf []byte, r *fetchRequest) []byte {
 	buf = appendString(buf, r.Task)
 	buf = appendByteSlices(buf, r.Keys)
 	buf = appendUvarint(buf, uint64(r.Bucket))
-	return appendUvarint(buf, uint64(r.Limit))
+	buf = appendUvarint(buf, uint64(r.Limit))
+	return appendString(buf, r.After)
 }
 
 func decodeFetchRequest(data []byte) (*fetchRequest, error) {
@@ -221,6 +232,7 @@ func decodeFetchRequest(data []byte) (*fetchRequest, error) {
 	r := &fetchRequest{JobID: d.string(), Task: d.string()}
 	r.Keys = d.byteSlices()
 	bucket, limit := d.uvarint(), d.uvarint()
+	r.After = d.string()
 	switch {
 	case d.err != nil:
 		return nil, fmt.Errorf("decode fetch request: %w", d.err)

@@ -96,6 +96,12 @@ type keyedState struct {
 	// so a bucket's values need no moving — only its ownership changes.
 	shared bool
 
+	// lastCheckpoint is the last checkpoint this task wrote its part of
+	// (task goroutine only; sent with fetches), served what this task
+	// handed out to tasks ahead of it (checkpoint_klt.go).
+	lastCheckpoint string
+	served         servedLog
+
 	keysFetched  atomic.Uint64
 	bytesMoved   atomic.Uint64
 	lookupNanos  atomic.Uint64
@@ -286,6 +292,7 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 		err   error
 	}
 	results := make(chan result, len(byOwner))
+	after := ks.lastCheckpoint
 	for owner, keys := range byOwner {
 		ref, ok := ks.owners.Load(owner)
 		if !ok {
@@ -298,7 +305,7 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 			}
 		}
 		go func(owner string, ref control.TaskRef, keys, skeys [][]byte) {
-			vals, err := t.w.fetchState(ctx, t.jobID, ref, skeys)
+			vals, err := t.w.fetchState(ctx, t.jobID, ref, skeys, after)
 			results <- result{owner: owner, keys: keys, vals: vals, err: err}
 		}(owner, ref.(control.TaskRef), keys, skeys)
 	}
@@ -382,7 +389,7 @@ func (t *task) migrateChunk(ctx context.Context, n int) error {
 	if !ok {
 		return fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
 	}
-	keys, vals, err := t.w.pullState(ctx, t.jobID, ref.(control.TaskRef), bucket, n, len(ks.names))
+	keys, vals, err := t.w.pullState(ctx, t.jobID, ref.(control.TaskRef), bucket, n, len(ks.names), ks.lastCheckpoint)
 	if err != nil {
 		return err
 	}

@@ -220,6 +220,30 @@ func (k *KLT) segmentsLocked(buckets []int) []Segment {
 	return out
 }
 
+// Owners lists the owners that still have entries, sorted (a
+// checkpoint's part may name only owners whose parts it also holds).
+func (k *KLT) Owners() []string {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.live == 0 {
+		return nil
+	}
+	has := make([]bool, len(k.owners))
+	for _, b := range k.buckets {
+		if b != nil && b.live() > 0 {
+			b.entries(func(_, o uint32) { has[o] = true })
+		}
+	}
+	var out []string
+	for o, ok := range has {
+		if ok {
+			out = append(out, k.owners[o])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Lookup returns the task holding key's value, if the key is not yet local
 // (several owners joined with OwnerSep when entries of several match).
 func (k *KLT) Lookup(key []byte) (owner string, ok bool) {
