@@ -48,9 +48,11 @@ type RecoverJobResult struct {
 //     workers moved to survivors (plan.Replace);
 //  4. deploy: every task is created again, sources positioned at the
 //     checkpoint's offsets;
-//  5. restore: each stateful task loads its part (keyed state and key
-//     lookup table; the sink's ledger and values, so output is exactly
-//     once — see dataplane/checkpoint_restore.go);
+//  5. restore: each stateful task loads its part (keyed state — keys its
+//     part's lookup table still names on an old owner are copied from
+//     that owner's part, so no restored task fetches; the sink's ledger
+//     and values, so output is exactly once — see
+//     dataplane/checkpoint_restore.go and checkpoint_klt.go);
 //  6. start: the tasks run and replay the input after the cut.
 //
 // Input still in flight to the stopped tasks is dropped by the workers

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -257,53 +256,6 @@ func victimWorker(t *testing.T, dep control.Deployment, producerWorker string) s
 	}
 	t.Fatalf("every counter task runs on the producer's worker %s", producerWorker)
 	return ""
-}
-
-// TestRecoverLostWorkerMidMigration kills a worker while a lazy 2→4
-// scale-out of the counter is still migrating keys (fetch-on-demand: the
-// new owners' lookup tables are not empty yet). A checkpoint tried during
-// the migration is refused (the rule in dataplane/checkpoint_barrier.go),
-// so recovery restarts from the checkpoint before the reconfiguration —
-// the two-task deployment — and the sink still matches the oracle.
-func TestRecoverLostWorkerMidMigration(t *testing.T) {
-	if testing.Short() {
-		t.Skip("in-process cluster test")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	// Many keys, so fetching them on demand takes tens of seconds.
-	j := startCheckpointedJob(t, ctx, "ckpt-midmig", 40000, map[string]string{dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand})
-	waitForSink(t, ctx, j.acts, j.dep, 3000)
-	before := j.checkpoint(t, 1)
-	before2 := j.dep
-	st := sinkStatus(t, ctx, j.acts, j.dep)
-	waitForSink(t, ctx, j.acts, j.dep, st.SinkReceived+2000)
-
-	scaled := reconfigure(t, j.acts, workflows.ReconfigureLazy, j.dep, j.workers, j.job.JobID+"-r1", 4)
-	pending := kltPending(t, ctx, j.acts, scaled)
-	if pending == 0 {
-		t.Fatalf("no key left to migrate after the scale-out: the loss would not be mid-migration")
-	}
-	err := runWorkflow(t, j.acts, workflows.CheckpointJob, workflows.CheckpointJobInput{Deployment: scaled, Seq: 2, TimeoutSecs: 30}, nil)
-	if err == nil || !strings.Contains(err.Error(), "migration is in progress") {
-		t.Fatalf("checkpoint during the migration: %v, want a refusal naming the migration", err)
-	}
-	j.dep = scaled
-	st = sinkStatus(t, ctx, j.acts, j.dep)
-	waitForSink(t, ctx, j.acts, j.dep, st.SinkReceived+2000)
-	if pending = kltPending(t, ctx, j.acts, scaled); pending == 0 {
-		t.Fatalf("migration ended before the loss")
-	}
-	victim := victimWorker(t, scaled, j.prod.WorkerID)
-	t.Logf("killing %s with %d keys still to migrate", victim, pending)
-	rec := j.recover(t, victim)
-	if rec.CheckpointID != before.CheckpointID {
-		t.Fatalf("recovered from %s, want %s (the last completed)", rec.CheckpointID, before.CheckpointID)
-	}
-	if got := len(rec.Deployment.TasksOf("counter")); got != len(before2.TasksOf("counter")) {
-		t.Fatalf("recovered deployment has %d counter tasks, want the checkpoint's %d", got, len(before2.TasksOf("counter")))
-	}
-	j.finishExact(t, ctx, victim)
 }
 
 // kltPending sums the lookup-table entries (keys not yet migrated) of the

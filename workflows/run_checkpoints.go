@@ -21,10 +21,13 @@ const versionCheckpoints = "checkpoints"
 //
 // Rule with reconfigurations: a checkpoint is not started while a
 // reconfiguration runs (busy), and a reconfiguration does not start while
-// a checkpoint runs (reconfigScheduler.hold). Tasks also refuse their part
-// while a migration touches them (dataplane/checkpoint_barrier.go), so a
-// checkpoint never captures a half-moved key; a tick that finds the job
-// busy is skipped.
+// a checkpoint runs (reconfigScheduler.hold); a tick that finds the job
+// busy is skipped. A fetch-on-demand scale-out's workflow ends once routes
+// are swapped, so checkpoints resume while keys are still to fetch: parts
+// then carry the lookup tables and restore resolves them, and tasks refuse
+// their part only during a migration's short steps (the rule in
+// dataplane/checkpoint_barrier.go), so a checkpoint never captures a
+// half-moved key.
 type checkpointer struct {
 	jobID    string
 	interval time.Duration
