@@ -30,13 +30,16 @@ const checkpointServedFile = "served.bin"
 // servedLog keeps values a task handed out (fetches, bucket pulls) to a
 // task already past a checkpoint this task has not written yet: that
 // task's part lists the keys as remote, so this task's part of the same
-// checkpoint must still hold them although its store no longer does. An
-// entry lives until this task writes (or refuses) its part of a checkpoint
-// at or after the one the fetcher had passed: a few alignments' worth of
-// fetches.
+// checkpoint must still hold them although its store no longer does. Only
+// values taken while the fetcher is ahead are kept, and only until this
+// task writes (or refuses) its part of the fetcher's checkpoint: the
+// fetches of an alignment's skew between two tasks, not of an interval.
 type servedLog struct {
 	mu      sync.Mutex
 	entries map[string]servedValue // state key → value
+	// passed is the last checkpoint this task wrote or refused its part of
+	// (ids sort like their sequence numbers).
+	passed string
 }
 
 type servedValue struct {
@@ -45,14 +48,16 @@ type servedValue struct {
 }
 
 // record keeps the present values of keys, taken by a task whose last
-// checkpoint is after. A fetcher that never wrote a part cannot list them
-// as remote in any part: nothing is kept.
+// checkpoint is after. Nothing is kept when this task's part of after is
+// already written (its store still had the values then; later parts of
+// the fetcher hold them) or when the fetcher never wrote a part (none of
+// its parts lists the keys as remote).
 func (l *servedLog) record(after string, keys, vals [][]byte) {
-	if after == "" {
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if after == "" || after <= l.passed {
+		return
+	}
 	for i, k := range keys {
 		if i >= len(vals) || vals[i] == nil {
 			continue
@@ -79,12 +84,13 @@ func (l *servedLog) forCheckpoint(id string) (keys, vals [][]byte) {
 	return keys, vals
 }
 
-// prune forgets the entries no part after id can need: taken by tasks
-// whose last checkpoint was id or earlier, their parts from the next one
-// on hold the values themselves.
+// prune runs once this task wrote or refused its part of id: it forgets
+// the entries no later part can need (taken by tasks whose last checkpoint
+// was id or earlier: their parts from the next one on hold the values).
 func (l *servedLog) prune(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.passed = max(l.passed, id)
 	for k, e := range l.entries {
 		if e.after <= id {
 			delete(l.entries, k)

@@ -192,6 +192,9 @@ func TestCheckpointWithKeysStillRemote(t *testing.T) {
 		t.Fatalf("old owner's part refused: %s", ack.Error)
 	}
 	c.count(t, b) // 20 → 21, in count-1's part; count-0's part keeps the stale 20
+	if n := old.served.len(); n != 0 {
+		t.Fatalf("old owner's served log holds %d values served to a task behind it, want 0", n)
+	}
 	if ack := c.part(t, "count-1", "cp-000002"); ack.Error != "" {
 		t.Fatalf("new owner's part refused: %s", ack.Error)
 	}

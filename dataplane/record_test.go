@@ -72,13 +72,13 @@ func FuzzDecodeFrame(f *testing.F) {
 }
 
 func TestFetchMessagesRoundTrip(t *testing.T) {
-	req := &fetchRequest{JobID: "j", Task: "counter-1", Keys: [][]byte{[]byte("a"), {}, []byte("c")}}
+	req := &fetchRequest{JobID: "j", Task: "counter-1", Keys: [][]byte{[]byte("a"), {}, []byte("c")}, After: "cp-000007"}
 	got, err := decodeFetchRequest(appendFetchRequest(nil, req))
-	if err != nil || got.JobID != "j" || got.Task != "counter-1" || len(got.Keys) != 3 || string(got.Keys[2]) != "c" {
+	if err != nil || got.JobID != "j" || got.Task != "counter-1" || len(got.Keys) != 3 || string(got.Keys[2]) != "c" || got.After != "cp-000007" {
 		t.Fatalf("fetch request round trip: %+v, %v", got, err)
 	}
 	pull := &fetchRequest{JobID: "j", Task: "counter-1", Bucket: 77, Limit: 4096}
-	if got, err := decodeFetchRequest(appendFetchRequest(nil, pull)); err != nil || got.Bucket != 77 || got.Limit != 4096 || len(got.Keys) != 0 {
+	if got, err := decodeFetchRequest(appendFetchRequest(nil, pull)); err != nil || got.Bucket != 77 || got.Limit != 4096 || len(got.Keys) != 0 || got.After != "" {
 		t.Fatalf("bucket pull round trip: %+v, %v", got, err)
 	}
 	for name, bad := range map[string]*fetchRequest{

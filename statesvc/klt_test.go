@@ -516,3 +516,32 @@ func TestKLTBatchEdgeCases(t *testing.T) {
 	}
 	checkKLT(t, k, m)
 }
+
+// TestKLTOwners lists the owners with live entries only, sorted: an owner
+// whose entries were all taken, dropped or moved away is not named.
+func TestKLTOwners(t *testing.T) {
+	k := NewKLT(testBuckets)
+	if got := k.Owners(); len(got) != 0 {
+		t.Fatalf("empty table: owners %v", got)
+	}
+	ka, kb, kc := []byte("a"), []byte("b"), []byte("c")
+	k.Add(BucketOf(ka, testBuckets), ka, "t2")
+	k.Add(BucketOf(kb, testBuckets), kb, "t1")
+	k.Add(BucketOf(kc, testBuckets), kc, "t3")
+	steps := []struct {
+		name string
+		do   func()
+		want []string
+	}{
+		{"added", func() {}, []string{"t1", "t2", "t3"}},
+		{"b taken from t1", func() { k.RemoveKeys("t1", [][]byte{kb}) }, []string{"t2", "t3"}},
+		{"c's bucket dropped for t3", func() { k.DropSegment(BucketOf(kc, testBuckets), "t3") }, []string{"t2"}},
+		{"a's bucket moved away", func() { k.RemoveBuckets([]int{BucketOf(ka, testBuckets)}) }, nil},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := k.Owners(); !slices.Equal(got, s.want) {
+			t.Errorf("%s: owners %v, want %v", s.name, got, s.want)
+		}
+	}
+}
