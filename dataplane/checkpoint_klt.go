@@ -205,7 +205,7 @@ func (t *task) resolveRemoteKeys(ctx context.Context, store CheckpointStore, id 
 			return copied, fmt.Errorf("keys still on %s: %w", owner, err)
 		}
 	}
-	ks.klt = statesvc.NewKLT(ks.buckets)
+	ks.klt.RemoveBuckets(all)
 	ks.owners.Clear()
 	if err := ks.dropBucketsExcept(t.ownedBuckets()); err != nil {
 		return copied, err
