@@ -53,9 +53,12 @@ type servedValue struct {
 // the fetcher hold them) or when the fetcher never wrote a part (none of
 // its parts lists the keys as remote).
 func (l *servedLog) record(after string, keys, vals [][]byte) {
+	if after == "" {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if after == "" || after <= l.passed {
+	if after <= l.passed {
 		return
 	}
 	for i, k := range keys {
