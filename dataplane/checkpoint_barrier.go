@@ -248,14 +248,15 @@ func joinKind(a, b string) string {
 // of the operator do not (see the rule above).
 func (t *task) migrationInProgress(view *taskView) string {
 	switch {
-	case t.kltOwnersOutside(view) != "":
-		return fmt.Sprintf("keys still to fetch from %s, no longer a task of %s", t.kltOwnersOutside(view), t.opName)
 	case t.gates != nil && len(t.gates.from) > 0:
 		return "route gates open"
 	case len(t.drainTo) > 0:
 		return "route drains open"
 	case len(t.out.diverted) > 0:
 		return "lookup table handoff being sent"
+	}
+	if o := t.kltOwnersOutside(view); o != "" {
+		return fmt.Sprintf("keys still to fetch from %s, no longer a task of %s", o, t.opName)
 	}
 	return ""
 }
