@@ -118,6 +118,21 @@ func opBenchRecord(i int) Record {
 
 func opBenchFromSource(int) string { return "source-0" }
 
+var opBenchKeys100k = func() [][]byte {
+	keys := make([][]byte, 100_000)
+	for i := range keys {
+		keys[i] = []byte(KeyName(i))
+	}
+	return keys
+}()
+
+// opBenchRecord100k is opBenchRecord over 100 000 keys.
+func opBenchRecord100k(i int) Record {
+	r := opBenchRecord(i)
+	r.Key = opBenchKeys100k[uint32(i*2654435761)%100_000]
+	return r
+}
+
 // processCPU is the user+system CPU time of the process, in nanoseconds.
 func processCPU() int64 {
 	var ru syscall.Rusage
@@ -144,10 +159,20 @@ func BenchmarkStateless(b *testing.B) {
 }
 
 // BenchmarkKeyedStateful: a keyed counter over 10 000 keys (multi-get,
-// user function, multi-put per batch).
+// user function, multi-put per batch); pebble-100k-keys spreads records
+// uniformly over 100 000 keys, the key space of one of the two counter
+// tasks of the steady-state bench (experiments/bench/counter-steady.json).
 func BenchmarkKeyedStateful(b *testing.B) {
-	for _, backend := range []string{"memory", "pebble"} {
-		b.Run(backend, func(b *testing.B) {
+	for _, c := range []struct {
+		name, backend string
+		mk            func(int) Record
+	}{
+		{"memory", "memory", opBenchRecord},
+		{"pebble", "pebble", opBenchRecord},
+		{"pebble-100k-keys", "pebble", opBenchRecord100k},
+	} {
+		backend := c.backend
+		b.Run(c.name, func(b *testing.B) {
 			q := NewQuery("bench-keyed-" + backend)
 			q.Source("source", 1).KeyedStateful("count", []string{"count"}, func(r Record, st *State, emit Emit) error {
 				var n uint64
@@ -161,7 +186,7 @@ func BenchmarkKeyedStateful(b *testing.B) {
 			}).Sink("sink")
 			p := newOpBenchPipe(b, q, "count", backend)
 			b.ResetTimer()
-			p.run(b, opBenchRecord, opBenchFromSource, 0)
+			p.run(b, c.mk, opBenchFromSource, 0)
 		})
 	}
 }

@@ -280,7 +280,7 @@ func (t *task) loadSnapshot(dir string) (TaskSnapshot, error) {
 	if err := statesvc.RestoreCheckpoint(filepath.Join(dir, SnapshotStateDir), ks.dir); err != nil {
 		return snap, err
 	}
-	store, err := statesvc.Open(statesvc.Options{Backend: statesvc.BackendPebble, Dir: ks.dir})
+	store, err := statesvc.Open(statesvc.Options{Backend: statesvc.BackendPebble, Dir: ks.dir, Volatile: true}) // as newKeyedState
 	if err != nil {
 		return snap, fmt.Errorf("open restored state: %w", err)
 	}

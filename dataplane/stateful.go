@@ -117,11 +117,18 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 	if backend == "" {
 		backend = "pebble"
 	}
+	// A task's Pebble store is volatile (no WAL, writes buffered in its
+	// value cache): its durability comes from aligned checkpoints alone.
+	// Recovery restores a checkpoint into a fresh directory (loadSnapshot
+	// clears it first) and never reopens the directory of a lost task, and
+	// checkpoints, snapshots, handoffs and fetches all read through the
+	// store, which writes back its buffer before any direct read of Pebble.
+	// The log would only be written, never read.
 	store, err := statesvc.Open(statesvc.Options{Backend: backend, Dir: dir, Addrs: statesvc.ParseAddrs(job.Params[ParamRemotePebbleAddrs]),
 		// Remote state is per job: every task of this job (including those a
 		// reconfiguration deploys, which keep the job id) shares it, and no
 		// other job sees it.
-		Namespace: job.JobID, RemoteCreds: remoteCreds})
+		Namespace: job.JobID, RemoteCreds: remoteCreds, Volatile: true})
 	if err != nil {
 		return nil, fmt.Errorf("open %s state for %s: %w", backend, opName, err)
 	}

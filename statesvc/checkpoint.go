@@ -14,12 +14,22 @@ import (
 // Checkpoint writes a consistent copy of the store into dir, which must not
 // exist yet: Pebble hard-links the immutable sstables and copies the
 // manifest, options and (flushed) WAL, so a checkpoint of gigabytes of state
-// takes milliseconds and no extra space until the store compacts.
+// takes milliseconds and no extra space until the store compacts. A
+// volatile store first writes its buffered writes and flushes the memtable:
+// without a WAL, Pebble's checkpoint holds only what is in sstables.
 func (p *Pebble) Checkpoint(dir string) error {
 	if err := p.enter(); err != nil {
 		return err
 	}
 	defer p.exit()
+	// wmu held throughout: no write may land between the flush and the copy.
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.volatile {
+		if err := p.flushLocked(); err != nil {
+			return fmt.Errorf("statesvc: pebble checkpoint into %s: %w", dir, err)
+		}
+	}
 	if err := p.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 		return fmt.Errorf("statesvc: pebble checkpoint into %s: %w", dir, err)
 	}

@@ -17,6 +17,14 @@ import (
 type Pebble struct {
 	db    *pebble.DB
 	cache *valueCache
+	// volatile: no WAL, and written values wait in the cache (write-back)
+	// until their budget is used up or something reads Pebble directly.
+	volatile bool
+
+	// wmu serializes writers (MultiPut, DeleteRange, write-backs), so the
+	// dirty entries a write-back takes cannot change before it marks them
+	// written.
+	wmu sync.Mutex
 
 	// In-flight tracking so Close waits for running calls (Pebble panics on
 	// use after close and refuses to close with open iterators) while calls
@@ -63,6 +71,10 @@ func OpenPebble(o Options) (*Pebble, error) {
 			},
 		},
 		Levels: make([]pebble.LevelOptions, 7),
+		// A volatile store's writes need no log: it is never reopened after
+		// a crash (see Options.Volatile), and Checkpoint and Close flush the
+		// memtable to sstables before they copy or leave the directory.
+		DisableWAL: o.Volatile,
 	}
 	for i := range opts.Levels {
 		// Bloom filters make gets of absent keys (first sight of a key, very
@@ -74,7 +86,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 	if err != nil {
 		return nil, fmt.Errorf("statesvc: open pebble in %s: %w", o.Dir, err)
 	}
-	p := &Pebble{db: db, cache: newValueCache(o.CacheBytes / valueCacheShare)}
+	p := &Pebble{db: db, cache: newValueCache(o.CacheBytes / valueCacheShare), volatile: o.Volatile}
 	p.cond.L = &p.mu
 	return p, nil
 }
@@ -106,11 +118,13 @@ func (p *Pebble) exit() {
 const pebbleIterMultiGetMin = 4
 
 // valueCacheShare sizes the value cache at CacheBytes/valueCacheShare (on
-// top of the block cache): 16 MB by default, room for about 130 K hot keys
-// of a task (an entry costs about 120 bytes). A working set that did not
+// top of the block cache): 32 MB by default, room for about 250 K hot keys
+// of a task (an entry costs about 130 bytes). A working set that did not
 // fit sent a large share of reads to memtable seeks, the keyed counter's
-// main cost with 100 K keys per task at 1/8.
-const valueCacheShare = 4
+// main cost with 100 K keys per task at 1/8; with write-back (Volatile),
+// a working set within the dirty budget (3/4 of the cache) is written to
+// Pebble only when something reads Pebble directly.
+const valueCacheShare = 2
 
 // MultiGet implements Store. Keys the value cache knows skip Pebble.
 func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
@@ -118,41 +132,28 @@ func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
 		return nil, err
 	}
 	defer p.exit()
-	cached, miss, gen := p.cache.lookup(keys)
-	if cached == nil { // cache off: straight to Pebble
+	out := make([][]byte, len(keys))
+	miss, gen, on := p.cache.lookup(keys, out)
+	if !on { // cache off (and so nothing dirty): straight to Pebble
 		return p.readPebble(keys)
 	}
-	var read [][]byte
-	if len(miss) > 0 {
-		mk := keys
-		if len(miss) < len(keys) {
-			mk = make([][]byte, len(miss))
-			for j, i := range miss {
-				mk[j] = keys[i]
-			}
-		}
-		var err error
-		if read, err = p.readPebble(mk); err != nil {
-			return nil, err
-		}
-		p.cache.fill(gen, mk, read)
-		if len(miss) == len(keys) {
-			return read, nil
+	if len(miss) == 0 {
+		return out, nil
+	}
+	mk := keys
+	if len(miss) < len(keys) {
+		mk = make([][]byte, len(miss))
+		for j, i := range miss {
+			mk[j] = keys[i]
 		}
 	}
-	// Copy the hits (the caller owns what it gets) into one buffer.
-	size := 0
-	for _, e := range cached {
-		size += len(e.v)
+	read, err := p.readPebble(mk)
+	if err != nil {
+		return nil, err
 	}
-	buf := make([]byte, 0, size)
-	out := make([][]byte, len(keys))
-	for i, e := range cached {
-		if e.present {
-			s := len(buf)
-			buf = append(buf, e.v...)
-			out[i] = buf[s:len(buf):len(buf)]
-		}
+	p.cache.fill(gen, mk, read)
+	if len(miss) == len(keys) {
+		return read, nil
 	}
 	for j, i := range miss {
 		out[i] = read[j]
@@ -262,12 +263,19 @@ func (p *Pebble) multiGetIter(keys [][]byte) ([][]byte, error) {
 	return c.finish(out, order), nil
 }
 
-// MultiPut implements Store: one batch, committed with NoSync.
+// MultiPut implements Store. A volatile store buffers the writes in the
+// value cache (write-back); otherwise, or while the cache is off, they are
+// committed as one batch with NoSync.
 func (p *Pebble) MultiPut(kvs []KV) error {
 	if err := p.enter(); err != nil {
 		return err
 	}
 	defer p.exit()
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.volatile && p.cache.buffer(kvs) {
+		return p.writeBackLocked(false)
+	}
 	size := 0
 	for _, kv := range kvs {
 		size += len(kv.Key) + len(kv.Value) + 8
@@ -294,6 +302,47 @@ func (p *Pebble) MultiPut(kvs []KV) error {
 	return nil
 }
 
+// writeBackChunk is how many dirty entries one write-back batch takes when
+// the dirty budget is exceeded: small enough that no single MultiPut pays
+// for a large backlog, so batch latency stays even.
+const writeBackChunk = 1024
+
+// writeBackLocked writes dirty cache entries to Pebble, oldest first: all
+// of them with all, else chunks until they are back within their budget.
+// The caller holds wmu.
+func (p *Pebble) writeBackLocked(all bool) error {
+	for all || p.cache.overBudget() {
+		n := writeBackChunk
+		if all {
+			n = -1
+		}
+		b := p.db.NewBatch()
+		taken, err := p.cache.oldestDirty(n, func(k string, v []byte, present bool) error {
+			if !present {
+				op := b.DeleteDeferred(len(k))
+				copy(op.Key, k)
+				return op.Finish()
+			}
+			op := b.SetDeferred(len(k), len(v))
+			copy(op.Key, k)
+			copy(op.Value, v)
+			return op.Finish()
+		})
+		if err == nil && taken > 0 {
+			err = b.Commit(pebble.NoSync)
+		}
+		_ = b.Close()
+		if err != nil {
+			return fmt.Errorf("statesvc: pebble write back %d cached writes: %w", taken, err)
+		}
+		p.cache.markWritten(taken)
+		if all || taken == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
 // Scan implements Store. It reads a consistent snapshot taken at its start.
 // fn may call the store's other methods (not Close).
 func (p *Pebble) Scan(start, end []byte, fn func(k, v []byte) bool) error {
@@ -304,9 +353,17 @@ func (p *Pebble) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	// Buffered writes first; the iterator's view is fixed when it is
+	// created, so wmu need not be held while fn (which may write) runs.
+	p.wmu.Lock()
+	err := p.writeBackLocked(true)
+	var it *pebble.Iterator
+	if err == nil {
+		it, err = p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	}
+	p.wmu.Unlock()
 	if err != nil {
-		return fmt.Errorf("statesvc: pebble scan: new iterator: %w", err)
+		return fmt.Errorf("statesvc: pebble scan: %w", err)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
@@ -330,6 +387,11 @@ func (p *Pebble) DeleteRange(start, end []byte) error {
 		return err
 	}
 	defer p.exit()
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if err := p.writeBackLocked(true); err != nil {
+		return fmt.Errorf("statesvc: pebble delete range: %w", err)
+	}
 	// Rare (bucket cleanup): forget every cached value before and after.
 	p.cache.reset()
 	defer p.cache.reset()
@@ -381,12 +443,23 @@ func (p *Pebble) ApproxSize() uint64 {
 	return total
 }
 
-// Flush writes the memtable to an sstable (tests, checkpoints).
+// Flush writes the buffered writes and the memtable to sstables (tests,
+// checkpoints).
 func (p *Pebble) Flush() error {
 	if err := p.enter(); err != nil {
 		return err
 	}
 	defer p.exit()
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	return p.flushLocked()
+}
+
+// flushLocked writes the buffered writes and the memtable to sstables.
+func (p *Pebble) flushLocked() error {
+	if err := p.writeBackLocked(true); err != nil {
+		return err
+	}
 	if err := p.db.Flush(); err != nil {
 		return fmt.Errorf("statesvc: pebble flush: %w", err)
 	}
@@ -405,7 +478,18 @@ func (p *Pebble) Close() error {
 		p.cond.Wait()
 	}
 	p.mu.Unlock()
-	if err := p.db.Close(); err != nil {
+	// Without a WAL, whatever is not in an sstable would be lost: flush so
+	// that a reopened store finds every write (a WAL's store replays it).
+	var err error
+	if p.volatile {
+		p.wmu.Lock()
+		err = p.flushLocked()
+		p.wmu.Unlock()
+	}
+	if cerr := p.db.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
 		return fmt.Errorf("statesvc: close pebble: %w", err)
 	}
 	return nil

@@ -2,25 +2,38 @@ package statesvc
 
 import "sync"
 
-// valueCache is a bounded write-through cache of values in front of Pebble.
-// A stateful operator reads and writes the same hot keys batch after batch;
-// in Pebble each read is a seek through the memtable skiplist (where every
-// update left a version) and the sstables, which profiling of the keyed
-// counter showed as half of its CPU. The cache answers those reads from a
-// map. It also remembers keys known to be absent.
+// valueCache is a bounded cache of values in front of Pebble. A stateful
+// operator reads and writes the same hot keys batch after batch; in Pebble
+// each read is a seek through the memtable skiplist (where every update
+// left a version) and the sstables, which profiling of the keyed counter
+// showed as half of its CPU. The cache answers those reads from a map. It
+// also remembers keys known to be absent.
 //
-// Coherence: MultiPut and DeleteRange update or clear the cache after their
-// write and bump gen before and after it; a MultiGet fills in what it read
-// from Pebble only if gen did not move meanwhile, so a read that raced with
-// a write never installs the older value. Cached slices are never modified
-// (a write installs a new copy), so readers may copy them outside the lock.
+// Write-through or write-back: a write-through cache (the default) applies
+// each MultiPut to Pebble and then to the cache. A write-back cache (Pebble
+// opened with Options.Volatile) keeps written values as dirty entries and
+// writes them to Pebble later, oldest first, once the dirty entries pass
+// their budget, and all of them before anything reads Pebble directly
+// (Scan, DeleteRange, Checkpoint, Close). A key updated several times while
+// dirty reaches Pebble once: after profiling, inserting every update into
+// the memtable skiplist was the keyed counter's largest cost. Dirty entries
+// are never evicted or dropped, so every read sees the newest value: from
+// the cache when the key is dirty, else from Pebble.
+//
+// Coherence: writes bump gen before and after they change the cache or
+// Pebble; a MultiGet fills in what it read from Pebble only if gen did not
+// move meanwhile, so a read that raced with a write never installs the
+// older value. Readers copy values out under the lock, so a write may
+// update a cached value in place.
 //
 // A working set much larger than the cache makes it pure overhead (copies
 // and evictions for few hits), so it switches itself off when it is full
 // (evicting) and fewer than a quarter of a window's lookups hit, and tries
-// again after a while; a cold cache that is still filling stays on. Every
-// write bumps gen whether the cache is on or not, so a fill never installs
-// a value older than a write it did not see.
+// again after a while; a cold cache that is still filling stays on. A
+// cache with dirty entries only asks to switch off (wantOff): its writer
+// writes them to Pebble first (Pebble.MultiPut). Every write bumps gen
+// whether the cache is on or not, so a fill never installs a value older
+// than a write it did not see.
 type valueCache struct {
 	mu       sync.Mutex
 	m        map[string]*cachedValue // by pointer: a rewrite of a known key updates in place
@@ -28,9 +41,15 @@ type valueCache struct {
 	limit    int64
 	gen      uint64
 	off      bool
-	lookups  int // in the current window
+	wantOff  bool // switch off once the dirty entries are written
+	lookups  int  // in the current window
 	hits     int
 	bypassed int // keys looked up while off
+
+	// dirty lists the dirty entries, oldest first, from dirtyHead on.
+	dirty      []*cachedValue
+	dirtyHead  int
+	dirtyBytes int64
 }
 
 const (
@@ -39,50 +58,83 @@ const (
 	cacheMinHitShare = 4       // off below 1/4 hits
 )
 
+// dirtyBudget bounds the dirty entries of a write-back cache at 3/4 of its
+// limit, so some room is left for clean entries to come and go. The larger
+// the budget the more updates of a key meet in the cache before it is
+// written: with the keyed counter's 100 K uniform keys per task, a budget
+// short of the working set still wrote every key every other update.
+func (c *valueCache) dirtyBudget() int64 { return c.limit / 4 * 3 }
+
 type cachedValue struct {
+	key     string // the map key (shared, not a copy)
 	v       []byte
 	present bool
+	dirty   bool
 }
 
-// cacheEntryOverhead approximates the map entry and string header cost.
-const cacheEntryOverhead = 80
+// cacheEntryOverhead approximates the map entry, entry struct and string
+// header cost.
+const cacheEntryOverhead = 96
 
 func newValueCache(limit int64) *valueCache {
 	return &valueCache{m: make(map[string]*cachedValue), limit: limit}
 }
 
-// lookup resolves what it can: vals[i] for hits (shared, immutable
-// slices), and returns the indices of keys it does not know plus the
-// generation to pass to fill. vals is nil when the cache is off (every key
-// is a miss).
-func (c *valueCache) lookup(keys [][]byte) (vals []cachedValue, miss []int, gen uint64) {
+func (e *cachedValue) size() int64 { return int64(len(e.key) + cap(e.v) + cacheEntryOverhead) }
+
+// lookup resolves what it can into out (out[i] for a hit: a copy in one
+// buffer per call, nil when the key is cached as absent) and returns the
+// indices of keys it does not know plus the generation to pass to fill.
+// ok is false when the cache is off (every key is a miss; out untouched).
+func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.off {
 		if c.bypassed += len(keys); c.bypassed >= cacheRetryAfter {
 			c.off, c.bypassed = false, 0
 		}
-		return nil, nil, c.gen
+		return nil, c.gen, false
 	}
-	vals = make([]cachedValue, len(keys))
+	var buf []byte
 	for i, k := range keys {
-		if e := c.m[string(k)]; e != nil {
-			vals[i] = *e
-			c.hits++
-		} else {
+		e := c.m[string(k)]
+		if e == nil {
 			miss = append(miss, i)
+			continue
 		}
+		c.hits++
+		if !e.present {
+			continue
+		}
+		if cap(buf)-len(buf) < len(e.v) {
+			// Room for the rest of the batch at this value size: one
+			// allocation per batch when values are of similar size.
+			buf = make([]byte, 0, max(len(e.v)*(len(keys)-i), 64))
+		}
+		s := len(buf)
+		buf = append(buf, e.v...)
+		out[i] = buf[s:len(buf):len(buf)]
 	}
 	if c.lookups += len(keys); c.lookups >= cacheWindow {
 		if c.hits*cacheMinHitShare < c.lookups && c.bytes >= c.limit/2 {
-			c.off = true
-			c.gen++
-			clear(c.m)
-			c.bytes = 0
+			c.switchOffLocked()
 		}
 		c.lookups, c.hits = 0, 0
 	}
-	return vals, miss, c.gen
+	return miss, c.gen, true
+}
+
+// switchOffLocked empties the cache and bypasses it, or, while it has
+// dirty entries, asks the writer to do so after writing them.
+func (c *valueCache) switchOffLocked() {
+	if c.dirtyLen() > 0 {
+		c.wantOff = true
+		return
+	}
+	c.off, c.wantOff = true, false
+	c.gen++
+	clear(c.m)
+	c.bytes = 0
 }
 
 // fill caches values read from Pebble at generation gen (nil = absent).
@@ -93,7 +145,10 @@ func (c *valueCache) fill(gen uint64, keys, vals [][]byte) {
 		return // a write ran meanwhile (what was read may be older), or off
 	}
 	for i, k := range keys {
-		c.setLocked(k, vals[i])
+		if c.m[string(k)] != nil {
+			continue // filled by a concurrent reader, as new as this
+		}
+		c.setLocked(k, vals[i], false)
 	}
 	c.evictLocked()
 }
@@ -105,7 +160,7 @@ func (c *valueCache) beginWrite() {
 	c.mu.Unlock()
 }
 
-// wrote records a committed batch.
+// wrote records a batch committed to Pebble.
 func (c *valueCache) wrote(kvs []KV) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -114,45 +169,140 @@ func (c *valueCache) wrote(kvs []KV) {
 		return
 	}
 	for _, kv := range kvs {
-		c.setLocked(kv.Key, kv.Value)
+		c.setLocked(kv.Key, kv.Value, false)
 	}
 	c.evictLocked()
 }
 
-// reset forgets everything (after a range delete or a failed write).
+// buffer records a batch as dirty entries, not yet in Pebble. It returns
+// false, caching nothing, when the cache is off: then the caller writes
+// the batch through. The caller (the single writer) then writes the oldest
+// dirty entries while overBudget.
+func (c *valueCache) buffer(kvs []KV) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.off {
+		return false
+	}
+	c.gen++
+	for _, kv := range kvs {
+		c.setLocked(kv.Key, kv.Value, true)
+	}
+	c.evictLocked()
+	return true
+}
+
+// overBudget says whether the dirty entries exceed their share of the
+// cache, or the cache waits to switch off.
+func (c *valueCache) overBudget() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dirtyBytes > c.dirtyBudget() || (c.wantOff && c.dirtyLen() > 0)
+}
+
+func (c *valueCache) dirtyLen() int { return len(c.dirty) - c.dirtyHead }
+
+// oldestDirty calls add for up to n of the oldest dirty entries (all with
+// n < 0) and returns how many it passed. Entries stay dirty until
+// markWritten: the caller, the only writer, writes them to Pebble first.
+func (c *valueCache) oldestDirty(n int, add func(key string, v []byte, present bool) error) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n < 0 || n > c.dirtyLen() {
+		n = c.dirtyLen()
+	}
+	for _, e := range c.dirty[c.dirtyHead : c.dirtyHead+n] {
+		if err := add(e.key, e.v, e.present); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// markWritten marks the n oldest dirty entries clean (they are in Pebble
+// now) and finishes a pending switch-off once none is left.
+func (c *valueCache) markWritten(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.dirty[c.dirtyHead : c.dirtyHead+n] {
+		e.dirty = false
+		c.dirtyBytes -= e.size()
+		c.dirty[c.dirtyHead+i] = nil
+	}
+	c.dirtyHead += n
+	if c.dirtyHead == len(c.dirty) {
+		c.dirty, c.dirtyHead = c.dirty[:0], 0
+	} else if c.dirtyHead > len(c.dirty)/2 && c.dirtyHead > 1024 {
+		c.dirty = append(c.dirty[:0], c.dirty[c.dirtyHead:]...)
+		c.dirtyHead = 0
+	}
+	if c.wantOff && c.dirtyLen() == 0 {
+		c.switchOffLocked()
+	}
+	c.evictLocked()
+}
+
+// reset forgets everything (after a range delete or a failed write). The
+// caller writes the dirty entries to Pebble first: reset drops them too.
 func (c *valueCache) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	clear(c.m)
 	c.bytes = 0
+	clear(c.dirty)
+	c.dirty, c.dirtyHead, c.dirtyBytes = c.dirty[:0], 0, 0
 }
 
-func (c *valueCache) setLocked(k, v []byte) {
-	var cv []byte
-	if v != nil {
-		cv = append(make([]byte, 0, len(v)), v...)
+// setLocked caches v for k (nil = absent), dirty when written back later.
+func (c *valueCache) setLocked(k, v []byte, dirty bool) {
+	e := c.m[string(k)]
+	if e == nil {
+		s := string(k)
+		e = &cachedValue{key: s}
+		c.m[s] = e
+	} else {
+		c.bytes -= e.size()
+		if e.dirty {
+			c.dirtyBytes -= e.size()
+		}
 	}
-	// Updating a known key in place saves copying the key into a new map
-	// key on every write of a hot key.
-	if e := c.m[string(k)]; e != nil {
-		c.bytes += int64(len(cv) - len(e.v))
-		e.v, e.present = cv, v != nil
-		return
+	// Readers copy under the lock, so a known key's buffer is reused when
+	// the new value fits: no allocation per write of a hot key.
+	if v != nil && cap(e.v) >= len(v) && cap(e.v) <= 2*len(v)+16 {
+		e.v = append(e.v[:0], v...)
+	} else if v != nil {
+		e.v = append(make([]byte, 0, len(v)), v...)
+	} else {
+		e.v = nil
 	}
-	c.m[string(k)] = &cachedValue{v: cv, present: v != nil}
-	c.bytes += int64(len(k) + len(cv) + cacheEntryOverhead)
+	e.present = v != nil
+	c.bytes += e.size()
+	if dirty && !e.dirty {
+		e.dirty = true
+		c.dirty = append(c.dirty, e)
+	}
+	// A clean write over a dirty entry cannot happen (fill skips known
+	// keys; write-through runs only while the cache is off, and it goes off
+	// only without dirty entries), so a dirty entry stays listed until
+	// markWritten.
+	if e.dirty {
+		c.dirtyBytes += e.size()
+	}
 }
 
-// evictLocked drops entries in map order (pseudo-random) down to 3/4 of the
-// limit once the limit is passed.
+// evictLocked drops clean entries in map order (pseudo-random) down to 3/4
+// of the limit once the limit is passed.
 func (c *valueCache) evictLocked() {
 	if c.bytes <= c.limit {
 		return
 	}
 	for k, e := range c.m {
+		if e.dirty {
+			continue
+		}
 		delete(c.m, k)
-		c.bytes -= int64(len(k) + len(e.v) + cacheEntryOverhead)
+		c.bytes -= e.size()
 		if c.bytes <= c.limit*3/4 {
 			return
 		}

@@ -5,37 +5,55 @@ import (
 	"testing"
 )
 
+// cachedLookup is lookup with a fresh output slice.
+func cachedLookup(c *valueCache, keys [][]byte) (vals [][]byte, miss []int, gen uint64, on bool) {
+	vals = make([][]byte, len(keys))
+	miss, gen, on = c.lookup(keys, vals)
+	return vals, miss, gen, on
+}
+
 func TestValueCacheCoherence(t *testing.T) {
 	c := newValueCache(1 << 20)
 	k := [][]byte{[]byte("k")}
-	vals, miss, gen := c.lookup(k)
-	if vals == nil || len(miss) != 1 {
-		t.Fatalf("empty cache: vals %v miss %v", vals, miss)
+	_, miss, gen, on := cachedLookup(c, k)
+	if !on || len(miss) != 1 {
+		t.Fatalf("empty cache: on %v miss %v", on, miss)
 	}
 	// A write lands between the read from the store and the fill: the
 	// fill (an older value) must not be installed.
 	c.beginWrite()
 	c.wrote([]KV{{Key: k[0], Value: []byte("new")}})
 	c.fill(gen, k, [][]byte{[]byte("old")})
-	vals, miss, _ = c.lookup(k)
-	if len(miss) != 0 || string(vals[0].v) != "new" || !vals[0].present {
-		t.Fatalf("after a racing fill: %+v miss %v, want new", vals[0], miss)
+	vals, miss, _, _ := cachedLookup(c, k)
+	if len(miss) != 0 || string(vals[0]) != "new" {
+		t.Fatalf("after a racing fill: %q miss %v, want new", vals[0], miss)
 	}
 	// Deletes are cached as absent; reset forgets everything.
 	c.wrote([]KV{{Key: k[0]}})
-	if vals, miss, _ = c.lookup(k); len(miss) != 0 || vals[0].present {
-		t.Fatalf("deleted key: %+v miss %v", vals[0], miss)
+	if vals, miss, _, _ = cachedLookup(c, k); len(miss) != 0 || vals[0] != nil {
+		t.Fatalf("deleted key: %q miss %v", vals[0], miss)
 	}
 	c.reset()
-	if _, miss, _ = c.lookup(k); len(miss) != 1 {
+	if _, miss, _, _ = cachedLookup(c, k); len(miss) != 1 {
 		t.Fatal("reset kept an entry")
 	}
 	// The cache owns copies: changing the written slice changes nothing.
 	v := []byte("abc")
 	c.wrote([]KV{{Key: k[0], Value: v}})
 	v[0] = 'X'
-	if vals, _, _ = c.lookup(k); string(vals[0].v) != "abc" {
-		t.Fatalf("cached value aliases the caller's: %q", vals[0].v)
+	if vals, _, _, _ = cachedLookup(c, k); string(vals[0]) != "abc" {
+		t.Fatalf("cached value aliases the caller's: %q", vals[0])
+	}
+	// And the caller owns what lookup returns: changing it changes nothing,
+	// nor does a later write of the same key change a returned value.
+	vals, _, _, _ = cachedLookup(c, k)
+	vals[0][0] = 'Y'
+	c.wrote([]KV{{Key: k[0], Value: []byte("def")}})
+	if string(vals[0]) != "Ybc" {
+		t.Fatalf("returned value changed under the caller: %q", vals[0])
+	}
+	if again, _, _, _ := cachedLookup(c, k); string(again[0]) != "def" {
+		t.Fatalf("after a rewrite: %q, want def", again[0])
 	}
 }
 
@@ -50,7 +68,7 @@ func TestValueCacheBoundsAndSwitchesOff(t *testing.T) {
 		for j := range batch {
 			batch[j], vals[j] = key(i+j), make([]byte, 100)
 		}
-		_, _, gen := c.lookup(batch)
+		_, _, gen, _ := cachedLookup(c, batch)
 		c.fill(gen, batch, vals)
 		if c.bytes > c.limit {
 			t.Fatalf("cache holds %d bytes, limit %d", c.bytes, c.limit)
@@ -66,7 +84,7 @@ func TestValueCacheBoundsAndSwitchesOff(t *testing.T) {
 		for j := range batch {
 			batch[j] = key(i + j)
 		}
-		_, _, gen := cold.lookup(batch)
+		_, _, gen, _ := cachedLookup(cold, batch)
 		cold.fill(gen, batch, make([][]byte, 1000))
 	}
 	if cold.off {
@@ -75,13 +93,13 @@ func TestValueCacheBoundsAndSwitchesOff(t *testing.T) {
 	// Off: writes are not cached, lookups bypass; after enough bypassed keys
 	// it tries again, empty.
 	c.wrote([]KV{{Key: key(1), Value: []byte("v")}})
-	if vals, _, _ := c.lookup([][]byte{key(1)}); vals != nil || len(c.m) != 0 {
+	if _, _, _, on := cachedLookup(c, [][]byte{key(1)}); on || len(c.m) != 0 {
 		t.Fatal("an off cache answered or stored")
 	}
 	for range cacheRetryAfter/1000 + 1 {
-		c.lookup(make([][]byte, 1000))
+		cachedLookup(c, make([][]byte, 1000))
 	}
-	if vals, miss, _ := c.lookup([][]byte{key(1)}); c.off || vals == nil || len(miss) != 1 {
+	if _, miss, _, on := cachedLookup(c, [][]byte{key(1)}); c.off || !on || len(miss) != 1 {
 		t.Fatalf("cache did not come back empty: off %v miss %v", c.off, miss)
 	}
 }

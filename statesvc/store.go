@@ -74,6 +74,15 @@ type Options struct {
 	CacheBytes int64
 	// MemTableBytes is the Pebble memtable size; 0 means DefaultMemTableBytes.
 	MemTableBytes int64
+	// Volatile trades crash durability for CPU ("pebble" only): no WAL, and
+	// recent writes wait in the value cache and reach Pebble in batches
+	// where each key is written once however often it changed. A process
+	// that dies loses those writes and the memtable, so it is only for a
+	// store whose directory is never reopened after a crash and whose
+	// durability comes from Checkpoint (which, like Close, flushes
+	// everything first): a stream task's state, recovered from aligned
+	// checkpoints into a fresh directory. Not for the state server.
+	Volatile bool
 	// RemoteCreds are the transport credentials of "remote-pebble"
 	// connections; nil means plaintext.
 	RemoteCreds credentials.TransportCredentials

@@ -16,6 +16,13 @@ var backends = []struct {
 }{
 	{"memory", func(t testing.TB) Store { return mustOpen(t, Options{Backend: BackendMemory}) }},
 	{"pebble", func(t testing.TB) Store { return mustOpen(t, Options{Backend: BackendPebble, Dir: t.TempDir()}) }},
+	{"pebble-volatile", func(t testing.TB) Store {
+		return mustOpen(t, Options{Backend: BackendPebble, Dir: t.TempDir(), Volatile: true})
+	}},
+	// A value cache of 4 KB: writes back after a few dozen keys.
+	{"pebble-volatile-tiny", func(t testing.TB) Store {
+		return mustOpen(t, Options{Backend: BackendPebble, Dir: t.TempDir(), Volatile: true, CacheBytes: 16 << 10})
+	}},
 }
 
 func mustOpen(t testing.TB, o Options) Store {
