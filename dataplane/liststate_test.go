@@ -6,7 +6,7 @@ import (
 )
 
 func newTestState(names ...string) *State {
-	return &State{names: names, values: map[string][]byte{}, dirty: map[string]bool{}}
+	return newState(names, 0)
 }
 
 func TestListState(t *testing.T) {
@@ -22,7 +22,7 @@ func TestListState(t *testing.T) {
 		t.Fatalf("after appends: %q, want %q", got, want)
 	}
 	// The list is one value of the key, so it moves with the key.
-	if v := st.Get("items", k); !reflect.DeepEqual(v, EncodeList(want)) || !st.dirty[st.slot("items", k)] {
+	if v := st.Get("items", k); !reflect.DeepEqual(v, EncodeList(want)) || !st.isDirty("items", k) {
 		t.Fatalf("stored value %q is not the encoded list", v)
 	}
 	if st.Get("count", k) != nil {

@@ -24,36 +24,6 @@ type StatefulOperator interface {
 	ProcessKeyed(in []Record, st *State, emit Emit) error
 }
 
-// State is one batch's view of keyed state. Values returned by Get must not
-// be modified; Put takes ownership of value.
-type State struct {
-	names  []string
-	values map[string][]byte // stateIndex byte + user key → value (nil = absent)
-	dirty  map[string]bool
-}
-
-func (s *State) slot(state string, key []byte) string {
-	for i, n := range s.names {
-		if n == state {
-			return string(rune(i)) + string(key)
-		}
-	}
-	panic(fmt.Sprintf("state %q is not declared by the operator (declared: %v)", state, s.names))
-}
-
-// Get returns the value of state for key, or nil.
-func (s *State) Get(state string, key []byte) []byte { return s.values[s.slot(state, key)] }
-
-// Put sets the value of state for key.
-func (s *State) Put(state string, key []byte, value []byte) {
-	k := s.slot(state, key)
-	s.values[k] = value
-	s.dirty[k] = true
-}
-
-// Delete removes the value of state for key.
-func (s *State) Delete(state string, key []byte) { s.Put(state, key, nil) }
-
 // Lazy migration modes ("LazyByKeyCancellingTaskMigrationMode").
 const (
 	ModeFetchOnDemand = "fetch-on-demand"
@@ -87,6 +57,9 @@ type keyedState struct {
 	pending string   // reconfiguration whose keys are being migrated
 
 	lookupBuf []string // owners of a batch's keys ("" = local), reused
+	batch     *State   // processKeyed's State, reset and reused per batch
+	local     []int    // key numbers of a batch read from the local store, reused
+	kvs       []statesvc.KV
 
 	// installed remembers completed handoffs ("reconfig/fromTask") so a
 	// retried fast-forward can learn they happened without a new event.
@@ -177,45 +150,48 @@ func (kb *stateKeyBuf) key(ks *keyedState, name, user string) []byte {
 	return kb.keyInBucket(ks, BucketOf(u, ks.buckets), name, u)
 }
 
-// processBatch runs one batch of records this task owns.
+// processKeyed runs one batch of records this task owns.
 func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) error {
 	ks := t.keyed
-	// Maps and slices sized for the batch up front: growing them was a
-	// visible share of the per-batch cost.
-	slots := len(recs) * len(ks.names)
-	st := &State{names: ks.names, values: make(map[string][]byte, slots), dirty: make(map[string]bool, slots)}
-	keys := make([][]byte, 0, len(recs))
-	seen := make(map[string]struct{}, len(recs))
-	for i := range recs {
-		if _, dup := seen[string(recs[i].Key)]; !dup {
-			seen[string(recs[i].Key)] = struct{}{}
-			keys = append(keys, recs[i].Key)
-		}
+	// One State reused batch after batch: allocating its map and slices
+	// per batch was a visible share of the per-batch cost. Nothing keeps
+	// it past the batch (the operator gets it for ProcessKeyed only).
+	if ks.batch == nil {
+		ks.batch = newState(ks.names, len(recs))
 	}
-	ks.distinctKeys.Add(uint64(len(keys)))
+	st := ks.batch
+	st.reset()
+	for i := range recs {
+		st.addKey(recs[i].Key)
+	}
+	ks.distinctKeys.Add(uint64(len(st.keys)))
 	// Keys whose value may still be on another task are fetched first.
 	lookStart := time.Now()
-	remote := map[string][][]byte{}
-	var local [][]byte
-	ks.lookupBuf = ks.klt.LookupBatch(keys, ks.lookupBuf[:0])
-	for i, k := range keys {
-		owner := ks.lookupBuf[i]
+	var remote map[string][][]byte
+	local := ks.local[:0]
+	ks.lookupBuf = ks.klt.LookupBatch(st.keys, ks.lookupBuf[:0])
+	for ki, k := range st.keys {
+		owner := ks.lookupBuf[ki]
 		if owner == "" {
-			local = append(local, k)
+			local = append(local, ki)
 			continue
+		}
+		if remote == nil {
+			remote = map[string][][]byte{}
 		}
 		for o := range strings.SplitSeq(owner, statesvc.OwnerSep) {
 			remote[o] = append(remote[o], k)
 		}
 	}
+	ks.local = local
 	ks.lookupNanos.Add(uint64(time.Since(lookStart).Nanoseconds()))
 	ks.lookupCount.Add(1)
 	fetched, taken, err := t.fetchKeys(ctx, remote)
 	if err != nil {
 		return err
 	}
-	for k, v := range fetched {
-		st.values[k] = v
+	for slot, v := range fetched {
+		st.setFetched(slot, v)
 	}
 	getStart := time.Now()
 	if err := ks.loadLocal(st, local); err != nil {
@@ -226,20 +202,29 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 		return fmt.Errorf("operator %s: %w", t.opName, err)
 	}
 	putStart := time.Now()
-	kvs := make([]statesvc.KV, 0, len(st.dirty)+len(fetched))
-	var kb stateKeyBuf
-	for slot, v := range st.values {
-		// Fetched values are written even when unchanged: they now live here.
-		if _, wasFetched := fetched[slot]; st.dirty[slot] || wasFetched {
-			kvs = append(kvs, statesvc.KV{Key: kb.key(ks, ks.names[slot[0]], slot[1:]), Value: v})
-		}
-	}
+	kvs := ks.writes(st, ks.kvs[:0])
 	if err := ks.store.MultiPut(kvs); err != nil {
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}
+	clear(kvs) // drop the references to this batch's keys and values
+	ks.kvs = kvs[:0]
 	ks.putNanos.Add(uint64(time.Since(putStart).Nanoseconds()))
 	ks.forgetTaken(taken)
 	return nil
+}
+
+// writes appends to kvs what st has to write back: the operator's changes
+// and fetched values (which now live here, changed or not), with the store
+// keys loadLocal built where it built them.
+func (ks *keyedState) writes(st *State, kvs []statesvc.KV) []statesvc.KV {
+	var kb stateKeyBuf
+	st.written(func(si int, key []byte, sl *stateSlot) {
+		if sl.skey == nil {
+			sl.skey = kb.keyInBucket(ks, BucketOf(key, ks.buckets), ks.names[si], key)
+		}
+		kvs = append(kvs, statesvc.KV{Key: sl.skey, Value: sl.value})
+	})
+	return kvs
 }
 
 // forgetTaken drops the lookup entries of keys whose values were taken
@@ -250,16 +235,21 @@ func (ks *keyedState) forgetTaken(taken map[string][][]byte) {
 	}
 }
 
-func (ks *keyedState) loadLocal(st *State, keys [][]byte) error {
-	if len(keys) == 0 {
+// loadLocal reads the values of key numbers kis of st from the local
+// store into their slots, keeping the store keys for the write back.
+func (ks *keyedState) loadLocal(st *State, kis []int) error {
+	if len(kis) == 0 {
 		return nil
 	}
-	skeys := make([][]byte, 0, len(keys)*len(ks.names))
+	skeys := make([][]byte, 0, len(kis)*len(ks.names))
 	var kb stateKeyBuf
-	for _, k := range keys {
+	for _, ki := range kis {
+		k := st.keys[ki]
 		b := BucketOf(k, ks.buckets)
-		for _, n := range ks.names {
-			skeys = append(skeys, kb.keyInBucket(ks, b, n, k))
+		for si, n := range ks.names {
+			sk := kb.keyInBucket(ks, b, n, k)
+			st.slotOf(si, ki).skey = sk
+			skeys = append(skeys, sk)
 		}
 	}
 	vals, err := ks.store.MultiGet(skeys)
@@ -267,11 +257,9 @@ func (ks *keyedState) loadLocal(st *State, keys [][]byte) error {
 		return fmt.Errorf("read state: %w", err)
 	}
 	i := 0
-	for _, k := range keys {
+	for _, ki := range kis {
 		for si := range ks.names {
-			if vals[i] != nil {
-				st.values[string(rune(si))+string(k)] = vals[i]
-			}
+			st.slotOf(si, ki).value = vals[i]
 			i++
 		}
 	}
@@ -366,13 +354,22 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 		}
 	}
 	if len(missing) > 0 {
-		loc := &State{values: map[string][]byte{}}
-		if err := ks.loadLocal(loc, missing); err != nil {
+		loc := newState(ks.names, len(missing))
+		kis := make([]int, len(missing))
+		for i, k := range missing {
+			kis[i] = loc.addKey(k)
+		}
+		if err := ks.loadLocal(loc, kis); err != nil {
 			return nil, nil, err
 		}
-		for slot, v := range loc.values {
-			if _, ok := out[slot]; !ok {
-				out[slot] = v
+		for ki, k := range loc.keys {
+			for si := range ks.names {
+				slot := string(rune(si)) + string(k)
+				if v := loc.slotOf(si, ki).value; v != nil {
+					if _, ok := out[slot]; !ok {
+						out[slot] = v
+					}
+				}
 			}
 		}
 	}

@@ -442,10 +442,10 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 	if tk, ok := ks.op.(TimerKeys); ok {
 		due = tk.DueKeys(wm)
 	}
-	st := &State{names: ks.names, values: map[string][]byte{}, dirty: map[string]bool{}}
+	st := newState(ks.names, len(due))
 	seen := map[string]bool{}
 	remote := map[string][][]byte{}
-	var local [][]byte
+	var local []int
 	for _, k := range due {
 		if seen[string(k)] {
 			continue
@@ -459,15 +459,15 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 				remote[o] = append(remote[o], k)
 			}
 		} else {
-			local = append(local, k)
+			local = append(local, st.addKey(k))
 		}
 	}
 	fetched, taken, err := t.fetchKeys(ctx, remote)
 	if err != nil {
 		return err
 	}
-	for k, v := range fetched {
-		st.values[k] = v
+	for slot, v := range fetched {
+		st.setFetched(slot, v)
 	}
 	if err := ks.loadLocal(st, local); err != nil {
 		return err
@@ -475,12 +475,7 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 	if err := wop.OnWatermark(wm, st, t.out.emit); err != nil {
 		return err
 	}
-	var kvs []statesvc.KV
-	for slot, v := range st.values {
-		if _, wasFetched := fetched[slot]; st.dirty[slot] || wasFetched {
-			kvs = append(kvs, statesvc.KV{Key: ks.stateKey(ks.names[slot[0]], []byte(slot[1:])), Value: v})
-		}
-	}
+	kvs := ks.writes(st, nil)
 	if err := ks.store.MultiPut(kvs); err != nil {
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}

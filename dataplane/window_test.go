@@ -32,25 +32,25 @@ func newKeyedDriver(t *testing.T, f OperatorFactory, inputs ...string) *keyedDri
 }
 
 func (d *keyedDriver) load(keys [][]byte) *State {
-	st := &State{names: d.names, values: map[string][]byte{}, dirty: map[string]bool{}}
+	st := newState(d.names, len(keys))
 	for _, k := range keys {
+		ki := st.addKey(k)
 		for i := range d.names {
-			if v, ok := d.store[string(rune(i))+string(k)]; ok {
-				st.values[string(rune(i))+string(k)] = v
-			}
+			st.slotOf(i, ki).value = d.store[string(rune(i))+string(k)]
 		}
 	}
 	return st
 }
 
 func (d *keyedDriver) save(st *State) {
-	for slot := range st.dirty {
-		if v := st.values[slot]; v == nil {
+	st.written(func(si int, key []byte, sl *stateSlot) {
+		slot := string(rune(si)) + string(key)
+		if sl.value == nil {
 			delete(d.store, slot)
 		} else {
-			d.store[slot] = v
+			d.store[slot] = sl.value
 		}
-	}
+	})
 }
 
 func (d *keyedDriver) emit(r Record) { d.out = append(d.out, r) }
