@@ -429,14 +429,15 @@ func (p *Pebble) DeleteRange(start, end []byte) error {
 }
 
 // ApproxSize implements Store: sstable bytes (compressed, may still count
-// data shadowed by not-yet-compacted deletes) plus memtable bytes.
+// data shadowed by not-yet-compacted deletes) plus memtable bytes plus the
+// cached writes not yet written back (entry overhead included).
 func (p *Pebble) ApproxSize() uint64 {
 	if p.enter() != nil {
 		return 0
 	}
 	defer p.exit()
 	m := p.db.Metrics()
-	total := m.MemTable.Size
+	total := m.MemTable.Size + uint64(p.cache.bufferedBytes())
 	for _, l := range m.Levels {
 		total += uint64(l.Size)
 	}

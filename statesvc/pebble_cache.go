@@ -200,6 +200,13 @@ func (c *valueCache) overBudget() bool {
 	return c.dirtyBytes > c.dirtyBudget() || (c.wantOff && c.dirtyLen() > 0)
 }
 
+// bufferedBytes is the size of the dirty entries.
+func (c *valueCache) bufferedBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dirtyBytes
+}
+
 func (c *valueCache) dirtyLen() int { return len(c.dirty) - c.dirtyHead }
 
 // oldestDirty calls add for up to n of the oldest dirty entries (all with
@@ -291,19 +298,23 @@ func (c *valueCache) setLocked(k, v []byte, dirty bool) {
 	}
 }
 
-// evictLocked drops clean entries in map order (pseudo-random) down to 3/4
-// of the limit once the limit is passed.
+// evictLocked drops clean entries in map order (pseudo-random) once the
+// limit is passed, freeing a quarter of the room the dirty entries leave
+// (a quarter of the limit without any). Dirty entries stay: with them
+// taking up to their budget, a fixed target such as 3/4 of the limit
+// might be out of reach, and every call would walk the whole map.
 func (c *valueCache) evictLocked() {
-	if c.bytes <= c.limit {
+	if c.bytes <= c.limit || c.bytes <= c.dirtyBytes {
 		return
 	}
+	target := c.limit - (c.limit-c.dirtyBytes)/4
 	for k, e := range c.m {
 		if e.dirty {
 			continue
 		}
 		delete(c.m, k)
 		c.bytes -= e.size()
-		if c.bytes <= c.limit*3/4 {
+		if c.bytes <= target || c.bytes <= c.dirtyBytes {
 			return
 		}
 	}

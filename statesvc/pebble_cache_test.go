@@ -103,3 +103,39 @@ func TestValueCacheBoundsAndSwitchesOff(t *testing.T) {
 		t.Fatalf("cache did not come back empty: off %v miss %v", c.off, miss)
 	}
 }
+
+// TestValueCacheEvictsOnlyClean: with dirty entries at their budget, reads
+// of other keys still fit (clean entries come and go within the limit) and
+// no dirty entry is ever evicted.
+func TestValueCacheEvictsOnlyClean(t *testing.T) {
+	c := newValueCache(256 << 10)
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%08d", i)) }
+	var dirty []KV
+	for i := 0; c.dirtyBytes <= c.dirtyBudget()-200; i++ {
+		kv := KV{Key: key(i), Value: []byte(fmt.Sprint("v", i))}
+		if !c.buffer([]KV{kv}) {
+			t.Fatal("cache off")
+		}
+		dirty = append(dirty, kv)
+	}
+	for i := 0; i < 50_000; i += 100 {
+		batch := make([][]byte, 100)
+		for j := range batch {
+			batch[j] = key(1_000_000 + i + j)
+		}
+		_, _, gen, _ := cachedLookup(c, batch)
+		c.fill(gen, batch, make([][]byte, 100))
+		if c.bytes > c.limit {
+			t.Fatalf("cache holds %d bytes, limit %d", c.bytes, c.limit)
+		}
+	}
+	if c.dirtyLen() != len(dirty) {
+		t.Fatalf("%d dirty entries, want %d", c.dirtyLen(), len(dirty))
+	}
+	for _, kv := range dirty {
+		vals, miss, _, _ := cachedLookup(c, [][]byte{kv.Key})
+		if len(miss) != 0 || string(vals[0]) != string(kv.Value) {
+			t.Fatalf("dirty %q: %q (miss %v), want %q", kv.Key, vals[0], miss, kv.Value)
+		}
+	}
+}
