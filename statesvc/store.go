@@ -70,7 +70,8 @@ type Options struct {
 	Namespace string
 	// CacheBytes is the Pebble block cache size; 0 means DefaultCacheBytes.
 	// The cache is allocated with room for two memtables on top, because
-	// Pebble reserves memtable memory inside its block cache.
+	// Pebble reserves memtable memory inside its block cache. The value
+	// cache in front of Pebble takes up to CacheBytes/2 more.
 	CacheBytes int64
 	// MemTableBytes is the Pebble memtable size; 0 means DefaultMemTableBytes.
 	MemTableBytes int64
