@@ -3,8 +3,10 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,26 +24,50 @@ type txnSinkRig struct {
 	ctx     context.Context
 	brokers []string
 	store   CheckpointStore
+	topic   string
 	job     control.JobSpec
 }
 
+// txnTestBrokersEnv names real brokers (comma-separated) to run the
+// transactional sink tests against instead of kfake, with a fresh topic
+// and job id each: the broker's transaction coordinator is what decides
+// whether a commit retried on restore succeeds.
+const txnTestBrokersEnv = "KOALA_TEST_KAFKA_BROKERS"
+
 func newTxnSinkRig(t *testing.T) *txnSinkRig {
 	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "out"))
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	jobID, topic := "j", "out"
+	var brokers []string
+	if env := os.Getenv(txnTestBrokersEnv); env != "" {
+		brokers = strings.Split(env, ",")
+		jobID = fmt.Sprintf("j%d", time.Now().UnixNano())
+		topic = "out-" + jobID
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = kadm.NewClient(cl).CreateTopic(ctx, 4, 1, nil, topic)
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(kc.Close)
+		brokers = kc.ListenAddrs()
 	}
-	t.Cleanup(kc.Close)
 	loc := filepath.Join(t.TempDir(), "checkpoints")
 	store, err := OpenCheckpointStore(loc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	brokers := kc.ListenAddrs()
-	return &txnSinkRig{t: t, ctx: ctx, brokers: brokers, store: store,
-		job: control.JobSpec{JobID: "j", KafkaBrokers: brokers, Params: map[string]string{ParamCheckpointStore: loc}}}
+	return &txnSinkRig{t: t, ctx: ctx, brokers: brokers, store: store, topic: topic,
+		job: control.JobSpec{JobID: jobID, KafkaBrokers: brokers, Params: map[string]string{ParamCheckpointStore: loc, ParamKafkaSinkTopic: topic}}}
 }
 
 // incarnation starts task sink-0 (again, after a "crash" of the previous
@@ -52,7 +78,7 @@ func (r *txnSinkRig) incarnation() *kafkaSink {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	op, err := NewKafkaSinkFactory("out")(OperatorContext{Job: r.job, Spec: control.OperatorSpec{Name: "sink"}, TaskID: "sink-0", DeadLetters: dead})
+	op, err := NewKafkaSinkFactory(r.topic)(OperatorContext{Job: r.job, Spec: control.OperatorSpec{Name: "sink"}, TaskID: "sink-0", DeadLetters: dead})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -102,13 +128,13 @@ func (r *txnSinkRig) complete(id string) {
 // value is visible.
 func (r *txnSinkRig) visible() map[string]int {
 	r.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumeTopics(r.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	defer cl.Close()
-	lso, err := kadm.NewClient(cl).ListCommittedOffsets(r.ctx, "out")
+	lso, err := kadm.NewClient(cl).ListCommittedOffsets(r.ctx, r.topic)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -205,9 +231,11 @@ func TestKafkaTxnSinkExactlyOnceAcrossRecovery(t *testing.T) {
 	// Recovery from cp-000002: its transaction was already committed (the
 	// retried commit must succeed), the dead incarnation's is aborted.
 	s2 := r.incarnation()
+	began := time.Now()
 	if err := s2.restoreCheckpoint(r.ctx, dir2); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("restore (commit retried, both ids fenced) took %s", time.Since(began).Round(time.Millisecond))
 	r.expect("restored from cp-000002", "a", 40, "b", 30, "c", 30)
 	r.write(s2, "d", 30) // the replay of the input after cp-000002
 	r.write(s2, "e", 30)
