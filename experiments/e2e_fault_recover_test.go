@@ -173,6 +173,9 @@ func TestFaultWorkerLostRecovers(t *testing.T) {
 	t.Logf("checkpoints: %d completed, %d failed, mean %.1f ms, %.0f bytes; recovery of %s from %s at %.1f s took %.0f ms, moved %v",
 		out.Checkpoints.Completed, out.Checkpoints.Failed, out.Checkpoints.MeanMillis, out.Checkpoints.MeanBytes,
 		rec.Lost, rec.CheckpointID, rec.AtSec, rec.Millis, rec.Moved)
+	killAt := killedAt.Sub(out.StartedAt).Seconds()
+	t.Logf("kill at %.1f s of the job; recovery began %.1f s after it (the watch's allowed silence) and took %.0f ms; %d records produced",
+		killAt, rec.AtSec-killAt, rec.Millis, out.Produced)
 	if rec.Lost != victim || rec.CheckpointID == "" || len(rec.Moved) == 0 {
 		t.Errorf("recovery %+v, want worker %s lost, a checkpoint and its tasks moved", rec, victim)
 	}
