@@ -42,6 +42,8 @@ import (
 //   - the run completes (the CLI exits 0) with lost 0, duplicated 0 and
 //     every produced record in the sink;
 //   - the result reports one recovery of that worker from a checkpoint;
+//   - the first checkpoint's workflow ran every step, ending with the
+//     report to the sinks (CommitCheckpoint);
 //   - the sink's count per key equals the count of each key in the input
 //     topic, read back independently;
 //   - koala.checkpoint_events has a recovery row of the job.
@@ -183,6 +185,20 @@ func TestFaultWorkerLostRecovers(t *testing.T) {
 		if task.WorkerID == victim {
 			t.Errorf("task %s still placed on the lost worker %s", task.ID, victim)
 		}
+	}
+
+	// The first checkpoint ran every step, the report to the sinks last.
+	cpID := jobID + "-" + dataplane.CheckpointID(1)
+	steps, _ := workflowActivities(ctx, t, tc, cpID)
+	var types []string
+	for _, st := range steps {
+		types = append(types, st.Type)
+		if !st.Completed {
+			t.Errorf("%s: step %s did not complete", cpID, st.Type)
+		}
+	}
+	if want := []string{"InjectCheckpoint", "AwaitCheckpoint", "CompleteCheckpoint", "CommitCheckpoint"}; !slices.Equal(types, want) {
+		t.Errorf("%s ran %v, want %v", cpID, types, want)
 	}
 
 	// Per-key counts against the input topic.
