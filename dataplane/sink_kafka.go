@@ -211,7 +211,9 @@ func (k *kafkaSink) txnStep(ctx context.Context, fn func(context.Context) error)
 	if k.txn == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, sinkDeliveryTimeout)
+	// Not cancelled with the request that asked for it: an EndTxn cut off
+	// in flight leaves the transaction's outcome unknown.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sinkDeliveryTimeout)
 	defer cancel()
 	if err := fn(ctx); err != nil {
 		return fmt.Errorf("kafka sink %q: %w", k.name, err)
