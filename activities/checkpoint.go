@@ -240,6 +240,31 @@ func checkOffsets(dep control.Deployment, offsets map[int32]int64) error {
 	return nil
 }
 
+// CommitCheckpoint reports a completed checkpoint to the workers of the
+// deployment's sink tasks, whose two-phase sinks then commit the output
+// the checkpoint covers (dataplane/checkpoint_commit.go). It fails when a
+// worker does not answer or a sink could not commit.
+func (a *Activities) CommitCheckpoint(ctx context.Context, in CheckpointInput) error {
+	sinks := map[string]bool{}
+	for _, op := range in.Deployment.Job.Operators {
+		if len(in.Deployment.Job.Downstreams(op.Name)) == 0 {
+			sinks[op.Name] = true
+		}
+	}
+	order, groups := tasksByWorker(in.Deployment, func(t control.TaskRef) bool { return sinks[t.Operator] })
+	var errs []string
+	for _, wid := range order {
+		req := dataplane.CheckpointRequest{CheckpointID: in.CheckpointID, TaskIDs: groups[wid]}
+		if err := a.request(ctx, wid, dataplane.VerbCheckpointCommit, in.Deployment.Job.JobID, "", req, nil); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("commit checkpoint %s: %s", in.CheckpointID, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
 // AbortCheckpoint makes every task stop aligning on a failed checkpoint
 // (releasing what it holds) and drop its late barriers. Workers that do
 // not answer are skipped: a lost worker is recovery's business.

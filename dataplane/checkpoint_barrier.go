@@ -232,6 +232,14 @@ func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id strin
 		ack.Kind = joinKind(ack.Kind, "sink")
 		ack.Bytes += n
 	}
+	if tp, ok := t.twoPhase(); ok {
+		n, err := tp.preCommit(ctx, id, dir) // checkpoint_commit.go
+		if err != nil {
+			return fail(err)
+		}
+		ack.Kind = joinKind(ack.Kind, "txn")
+		ack.Bytes += n
+	}
 	ack.SnapshotMillis = millis(time.Since(start))
 	return ack
 }
@@ -311,7 +319,7 @@ func (t *task) injectCheckpoint(ctx context.Context, id string) (map[int32]int64
 // dispatchCheckpoint serves the checkpoint verbs; ok is false for others.
 func (w *Worker) dispatchCheckpoint(ctx context.Context, verb string, env control.Envelope) (body any, ok bool, err error) {
 	switch verb {
-	case VerbCheckpointInject, VerbCheckpointAbort, VerbCheckpointRestore:
+	case VerbCheckpointInject, VerbCheckpointAbort, VerbCheckpointRestore, VerbCheckpointCommit:
 	default:
 		return nil, false, nil
 	}
@@ -323,6 +331,8 @@ func (w *Worker) dispatchCheckpoint(ctx context.Context, verb string, env contro
 		return nil, true, fmt.Errorf("%s: checkpoint_id is required", verb)
 	}
 	switch verb {
+	case VerbCheckpointCommit:
+		return nil, true, w.commitCheckpoint(ctx, env.JobID, req) // checkpoint_commit.go
 	case VerbCheckpointInject:
 		reply := CheckpointInjectReply{Offsets: map[int32]int64{}}
 		for _, t := range w.jobTasks(env.JobID, req.TaskIDs) {
@@ -358,6 +368,12 @@ func (w *Worker) dispatchCheckpoint(ctx context.Context, verb string, env contro
 		}
 		return nil, true, w.onTaskGoroutines(ctx, env.JobID, running, func(ctx context.Context, t *task) error {
 			t.ckpt.abort(req.CheckpointID)
+			if tp, ok := t.twoPhase(); ok {
+				if err := tp.abortCheckpoint(ctx, req.CheckpointID); err != nil {
+					t.fail(err)
+					return err
+				}
+			}
 			if a := t.ckpt.align; a == nil || a.id != req.CheckpointID {
 				return nil
 			}

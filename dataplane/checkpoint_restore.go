@@ -18,8 +18,8 @@ import (
 // output of the records after the cut instead of adding to it — the sink
 // behaves like a transactional sink that commits at every checkpoint and
 // aborts its open transaction on failure. Output visible outside the job
-// (the Kafka sink) is not rolled back: it is at least once after a
-// recovery unless written transactionally.
+// is not rolled back: the Kafka sink commits it with checkpoints instead
+// (sink_kafka_txn.go), so read_committed consumers see it exactly once.
 
 // CheckpointRestoreReply lists what each task loaded.
 type CheckpointRestoreReply struct {
@@ -153,6 +153,12 @@ func (w *Worker) restoreCheckpoint(ctx context.Context, jobID string, req Checkp
 		}
 		if t.ledger != nil {
 			if err := t.loadSinkState(dir); err != nil {
+				return reply, fmt.Errorf("%s: task %s: %w", VerbCheckpointRestore, t.id, err)
+			}
+		}
+		if tp, ok := t.twoPhase(); ok {
+			// Not started yet: nothing else uses the operator.
+			if err := tp.restoreCheckpoint(ctx, dir); err != nil {
 				return reply, fmt.Errorf("%s: task %s: %w", VerbCheckpointRestore, t.id, err)
 			}
 		}

@@ -99,6 +99,8 @@ type CheckpointStore interface {
 	// Complete writes the manifest, last: from then on the checkpoint
 	// counts for recovery.
 	Complete(ctx context.Context, m CheckpointManifest) error
+	// Completed reports whether the job's checkpoint has its manifest.
+	Completed(ctx context.Context, jobID, checkpointID string) (bool, error)
 	// Latest is the completed checkpoint of the job with the highest Seq.
 	Latest(ctx context.Context, jobID string) (m CheckpointManifest, ok bool, err error)
 	// Prune deletes every checkpoint of the job (complete or not) older
@@ -204,7 +206,23 @@ func (s *LocalCheckpointStore) Complete(_ context.Context, m CheckpointManifest)
 	return writeJSONAtomic(filepath.Join(dir, CheckpointManifestFile), m)
 }
 
-// completed lists the ids of the job's checkpoints, oldest first, and
+// Completed implements CheckpointStore.
+func (s *LocalCheckpointStore) Completed(_ context.Context, jobID, checkpointID string) (bool, error) {
+	dir, err := s.dir(jobID, checkpointID)
+	if err != nil {
+		return false, err
+	}
+	_, err = os.Stat(filepath.Join(dir, CheckpointManifestFile))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("checkpoint store: %w", err)
+}
+
+// list lists the ids of the job's checkpoints, oldest first, and
 // which of them have a manifest.
 func (s *LocalCheckpointStore) list(jobID string) (ids []string, complete map[string]bool, err error) {
 	jobDir, err := s.dir(jobID, "x")

@@ -9,6 +9,19 @@
 // to start. Warm-up state uses them today; they are the per-task primitive
 // a checkpoint/recovery feature reuses (snapshot every task at an aligned
 // barrier, restore into replacement tasks of the same shape).
+//
+// Aligned checkpoints (checkpoint_barrier.go, checkpoint_store.go,
+// checkpoint_restore.go) make a job's state and its sink ledgers exactly
+// once across the loss of a worker. Output written to Kafka is exactly once
+// too, for read_committed consumers, when the job takes checkpoints: the
+// Kafka sink then writes in transactions committed only once the
+// checkpoint covering them has completed (checkpoint_commit.go,
+// sink_kafka_txn.go). The cost is latency: a record becomes visible only
+// after the next checkpoint's barrier reached the sink and that checkpoint
+// completed, on average half a checkpoint interval plus the checkpoint's
+// duration, at most one interval plus it; the sink holds the records that
+// arrive meanwhile in memory. Without checkpoints the Kafka sink writes at
+// once and is at least once.
 package dataplane
 
 import (

@@ -20,7 +20,11 @@ import (
 // ProduceSync call: ProcessBatch returns only when Kafka acknowledged the
 // whole batch, so a barrier, which the task handles after the batch, never
 // overtakes records still in flight. The producer is idempotent (franz-go's
-// default), so its internal retries do not duplicate records.
+// default), so its internal retries do not duplicate records. That makes
+// the sink at least once: records written after the last checkpoint are
+// written again when a recovery replays them. With checkpoints the sink
+// writes transactionally and is exactly once for read_committed consumers
+// (sink_kafka_txn.go, which also says what that costs in latency).
 
 // Job params of Kafka sinks.
 const (
@@ -65,19 +69,36 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 		if dead == nil {
 			dead = NewTestDeadLetters(ctx.Spec.Name)
 		}
-		cl, err := kgo.NewClient(
+		opts := []kgo.Opt{
 			kgo.SeedBrokers(brokers...),
 			kgo.DefaultProduceTopic(t),
 			kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 			kgo.AllowAutoTopicCreation(),
 			// A batch must hold the largest record the job lets through.
 			kgo.ProducerBatchMaxBytes(int32(min(dead.MaxRecordBytes()+(64<<10), math.MaxInt32))),
-		)
-		if err != nil {
-			return nil, fmt.Errorf("kafka sink %q: client for %v: %w", ctx.Spec.Name, brokers, err)
 		}
 		cctx, cancel := context.WithCancel(context.Background())
-		return &kafkaSink{name: ctx.Spec.Name, topic: t, client: cl, dead: dead, ctx: cctx, cancel: cancel}, nil
+		k := &kafkaSink{name: ctx.Spec.Name, topic: t, dead: dead, ctx: cctx, cancel: cancel}
+		if loc := ctx.Job.Params[ParamCheckpointStore]; loc != "" {
+			store, err := OpenCheckpointStore(loc)
+			if err != nil {
+				cancel()
+				return nil, fmt.Errorf("kafka sink %q: %w", ctx.Spec.Name, err)
+			}
+			jobID := ctx.Job.JobID
+			k.txn = &kafkaTxn{
+				prefix: "koala/" + jobID + "/" + ctx.TaskID, opts: opts,
+				completed: func(ctx context.Context, id string) (bool, error) { return store.Completed(ctx, jobID, id) },
+			}
+			return k, nil
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("kafka sink %q: client for %v: %w", ctx.Spec.Name, brokers, err)
+		}
+		k.client = cl
+		return k, nil
 	}
 }
 
@@ -89,7 +110,8 @@ const sinkDeliveryTimeout = time.Minute
 
 type kafkaSink struct {
 	name, topic string
-	client      *kgo.Client
+	client      *kgo.Client // without checkpoints
+	txn         *kafkaTxn   // with checkpoints (sink_kafka_txn.go)
 	dead        *DeadLetters
 	ctx         context.Context // cancelled by Close, so a stopping task does not wait for Kafka
 	cancel      context.CancelFunc
@@ -120,7 +142,12 @@ func (k *kafkaSink) ProcessBatch(in []Record, _ Emit) error {
 	}
 	n := len(recs)
 	ctx, cancel := context.WithTimeout(k.ctx, sinkDeliveryTimeout)
-	err := k.client.ProduceSync(ctx, recs...).FirstErr()
+	var err error
+	if k.txn != nil {
+		err = k.txn.write(ctx, recs)
+	} else {
+		err = k.client.ProduceSync(ctx, recs...).FirstErr()
+	}
 	cancel()
 	clear(recs)
 	k.recs = recs[:0]
@@ -139,6 +166,57 @@ func (k *kafkaSink) Counters() map[string]uint64 {
 // Close implements Closer.
 func (k *kafkaSink) Close() error {
 	k.cancel()
+	if k.txn != nil {
+		return k.txn.close()
+	}
 	k.client.Close()
+	return nil
+}
+
+// Two-phase commit with checkpoints (twoPhaseSink); without checkpoints
+// each is a no-op. Each Kafka call is bounded by sinkDeliveryTimeout.
+
+func (k *kafkaSink) transactional() bool { return k.txn != nil }
+
+func (k *kafkaSink) preCommit(ctx context.Context, id, dir string) (uint64, error) {
+	if k.txn == nil {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, sinkDeliveryTimeout)
+	defer cancel()
+	n, err := k.txn.preCommit(ctx, id, dir)
+	if err != nil {
+		return n, fmt.Errorf("kafka sink %q: %w", k.name, err)
+	}
+	return n, nil
+}
+
+func (k *kafkaSink) commitCheckpoint(ctx context.Context, id string) error {
+	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.commit(ctx, id) })
+}
+
+func (k *kafkaSink) abortCheckpoint(ctx context.Context, id string) error {
+	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.abort(ctx, id) })
+}
+
+func (k *kafkaSink) finishInput(ctx context.Context) error {
+	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.finish(ctx) })
+}
+
+func (k *kafkaSink) restoreCheckpoint(ctx context.Context, dir string) error {
+	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.restore(ctx, dir) })
+}
+
+func (k *kafkaSink) txnStep(ctx context.Context, fn func(context.Context) error) error {
+	if k.txn == nil {
+		return nil
+	}
+	// Not cancelled with the request that asked for it: an EndTxn cut off
+	// in flight leaves the transaction's outcome unknown.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sinkDeliveryTimeout)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		return fmt.Errorf("kafka sink %q: %w", k.name, err)
+	}
 	return nil
 }

@@ -336,6 +336,12 @@ func (t *task) onBarrier(ctx context.Context, view *taskView, f *Frame) error {
 	}
 	t.dead.flush(ctx) // records rejected outside a data batch (e.g. on a watermark)
 	if len(view.routes) == 0 {
+		if tp, ok := t.twoPhase(); ok && f.Kind == FrameEOS {
+			// The input ended: the output is final (checkpoint_commit.go).
+			if err := tp.finishInput(ctx); err != nil {
+				return err
+			}
+		}
 		t.w.announceBarrier(t.jobID, t.id, f.BarrierID)
 		return nil
 	}

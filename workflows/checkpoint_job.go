@@ -12,6 +12,10 @@ import (
 	"koala/dataplane/control"
 )
 
+// versionCheckpointCommit marks CheckpointJob runs that report the
+// completed checkpoint to the sinks (step 4).
+const versionCheckpointCommit = "checkpoint-commit"
+
 // CheckpointJobInput starts checkpoint Seq of a running job.
 type CheckpointJobInput struct {
 	Deployment control.Deployment `json:"deployment"`
@@ -37,7 +41,10 @@ type CheckpointJobResult struct {
 //  2. await: every task aligns the barrier over its inputs, writes its part
 //     to the store and acks it there; the wait is bounded by TimeoutSecs;
 //  3. complete: the manifest (deployment, offsets, per-task acks) is
-//     written last, which makes the checkpoint count for recovery.
+//     written last, which makes the checkpoint count for recovery;
+//  4. commit: the sinks are told the checkpoint completed, and two-phase
+//     sinks (the transactional Kafka sink) commit the output it covers
+//     (dataplane/checkpoint_commit.go). A failure here is logged only.
 //
 // When a step fails the checkpoint is aborted on every task (any held
 // input is released, late barriers dropped) and the workflow fails; it
@@ -91,5 +98,12 @@ func CheckpointJob(ctx workflow.Context, in CheckpointJobInput) (CheckpointJobRe
 		return abort(err)
 	}
 	res.Offsets, res.Bytes, res.DurationMillis, res.MaxAlignMillis = m.Offsets, m.Bytes, m.DurationMillis, m.MaxAlignMillis
+	if workflow.GetVersion(ctx, versionCheckpointCommit, workflow.DefaultVersion, 1) == 1 {
+		// The checkpoint is complete whatever happens here: a sink that
+		// missed the report settles it from the store at its next barrier.
+		if err := workflow.ExecuteActivity(step("checkpoint-commit"), a.CommitCheckpoint, cp).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("checkpoint complete, but reporting it to the sinks failed", "checkpoint", id, "error", err)
+		}
+	}
 	return res, nil
 }

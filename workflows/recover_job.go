@@ -52,7 +52,9 @@ type RecoverJobResult struct {
 //     part's lookup table still names on an old owner are copied from
 //     that owner's part, so no restored task fetches; the sink's ledger
 //     and values, so output is exactly once — see
-//     dataplane/checkpoint_restore.go and checkpoint_klt.go);
+//     dataplane/checkpoint_restore.go and checkpoint_klt.go; a
+//     transactional Kafka sink commits the checkpoint's transaction and
+//     fences the lost incarnation's, see dataplane/sink_kafka_txn.go);
 //  6. start: the tasks run and replay the input after the cut.
 //
 // Input still in flight to the stopped tasks is dropped by the workers

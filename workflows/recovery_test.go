@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
@@ -37,7 +38,22 @@ const ckptNumKeys, ckptSeed = 2000, 11
 
 func startCheckpointedJob(t *testing.T, ctx context.Context, jobID string, numKeys int, params map[string]string) *checkpointedJob {
 	t.Helper()
+	return startCheckpointedQuery(t, ctx, jobID, "counter", numKeys, params)
+}
+
+// startCheckpointedQuery is startCheckpointedJob for another query with a
+// "counter" operator; the topic params[ParamKafkaSinkTopic] names, if
+// any, is created first (3 partitions).
+func startCheckpointedQuery(t *testing.T, ctx context.Context, jobID, query string, numKeys int, params map[string]string) *checkpointedJob {
+	t.Helper()
 	c := dptest.Start(t, dptest.Options{Workers: 3})
+	if topic := params[dataplane.ParamKafkaSinkTopic]; topic != "" {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+		must(t, err)
+		_, err = kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, topic)
+		cl.Close()
+		must(t, err)
+	}
 	acts := &activities.Activities{NC: c.NC, RequestTimeout: 20 * time.Second}
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: 3, Timeout: 10})
 	must(t, err)
@@ -47,7 +63,7 @@ func startCheckpointedJob(t *testing.T, ctx context.Context, jobID string, numKe
 		p[k] = v
 	}
 	job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
-		JobID: jobID, Query: "counter", Parallelism: map[string]int{"counter": 2},
+		JobID: jobID, Query: query, Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 64, BatchSize: 200, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: statesvc.BackendPebble, Params: p,
 	})
 	prod := activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{

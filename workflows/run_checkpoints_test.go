@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ type checkpointMocks struct {
 	mu        sync.Mutex
 	completed []activities.CompleteCheckpointInput
 	refuse    bool // AwaitCheckpoint fails every checkpoint
+	noCommit  bool // CommitCheckpoint fails (the sinks cannot be told)
 }
 
 func (m *checkpointMocks) register(env *testsuite.TestWorkflowEnvironment, calls *activityLog) {
@@ -55,6 +57,14 @@ func (m *checkpointMocks) register(env *testsuite.TestWorkflowEnvironment, calls
 			m.completed = append(m.completed, in)
 			m.mu.Unlock()
 			return dataplane.CheckpointManifest{CheckpointID: in.CheckpointID, Offsets: in.Offsets, DurationMillis: 5, Bytes: 1000}, nil
+		})
+	env.OnActivity(a.CommitCheckpoint, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CheckpointInput) error {
+			calls.add("CommitCheckpoint", in, env.Now())
+			if m.noCommit {
+				return assert.AnError
+			}
+			return nil
 		})
 	env.OnActivity(a.AbortCheckpoint, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CheckpointInput) error {
@@ -122,6 +132,7 @@ func TestRunExperimentRecoversFromCheckpoint(t *testing.T) {
 	assert.Equal(t, dataplane.CheckpointID(3), rec.CheckpointID, "recovery uses the latest completed checkpoint")
 	assert.NotEmpty(t, rec.Moved)
 	assert.GreaterOrEqual(t, res.Checkpoints.Completed, 4, "checkpoints go on after the recovery")
+	assertCommitsFollowCompletions(t, calls)
 
 	stops := calls.of("StopJob")
 	require.NotEmpty(t, stops)
@@ -181,6 +192,7 @@ func TestRunExperimentLossBeforeAnyCheckpointFails(t *testing.T) {
 			if tc.refuse {
 				assert.NotEmpty(t, calls.of("AbortCheckpoint"), "a failed checkpoint is aborted on the tasks")
 			}
+			assert.Empty(t, calls.of("CommitCheckpoint"), "no checkpoint completed, so none is committed")
 		})
 	}
 }
@@ -217,4 +229,52 @@ func TestCheckpointsSkipWhileReconfiguring(t *testing.T) {
 	injects := calls.of("InjectCheckpoint")
 	last := injects[len(injects)-1].Input.(activities.CheckpointInput)
 	assert.Len(t, last.Deployment.TasksOf("first"), 3)
+}
+
+// assertCommitsFollowCompletions: every completed checkpoint is reported
+// to the sinks (CommitCheckpoint) right after its manifest, and only those.
+func assertCommitsFollowCompletions(t *testing.T, calls *activityLog) {
+	t.Helper()
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	var seq []string
+	for _, c := range calls.calls {
+		switch c.Activity {
+		case "CompleteCheckpoint":
+			seq = append(seq, "complete "+c.Input.(activities.CompleteCheckpointInput).CheckpointID)
+		case "CommitCheckpoint":
+			seq = append(seq, "commit "+c.Input.(activities.CheckpointInput).CheckpointID)
+		}
+	}
+	require.NotEmpty(t, seq)
+	require.Zero(t, len(seq)%2, "calls %v", seq)
+	for i := 0; i < len(seq); i += 2 {
+		id := strings.TrimPrefix(seq[i], "complete ")
+		assert.Equal(t, []string{"complete " + id, "commit " + id}, seq[i:i+2])
+	}
+}
+
+// TestCheckpointCompleteDespiteFailedCommit: a checkpoint whose report to
+// the sinks fails still counts as completed (its manifest is written; the
+// sinks settle it from the store) and recovery can use it.
+func TestCheckpointCompleteDespiteFailedCommit(t *testing.T) {
+	env := newTestEnv(t)
+	calls := &activityLog{}
+	mockExperimentActivities(env, calls, experimentMocks{
+		ackedPerProducer: 100, endOffsets: map[int32]int64{0: 100}, sink: activities.SinkCounts{Received: 100, Distinct: 100, Tasks: 1},
+		watchAfter: 35 * time.Second, watchErr: workerLostErr("w2", 10*time.Second),
+	})
+	ckpts := &checkpointMocks{noCommit: true}
+	ckpts.register(env, calls)
+	env.ExecuteWorkflow(RunExperiment, checkpointExperiment())
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res ExperimentResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.NotNil(t, res.Checkpoints)
+	assert.Zero(t, res.Checkpoints.Failed)
+	assert.GreaterOrEqual(t, res.Checkpoints.Completed, 4)
+	require.Len(t, res.Checkpoints.Recoveries, 1)
+	assert.Equal(t, dataplane.CheckpointID(3), res.Checkpoints.Recoveries[0].CheckpointID)
+	assert.Empty(t, calls.of("AbortCheckpoint"), "a completed checkpoint is not aborted")
 }
