@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.temporal.io/sdk/temporal"
 
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
@@ -63,15 +64,32 @@ type SinkCounts struct {
 	// Latency is each sink task's producer → sink latency (HDR histogram
 	// over the task's lifetime), for the tasks that received records.
 	Latency []control.Latency `json:"latency,omitempty"`
+	// Values are collecting sinks' latest value per key, by sink task, when
+	// the job sets ParamReportSinkValues: an end-to-end run's per-key
+	// output for an oracle, read after the drain and before the tasks stop.
+	Values map[string]map[string]uint64 `json:"values,omitempty"`
 }
+
+// ParamReportSinkValues ("true") makes CollectSinkCounts return collecting
+// sinks' per-key values in the run's result. The result is stored in the
+// workflow's history, so this is for small key spaces (tests, oracles):
+// more than MaxReportedSinkValues keys fail the collection.
+const ParamReportSinkValues = "ReportSinkValues"
+
+// MaxReportedSinkValues bounds the keys ParamReportSinkValues may report
+// (about 50 bytes each in the history, well under its payload limit).
+const MaxReportedSinkValues = 20000
 
 // CollectSinkCounts asks every sink task for its ledger.
 func (a *Activities) CollectSinkCounts(ctx context.Context, dep control.Deployment) (SinkCounts, error) {
 	var out SinkCounts
+	withValues := dep.Job.Params[ParamReportSinkValues] == "true"
+	reported := 0
 	order, groups := tasksByWorker(dep, isSink(dep))
 	for _, wid := range order {
 		var st control.StatusReply
-		if err := a.request(ctx, wid, control.VerbStatus, dep.Job.JobID, "", control.TasksRequest{TaskIDs: groups[wid]}, &st); err != nil {
+		req := control.TasksRequest{TaskIDs: groups[wid], WithValues: withValues}
+		if err := a.request(ctx, wid, control.VerbStatus, dep.Job.JobID, "", req, &st); err != nil {
 			return out, err
 		}
 		for _, t := range st.Tasks {
@@ -84,6 +102,17 @@ func (a *Activities) CollectSinkCounts(ctx context.Context, dep control.Deployme
 			out.Tasks++
 			if t.SinkLatency != nil {
 				out.Latency = append(out.Latency, *t.SinkLatency)
+			}
+			if withValues && t.KeyValues != nil {
+				if reported += len(t.KeyValues); reported > MaxReportedSinkValues {
+					return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+						"%s: the sinks hold more than %d keys, too many to report in the run's result; unset it", ParamReportSinkValues, MaxReportedSinkValues),
+						"SinkValuesTooMany", nil)
+				}
+				if out.Values == nil {
+					out.Values = map[string]map[string]uint64{}
+				}
+				out.Values[t.TaskID] = t.KeyValues
 			}
 		}
 	}

@@ -73,6 +73,7 @@ var artifactKnobs = map[string]knob{
 	"WorkerIPs":                            {kind: knobStrings},
 	"KafkaIPs":                             {kind: knobStrings},
 	"CoordinatorIP":                        {kind: knobString},
+	"ReportSinkValues":                     {kind: knobBool}, // collecting sinks' per-key values in the result (activities.ParamReportSinkValues)
 }
 
 // knob validates a pass-through field and renders it for Params.

@@ -8,7 +8,6 @@ package experiments_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,7 +54,7 @@ func TestFaultWorkerLostRecovers(t *testing.T) {
 	defer cancel()
 	path := faultConfig(t, cfg, "fault_lazy_counter.json", map[string]any{
 		"TotalRuntimeSeconds": 36, "CheckpointIntervalSeconds": 2, "Reconfigurations": []any{},
-		"RatePerSecond": 2000, "NumKeys": 1000,
+		"RatePerSecond": 2000, "NumKeys": 1000, "ReportSinkValues": true,
 	})
 	id := fmt.Sprintf("e2e-fault-recover-%d", time.Now().UnixNano())
 	jobID := workflows.JobIDFor(id)
@@ -139,23 +137,12 @@ func TestFaultWorkerLostRecovers(t *testing.T) {
 	}
 	t.Logf("%.1f s: killed worker %s (pid %d, hosts %v; producer on %s) with kill -9", killedAt.Sub(begin).Seconds(), victim, pid, hosts[victim], producer)
 
-	// The sink's per-key values, read while the job runs: the workflow
-	// stops the tasks right after the drain, so the last snapshot taken
-	// is kept with the ledger count it was taken at.
-	vals := &sinkWatch{nc: nc, jobID: jobID}
-	wctx, wcancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); vals.run(wctx) }()
-
 	var res cliResult
 	select {
 	case res = <-cli:
 	case <-ctx.Done():
 		t.Fatalf("koala run did not end: %v", ctx.Err())
 	}
-	wcancel()
-	wg.Wait()
 	t.Logf("koala run: exit %d after %s\nstdout:\n%s\nstderr:\n%s", res.exitCode, res.took.Round(time.Millisecond), res.stdout, strings.TrimSpace(res.stderr))
 	if res.exitCode != 0 {
 		t.Fatalf("koala run exited %d after a worker loss with a completed checkpoint, want 0 (recovered)", res.exitCode)
@@ -206,9 +193,15 @@ func TestFaultWorkerLostRecovers(t *testing.T) {
 	if n != out.Produced {
 		t.Errorf("the input topic holds %d records, the producers acked %d", n, out.Produced)
 	}
-	got, distinct := vals.last()
-	if distinct != uint64(out.Produced) {
-		t.Fatalf("the last sink snapshot was taken at %d distinct records, not after the drain (%d): the run stopped the tasks before it was read", distinct, out.Produced)
+	// The sink's per-key values, reported in the result after the drain.
+	got := map[string]uint64{}
+	for task, vals := range out.Sink.Values {
+		for k, v := range vals {
+			if prev, dup := got[k]; dup {
+				t.Errorf("key %s is in two sink tasks (%d and %d in %s)", k, prev, v, task)
+			}
+			got[k] = v
+		}
 	}
 	var wrong []string
 	for k, want := range oracle {
@@ -283,82 +276,6 @@ func chCount(ctx context.Context, cfg local.Config, query string) (int, error) {
 		return 0, fmt.Errorf("count %q: %w", s, err)
 	}
 	return n, nil
-}
-
-// sinkWatch keeps the latest per-key values of the job's collecting sink.
-type sinkWatch struct {
-	nc    *nats.Conn
-	jobID string
-
-	mu       sync.Mutex
-	host     string
-	values   map[string]uint64
-	distinct uint64
-}
-
-func (s *sinkWatch) last() (map[string]uint64, uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.values, s.distinct
-}
-
-// run polls the sink task until ctx ends; a snapshot with fewer distinct
-// records than the kept one (a task restored from a checkpoint) replaces
-// it too, as it is the newer state.
-func (s *sinkWatch) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		if s.host == "" {
-			hosts, err := jobHosts(s.nc, s.jobID)
-			if err == nil {
-				for w, tasks := range hosts {
-					if slices.Contains(tasks, "sink-0") {
-						s.host = w
-					}
-				}
-			}
-			continue
-		}
-		st, err := s.status(ctx)
-		if err != nil {
-			s.host = "" // moved, or the job ended
-			continue
-		}
-		s.mu.Lock()
-		s.values, s.distinct = st.KeyValues, st.SinkDistinct
-		s.mu.Unlock()
-		select {
-		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func (s *sinkWatch) status(ctx context.Context) (control.TaskStatus, error) {
-	data, err := control.NewEnvelope(s.jobID, "", control.TasksRequest{TaskIDs: []string{"sink-0"}, WithValues: true})
-	if err != nil {
-		return control.TaskStatus{}, err
-	}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	msg, err := s.nc.RequestWithContext(rctx, control.WorkerSubject(s.host, control.VerbStatus), data)
-	if err != nil {
-		return control.TaskStatus{}, err
-	}
-	var rep control.Reply
-	if err := json.Unmarshal(msg.Data, &rep); err != nil {
-		return control.TaskStatus{}, err
-	}
-	if rep.Error != "" {
-		return control.TaskStatus{}, errors.New(rep.Error)
-	}
-	var st control.StatusReply
-	if err := json.Unmarshal(rep.Body, &st); err != nil {
-		return control.TaskStatus{}, err
-	}
-	if len(st.Tasks) != 1 || !st.Tasks[0].Running {
-		return control.TaskStatus{}, fmt.Errorf("sink-0 not running on %s", s.host)
-	}
-	return st.Tasks[0], nil
 }
 
 // topicKeyCounts reads topic from its start to its end offsets and counts
