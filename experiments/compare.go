@@ -84,6 +84,7 @@ func VariantInput(base workflows.ExperimentInput, variant, remoteAddrs string) (
 	in.Parallelism = maps.Clone(base.Parallelism)
 	in.Reconfigurations = slices.Clone(base.Reconfigurations)
 	in.Workers = slices.Clone(base.Workers)
+	in.ProducerWorkers = slices.Clone(base.ProducerWorkers)
 	in.KafkaBrokers = slices.Clone(base.KafkaBrokers)
 	switch variant {
 	case VariantLazy:

@@ -99,7 +99,7 @@ var topFields = []string{
 	"QueryName", "Experiment", "TotalRuntimeSeconds", "Reconfigurations",
 	"ReconfigProtocol", "StateBackendType", "NumBuckets", "BatchSize",
 	"NumPartitions", "RatePerSecond", "NumKeys", "Seed", "ValueSize",
-	"Generator", "Skew", "NumProducers", "MinWorkers", "Workers",
+	"Generator", "Skew", "NumProducers", "MinWorkers", "Workers", "ProducerWorkers",
 	"DrainTimeoutSeconds", "KafkaBrokers", "CheckpointIntervalSeconds",
 }
 
@@ -203,6 +203,10 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 			if v, ok := p.strs(raw, at, true); ok {
 				in.Workers = v
 			}
+		case "ProducerWorkers":
+			if v, ok := p.strs(raw, at, true); ok {
+				in.ProducerWorkers = v
+			}
 		case "DrainTimeoutSeconds":
 			p.intTo(&in.DrainTimeoutSeconds, raw, at, 1, math.MaxInt32)
 		case "CheckpointIntervalSeconds":
@@ -268,6 +272,11 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 	}
 	if len(in.Workers) > 0 && in.MinWorkers > len(in.Workers) {
 		p.errorf("%s: %d is out of range (must be at most the number of Workers (%d))", where("MinWorkers", ""), in.MinWorkers, len(in.Workers))
+	}
+	for _, id := range in.ProducerWorkers {
+		if slices.Contains(in.Workers, id) {
+			p.errorf("%s: %q is also in Workers (a producer worker hosts no task; allowed: worker ids not in Workers)", where("ProducerWorkers", ""), id)
+		}
 	}
 	for i, r := range reconfigs {
 		loc := fmt.Sprintf("Reconfigurations[%d]", reconfigMeta[i].index)

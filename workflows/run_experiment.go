@@ -93,8 +93,8 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		}
 	}
 
-	var workers []control.WorkerInfo
-	if err := workflow.ExecuteActivity(actx, a.DiscoverWorkers, activities.DiscoverInput{Want: in.Workers, Min: in.MinWorkers, Timeout: 20}).Get(ctx, &workers); err != nil {
+	workers, producerWorkers, err := discoverWorkers(ctx, actx, in) // producer_placement.go
+	if err != nil {
 		return res, err
 	}
 	root := ctx
@@ -135,7 +135,7 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 	if err := workflow.ExecuteActivity(actx, a.StartTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, cleanup(ctx, dep, err)
 	}
-	producers := warmUpProducers(in, wu, snap, producerInputs(in, job, workers))
+	producers := warmUpProducers(in, wu, snap, producerInputs(in, job, producerWorkers))
 	for _, p := range producers {
 		if err := workflow.ExecuteActivity(actx, a.StartProducer, p).Get(ctx, nil); err != nil {
 			return res, cleanup(ctx, dep, err)
@@ -321,6 +321,8 @@ func dropRemoteState(ctx workflow.Context, job control.JobSpec) {
 	_ = workflow.ExecuteActivity(actx, a.DropRemoteState, job).Get(ctx, nil)
 }
 
+// producerInputs splits the input among in.Producer.Producers generators,
+// producer i on workers[i mod len(workers)].
 func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.WorkerInfo) []activities.ProducerInput {
 	// A RateLimiterConfig schedule (checked by validateInput) limits each
 	// producer, as in the artifact; RatePerSec is split among them.

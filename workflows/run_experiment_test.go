@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -60,7 +61,16 @@ func mockExperimentActivities(env *testsuite.TestWorkflowEnvironment, calls *act
 	env.OnActivity(a.DiscoverWorkers, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.DiscoverInput) ([]control.WorkerInfo, error) {
 			calls.add("DiscoverWorkers", in, env.Now())
-			return testWorkers(), nil
+			if len(in.Want) == 0 {
+				return testWorkers(), nil
+			}
+			var got []control.WorkerInfo
+			for _, w := range testWorkers() {
+				if slices.Contains(in.Want, w.ID) {
+					got = append(got, w)
+				}
+			}
+			return got, nil
 		})
 	env.OnActivity(a.BuildJob, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.JobInput) (control.JobSpec, error) {

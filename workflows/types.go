@@ -79,21 +79,25 @@ type ProducerSpec struct {
 // ExperimentInput is everything RunExperiment needs; experiments/ builds it
 // from an artifact-format JSON config.
 type ExperimentInput struct {
-	Name                string            `json:"name"`
-	QueryName           string            `json:"query_name"`
-	TotalRuntimeSeconds int               `json:"total_runtime_seconds"`
-	Reconfigurations    []ReconfigSpec    `json:"reconfigurations"`
-	ReconfigProtocol    string            `json:"reconfig_protocol"`
-	StateBackend        string            `json:"state_backend"`
-	NumBuckets          int               `json:"num_buckets"`
-	BatchSize           int               `json:"batch_size"`
-	Partitions          int               `json:"partitions"`
-	Parallelism         map[string]int    `json:"parallelism"` // operator name → initial parallelism
-	Producer            ProducerSpec      `json:"producer"`
-	Workers             []string          `json:"workers,omitempty"` // worker ids to use; empty = all that answer
-	MinWorkers          int               `json:"min_workers"`
-	KafkaBrokers        []string          `json:"kafka_brokers"`
-	Params              map[string]string `json:"params,omitempty"`
+	Name                string         `json:"name"`
+	QueryName           string         `json:"query_name"`
+	TotalRuntimeSeconds int            `json:"total_runtime_seconds"`
+	Reconfigurations    []ReconfigSpec `json:"reconfigurations"`
+	ReconfigProtocol    string         `json:"reconfig_protocol"`
+	StateBackend        string         `json:"state_backend"`
+	NumBuckets          int            `json:"num_buckets"`
+	BatchSize           int            `json:"batch_size"`
+	Partitions          int            `json:"partitions"`
+	Parallelism         map[string]int `json:"parallelism"` // operator name → initial parallelism
+	Producer            ProducerSpec   `json:"producer"`
+	Workers             []string       `json:"workers,omitempty"` // worker ids to use; empty = all that answer
+	// ProducerWorkers are the worker ids the input generators run on
+	// (round robin); they host no task. Empty: producers share the task
+	// workers (producer i on task worker i mod n). See producer_placement.go.
+	ProducerWorkers []string          `json:"producer_workers,omitempty"`
+	MinWorkers      int               `json:"min_workers"`
+	KafkaBrokers    []string          `json:"kafka_brokers"`
+	Params          map[string]string `json:"params,omitempty"`
 	// DrainTimeoutSeconds bounds the wait for the end of stream after the producer stops.
 	DrainTimeoutSeconds int `json:"drain_timeout_seconds"`
 	// CheckpointIntervalSeconds > 0 takes an aligned checkpoint of the job
