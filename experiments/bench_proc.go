@@ -52,6 +52,10 @@ func ProcCPUSeconds(pid int) (float64, error) {
 type CPUSample struct {
 	At      time.Time `json:"at"`
 	Seconds float64   `json:"cpu_seconds"`
+	// Producer is the summed CPU seconds of the processes that only run
+	// the input generators (workers hosting no task), kept apart from
+	// Seconds so the pipeline is not charged for producing its input.
+	Producer float64 `json:"producer_cpu_seconds,omitempty"`
 	// MachineBusy is the busy time of all CPUs of the machine (/proc/stat:
 	// user+nice+system+irq+softirq+steal), in seconds.
 	MachineBusy float64 `json:"machine_busy_seconds"`
@@ -95,6 +99,14 @@ func machineAt(samples []CPUSample, t time.Time) (float64, bool) {
 		ms[i] = CPUSample{At: s.At, Seconds: s.MachineBusy}
 	}
 	return CPUAt(ms, t)
+}
+
+func producerAt(samples []CPUSample, t time.Time) (float64, bool) {
+	ps := make([]CPUSample, len(samples))
+	for i, s := range samples {
+		ps[i] = CPUSample{At: s.At, Seconds: s.Producer}
+	}
+	return CPUAt(ps, t)
 }
 
 // CPUAt interpolates the CPU seconds at t linearly between the samples

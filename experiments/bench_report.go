@@ -214,15 +214,16 @@ func (r BenchReport) Markdown() string {
 
 	b.WriteString("\n## Steady state per core\n\n")
 	b.WriteString("Each query ran without reconfiguration at a fixed producer rate through a `RunExperiment` workflow on the local stack. " +
-		"Events/s are the sink's `records_in` from ClickHouse over the window; CPU-seconds are utime+stime from `/proc/<pid>/stat` of **all** worker processes (`<run-dir>/worker-w*.pid`), sampled every 0.5 s and interpolated at the window's bounds. " +
-		"The producer (Kafka client generating the input) runs inside one of those workers, so its CPU is counted against the pipeline. Kafka, ClickHouse, Temporal and NATS are not counted; *machine cores busy* is the whole machine's busy CPU (/proc/stat) over the same window, i.e. everything else that ran at the time. " +
+		"Events/s are the sink's `records_in` from ClickHouse over the window; CPU-seconds are utime+stime from `/proc/<pid>/stat` of the worker processes that host the query's tasks (`<run-dir>/worker-w*.pid`), sampled every 0.5 s and interpolated at the window's bounds. " +
+		"The producers (Kafka clients generating the input, standing in for the original artifact's producer machines) run on a worker that hosts no task (the config's `ProducerWorkers`, by default the stack's last worker): its CPU is not counted against the pipeline but shown in *producer cores* (cores, worker ids) over the same window. " +
+		"A run whose producers shared the task workers (*in worker CPU*, e.g. a single-worker stack) counts their CPU in the worker CPU-s. Kafka, ClickHouse, Temporal and NATS are not counted; *machine cores busy* is the whole machine's busy CPU (/proc/stat) over the same window, i.e. everything else that ran at the time. " +
 		"*batch p50 / p99* are the processing time of individual batches of the named operator: every task records each batch's time into an HDR histogram (1 µs – 10 min, 3 significant digits) and writes each second's histogram to ClickHouse (`batch_time_hdr`); the histograms of all its tasks over the window are merged and the percentiles read from the merge. " +
 		"*e2e* is producer → sink latency per record: the producer stamps each record (its Kafka timestamp, the record's event time) and the sink task records now − that stamp into an HDR histogram (1 µs – 10 min, 3 significant digits) over the whole job, warm-up and drain included; it includes the producer's batching and Kafka. With several sink tasks the largest of each percentile is shown. Not reported for queries whose sink gets results rather than input records.\n\n")
-	b.WriteString("| query | operator | target rate | produced ev/s | events/s at sink (or *) | sustained | worker CPU-s | worker cores | machine cores busy | ev/s per CPU-s | target | verdict | batch p50 (HDR) | batch p99 (HDR) | e2e p50 / p99 / p999 / max | max lag | lost | dup |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| query | operator | target rate | produced ev/s | events/s at sink (or *) | sustained | worker CPU-s | worker cores | producer cores | machine cores busy | ev/s per CPU-s | target | verdict | batch p50 (HDR) | batch p99 (HDR) | e2e p50 / p99 / p999 / max | max lag | lost | dup |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Steady {
 		if s.Status != StatusOK {
-			fmt.Fprintf(&b, "| %s | %s | %d | %s: %s |||||||||||| \n", s.Query, s.Operator, s.Rate, s.Status, esc(s.Reason))
+			fmt.Fprintf(&b, "| %s | %s | %d | %s: %s ||||||||||||| \n", s.Query, s.Operator, s.Rate, s.Status, esc(s.Reason))
 			continue
 		}
 		v := VerdictUnknown
@@ -238,13 +239,17 @@ func (r BenchReport) Markdown() string {
 		if s.ExactnessUnchecked != "" {
 			lost, dup = "unchecked", "unchecked"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %s | %.0f %% | %.1f | %.2f | %.2f | %.0f | %s | %s | %s | %s | %s | %.0f | %s | %s |\n",
-			s.Query, s.Operator, s.Rate, s.ProducedPerSec, s.eventsText(), 100*s.SustainedRatio, s.CPUSeconds, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec, target, v,
+		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %s | %.0f %% | %.1f | %.2f | %s | %.2f | %.0f | %s | %s | %s | %s | %s | %.0f | %s | %s |\n",
+			s.Query, s.Operator, s.Rate, s.ProducedPerSec, s.eventsText(), 100*s.SustainedRatio, s.CPUSeconds, s.CoresUsed, s.producerText(), s.MachineCores, s.EventsPerCPUSec, target, v,
 			s.batchText(s.BatchP50Us), s.batchText(s.BatchP99Us), s.E2EText(), s.MaxLag, lost, dup)
 	}
 	for _, s := range r.Steady {
 		if s.Status == StatusOK {
 			fmt.Fprintf(&b, "\n- %s: workflow `%s`, window [%.0f s, %.0f s) of the job, %d batches of %s (longest %s).", s.Query, s.WorkflowID, s.WindowFrom, s.WindowTo, s.BatchCount, s.Operator, s.batchText(s.BatchMaxUs))
+			if len(s.ProducerWorkers) > 0 {
+				fmt.Fprintf(&b, " Producers on %s: %.1f CPU-s (%.2f cores) over the window, not in the worker CPU-s; with them the pipeline and its input generator took %.0f ev/s per CPU-s.",
+					strings.Join(s.ProducerWorkers, ", "), s.ProducerCPUSeconds, s.ProducerCores, s.perCPUWithProducers())
+			}
 			if s.BatchError != "" {
 				fmt.Fprintf(&b, " Batch histograms: %s.", esc(s.BatchError))
 			}

@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"koala/dataplane/control"
@@ -23,23 +24,32 @@ type Steady struct {
 	Status     string `json:"status"`
 	Reason     string `json:"reason,omitempty"`
 
-	WorkerPIDs []int `json:"worker_pids,omitempty"`
+	WorkerPIDs []int `json:"worker_pids,omitempty"` // the workers whose CPU is the pipeline's
+	// ProducerWorkers run the input generators and host no task; their
+	// processes (ProducerPIDs) are sampled apart. Empty: the producers ran
+	// inside the task workers and their CPU is part of CPUSeconds.
+	ProducerWorkers []string `json:"producer_workers,omitempty"`
+	ProducerPIDs    []int    `json:"producer_pids,omitempty"`
 
 	// Window on the job's metric axis (seconds since its first metric row).
 	WindowFrom float64 `json:"window_from_sec"`
 	WindowTo   float64 `json:"window_to_sec"`
 
-	CountedAt       string  `json:"counted_at"` // operator whose records_in are the events (the sink, or an aggregation's input)
-	SinkEvents      float64 `json:"sink_events"`
-	EventsPerSec    float64 `json:"sink_events_per_sec"`
-	CPUSeconds      float64 `json:"worker_cpu_seconds"`
-	CoresUsed       float64 `json:"worker_cores_used"`
-	MachineCores    float64 `json:"machine_cores_busy"` // all processes of the machine, same window
-	EventsPerCPUSec float64 `json:"events_per_cpu_sec"`
-	SustainedRatio  float64 `json:"sustained_ratio"`  // sink events/s ÷ target rate
-	ProducedPerSec  float64 `json:"produced_per_sec"` // records the producer got acknowledged ÷ runtime
-	MaxLag          float64 `json:"max_kafka_lag"`
-	EndLag          float64 `json:"end_kafka_lag"`
+	CountedAt    string  `json:"counted_at"` // operator whose records_in are the events (the sink, or an aggregation's input)
+	SinkEvents   float64 `json:"sink_events"`
+	EventsPerSec float64 `json:"sink_events_per_sec"`
+	CPUSeconds   float64 `json:"worker_cpu_seconds"`
+	CoresUsed    float64 `json:"worker_cores_used"`
+	// ProducerCPUSeconds and ProducerCores are the producer workers' CPU
+	// over the window (0 without ProducerWorkers).
+	ProducerCPUSeconds float64 `json:"producer_cpu_seconds,omitempty"`
+	ProducerCores      float64 `json:"producer_cores_used,omitempty"`
+	MachineCores       float64 `json:"machine_cores_busy"` // all processes of the machine, same window
+	EventsPerCPUSec    float64 `json:"events_per_cpu_sec"`
+	SustainedRatio     float64 `json:"sustained_ratio"`  // sink events/s ÷ target rate
+	ProducedPerSec     float64 `json:"produced_per_sec"` // records the producer got acknowledged ÷ runtime
+	MaxLag             float64 `json:"max_kafka_lag"`
+	EndLag             float64 `json:"end_kafka_lag"`
 
 	// Per-batch processing time of the operator's tasks over the window:
 	// percentiles of one HDR histogram of every batch (merged from the
@@ -108,6 +118,14 @@ func ComputeSteady(s Steady, in SteadyInputs) Steady {
 		}
 		s.EventsPerCPUSec = events / s.CPUSeconds
 	}
+	p0, okp0 := producerAt(in.CPU, at(in.From))
+	p1, okp1 := producerAt(in.CPU, at(in.To))
+	if okp0 && okp1 && p1 > p0 {
+		s.ProducerCPUSeconds = p1 - p0
+		if span > 0 {
+			s.ProducerCores = s.ProducerCPUSeconds / span
+		}
+	}
 	m0, okm0 := machineAt(in.CPU, at(in.From))
 	m1, okm1 := machineAt(in.CPU, at(in.To))
 	if okm0 && okm1 && m1 > m0 && span > 0 {
@@ -159,6 +177,15 @@ func MergeSinkLatency(ls []control.Latency) *control.Latency {
 	return &out
 }
 
+// producerText is the producer CPU cell: the producer workers' cores, or
+// where the producers' CPU went when they shared the task workers.
+func (s Steady) producerText() string {
+	if len(s.ProducerWorkers) == 0 {
+		return "in worker CPU"
+	}
+	return fmt.Sprintf("%.2f (%s)", s.ProducerCores, strings.Join(s.ProducerWorkers, ","))
+}
+
 // batchText is a batch-time cell: n/a without batches in the window.
 func (s Steady) batchText(us float64) string {
 	if s.BatchCount == 0 {
@@ -173,4 +200,14 @@ func (s Steady) E2EText() string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f / %.1f / %.1f / %.1f ms", float64(s.E2E.P50Us)/1000, float64(s.E2E.P99Us)/1000, float64(s.E2E.P999Us)/1000, float64(s.E2E.MaxUs)/1000)
+}
+
+// perCPUWithProducers is events per CPU-second counting the producer
+// workers too (the figure comparable with runs whose producers shared the
+// task workers); 0 without CPU figures.
+func (s Steady) perCPUWithProducers() float64 {
+	if c := s.CPUSeconds + s.ProducerCPUSeconds; c > 0 && s.CPUSeconds > 0 {
+		return s.SinkEvents / c
+	}
+	return 0
 }

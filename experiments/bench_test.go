@@ -94,6 +94,9 @@ func TestComputeSteady(t *testing.T) {
 	if s.BatchP50Us != 200 || math.Abs(s.BatchP99Us-5000) > 5 || math.Abs(s.BatchMaxUs-5000) > 5 || s.BatchCount != 100 || s.BatchError != "" {
 		t.Errorf("batch p50 %v p99 %v max %v n %d err %q", s.BatchP50Us, s.BatchP99Us, s.BatchMaxUs, s.BatchCount, s.BatchError)
 	}
+	if s.ProducerCPUSeconds != 0 || s.producerText() != "in worker CPU" {
+		t.Errorf("producers in the task workers: producer CPU %v, cell %q", s.ProducerCPUSeconds, s.producerText())
+	}
 	in.Batches = append(in.Batches, metrics.BatchHistSample{Task: "m-1", Sec: 9, Hist: "garbage"})
 	if s := ComputeSteady(Steady{Query: "hello"}, in); s.BatchError == "" || s.BatchCount != 0 {
 		t.Errorf("an undecodable histogram row: count %d, error %q", s.BatchCount, s.BatchError)
@@ -202,5 +205,35 @@ func TestMeasureExchange(t *testing.T) {
 	}
 	if c.Component != CeilExchange || c.Events <= 0 || c.Events%1000 != 0 || c.Seconds < 0.3 || c.EventsPerSec <= 0 {
 		t.Fatalf("ceiling %+v", c)
+	}
+}
+
+// TestSteadyProducerCPUApart: the producer worker's CPU is measured over
+// the same window, kept out of the pipeline's CPU-s and shown in the table
+// and the text.
+func TestSteadyProducerCPUApart(t *testing.T) {
+	start := time.Unix(2000, 0)
+	var sink []metrics.Point
+	for s := 0; s < 20; s++ {
+		sink = append(sink, metrics.Point{Sec: float64(s), Value: 1000})
+	}
+	// Task workers 0.5 cores, producer worker 0.25 cores.
+	cpu := []CPUSample{{At: start}, {At: start.Add(20 * time.Second), Seconds: 10, Producer: 5, MachineBusy: 30}}
+	s := ComputeSteady(Steady{Query: "hello", Status: StatusOK, ProducerWorkers: []string{"w3"}},
+		SteadyInputs{Sink: sink, JobStart: start, CPU: cpu, From: 5, To: 15, TargetRate: 1000})
+	if math.Abs(s.CPUSeconds-5) > 1e-9 || math.Abs(s.EventsPerCPUSec-2000) > 1e-6 {
+		t.Fatalf("pipeline CPU %v, per CPU-s %v; want 5 and 2000", s.CPUSeconds, s.EventsPerCPUSec)
+	}
+	if math.Abs(s.ProducerCPUSeconds-2.5) > 1e-9 || math.Abs(s.ProducerCores-0.25) > 1e-9 {
+		t.Fatalf("producer CPU %v (%v cores), want 2.5 (0.25)", s.ProducerCPUSeconds, s.ProducerCores)
+	}
+	if got := s.perCPUWithProducers(); math.Abs(got-10000/7.5) > 1e-6 {
+		t.Errorf("with producers %v ev/s per CPU-s, want %v", got, 10000/7.5)
+	}
+	md := BenchReport{Steady: []Steady{s}}.Markdown()
+	for _, want := range []string{"| producer cores |", "| 0.25 (w3) |", "Producers on w3: 2.5 CPU-s (0.25 cores) over the window, not in the worker CPU-s; with them the pipeline and its input generator took 1333 ev/s per CPU-s."} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,23 +66,28 @@ type cpuSampler struct {
 	ticks   *periodic
 }
 
-// startCPUSampler records the summed utime+stime of pids every interval.
-// A process that cannot be read counts its last value (a worker that exited
-// used no more CPU).
-func startCPUSampler(pids []int, interval time.Duration) *cpuSampler {
+// startCPUSampler records the summed utime+stime of pids, and apart from
+// it that of producerPIDs, every interval. A process that cannot be read
+// counts its last value (a worker that exited used no more CPU).
+func startCPUSampler(pids, producerPIDs []int, interval time.Duration) *cpuSampler {
 	s := &cpuSampler{}
-	last := make([]float64, len(pids))
+	all := slices.Concat(pids, producerPIDs)
+	last := make([]float64, len(all))
 	take := func() {
-		var sum float64
-		for i, pid := range pids {
+		var sum, producers float64
+		for i, pid := range all {
 			if v, err := experiments.ProcCPUSeconds(pid); err == nil {
 				last[i] = v
 			}
-			sum += last[i]
+			if i < len(pids) {
+				sum += last[i]
+			} else {
+				producers += last[i]
+			}
 		}
 		busy, _ := experiments.MachineBusySeconds()
 		s.mu.Lock()
-		s.samples = append(s.samples, experiments.CPUSample{At: time.Now(), Seconds: sum, MachineBusy: busy})
+		s.samples = append(s.samples, experiments.CPUSample{At: time.Now(), Seconds: sum, Producer: producers, MachineBusy: busy})
 		s.mu.Unlock()
 	}
 	s.ticks = startPeriodic(interval, true, take)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,14 +41,16 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 		return s
 	}
 
-	pids := workerPIDs(o.runDir)
-	if len(pids) == 0 {
+	ws := workerFiles(o.runDir)
+	if len(ws) == 0 {
 		s.Reason = "no worker PID files under " + o.runDir
 		fmt.Println(label, s.Reason)
 		return s
 	}
-	s.WorkerPIDs = pids
-	sampler := startCPUSampler(pids, 500*time.Millisecond)
+	tasks, producers := placeProducers(&in, ws)
+	s.WorkerPIDs, s.ProducerPIDs, s.ProducerWorkers = pidsOf(tasks), pidsOf(producers), in.ProducerWorkers
+	pids := s.WorkerPIDs
+	sampler := startCPUSampler(s.WorkerPIDs, s.ProducerPIDs, 500*time.Millisecond)
 
 	id := fmt.Sprintf("%s-%s", in.Name, stamp)
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
@@ -58,7 +61,7 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 		return s
 	}
 	s.WorkflowID = run.GetID()
-	fmt.Printf("%s started %s: %s at %d ev/s for %d s, %d worker processes %v\n", label, id, in.QueryName, s.Rate, s.RuntimeSec, len(pids), pids)
+	fmt.Printf("%s started %s: %s at %d ev/s for %d s, %d task worker processes %v, producers on %v %v\n", label, id, in.QueryName, s.Rate, s.RuntimeSec, len(pids), pids, in.ProducerWorkers, s.ProducerPIDs)
 	drain := in.DrainTimeoutSeconds
 	if drain <= 0 {
 		drain = experiments.DefaultDrainTimeoutSeconds
@@ -133,8 +136,39 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	if s.CPUSeconds <= 0 {
 		s.Reason = "no CPU samples over the window"
 	}
-	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at %s (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; batch p50 %.2f ms p99 %.2f ms (HDR, %d batches); e2e p50/p99/p999/max %s; lost=%d dup=%d\n",
-		label, s.ProducedPerSec, s.EventsPerSec, s.CountedAt, 100*s.SustainedRatio, s.Rate, s.CPUSeconds, s.WindowTo-s.WindowFrom, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec,
+	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at %s (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; producers %.2f cores; batch p50 %.2f ms p99 %.2f ms (HDR, %d batches); e2e p50/p99/p999/max %s; lost=%d dup=%d\n",
+		label, s.ProducedPerSec, s.EventsPerSec, s.CountedAt, 100*s.SustainedRatio, s.Rate, s.CPUSeconds, s.WindowTo-s.WindowFrom, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec, s.ProducerCores,
 		s.BatchP50Us/1000, s.BatchP99Us/1000, s.BatchCount, s.E2EText(), s.Lost, s.Duplicated)
 	return s
+}
+
+// placeProducers decides where a steady run's input generators run. The
+// original artifact generates input on separate producer machines; here a
+// worker that hosts no task stands in for them, so the pipeline's CPU is
+// that of the task workers alone. A config naming ProducerWorkers is kept;
+// one naming neither those nor Workers gets the stack's last worker as its
+// producer worker when the others still hold MinWorkers. Otherwise the
+// producers share the task workers (and their CPU is counted with them).
+// It returns the task workers' and the producer workers' processes.
+func placeProducers(in *workflows.ExperimentInput, ws []workerFile) (tasks, producers []workerFile) {
+	if len(in.ProducerWorkers) == 0 && len(in.Workers) == 0 && len(ws)-1 >= max(in.MinWorkers, 1) {
+		in.ProducerWorkers = []string{ws[len(ws)-1].name}
+	}
+	for _, w := range ws {
+		switch {
+		case slices.Contains(in.ProducerWorkers, w.name):
+			producers = append(producers, w)
+		case len(in.Workers) == 0 || slices.Contains(in.Workers, w.name):
+			tasks = append(tasks, w)
+		}
+	}
+	return tasks, producers
+}
+
+func pidsOf(ws []workerFile) []int {
+	out := make([]int, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, w.pid)
+	}
+	return out
 }
