@@ -29,7 +29,7 @@ func (a *Activities) StartProducer(ctx context.Context, in ProducerInput) error 
 // StopProducer stops the generator and returns what Kafka acknowledged.
 func (a *Activities) StopProducer(ctx context.Context, in ProducerInput) (control.ProduceReport, error) {
 	var rep control.ProduceReport
-	err := a.request(ctx, in.WorkerID, control.VerbProduceStop, in.JobID, "", nil, &rep)
+	err := a.request(ctx, in.WorkerID, control.VerbProduceStop, in.JobID, "", control.ProduceStopRequest{Producer: in.Request.Producer}, &rep)
 	return rep, err
 }
 

@@ -166,7 +166,11 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 		}
 		return nil, w.startProducer(env.JobID, req)
 	case control.VerbProduceStop:
-		return w.stopProducer(ctx, env.JobID)
+		req, err := decodeBody[control.ProduceStopRequest](env)
+		if err != nil {
+			return nil, err
+		}
+		return w.stopProducer(ctx, env.JobID, req.Producer)
 	}
 	if body, ok, err := w.dispatchSnapshot(ctx, verb, env); ok { // snapshot.go
 		return body, err

@@ -5,7 +5,8 @@ import "koala/dataplane/control"
 // SplitProduce divides one produce request among n parallel producers, the
 // way an experiment's producers share its input: the rate (RatePerSec) and
 // the event budget (MaxEvents) are split as evenly as whole numbers allow,
-// each producer gets its own seed (Seed+i) so their streams differ, and a
+// each producer gets its own seed (Seed+i) so their streams differ and its
+// index (Producer) so that two of them can run on one worker, and a
 // rate schedule (RateLimit) applies to each producer in full, as in the
 // artifact. Trace files are dealt out round-robin so that no file is read
 // twice; with fewer files than producers only one producer per file runs.
@@ -18,6 +19,7 @@ func SplitProduce(req control.ProduceRequest, n int) []control.ProduceRequest {
 	for i := range out {
 		r := req
 		r.Seed = req.Seed + int64(i)
+		r.Producer = i
 		r.RatePerSec = req.RatePerSec / n
 		if i < req.RatePerSec%n {
 			r.RatePerSec++

@@ -40,6 +40,9 @@ func TestSplitProduce(t *testing.T) {
 			var events int64
 			for i, w := range tc.want {
 				g := got[i]
+				if g.Producer != i {
+					t.Errorf("producer %d has index %d", i, g.Producer)
+				}
 				if g.RatePerSec != w.rate || g.MaxEvents != w.events || g.Seed != w.seed || !slices.Equal(g.FilePath, w.files) {
 					t.Errorf("producer %d: rate %d events %d seed %d files %v, want %+v", i, g.RatePerSec, g.MaxEvents, g.Seed, g.FilePath, w)
 				}

@@ -462,10 +462,16 @@ func (p *producer) stop(ctx context.Context) {
 	}
 }
 
+// producerKey names one producer of a job on a worker.
+func producerKey(jobID string, index int) string {
+	return fmt.Sprintf("%s#%d", jobID, index)
+}
+
 func (w *Worker) startProducer(jobID string, req control.ProduceRequest) error {
+	key := producerKey(jobID, req.Producer)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if old, ok := w.producers[jobID]; ok {
+	if old, ok := w.producers[key]; ok {
 		select {
 		case <-old.done: // finished (MaxEvents reached or stopped): a new phase may start
 		default:
@@ -478,7 +484,7 @@ func (w *Worker) startProducer(jobID string, req control.ProduceRequest) error {
 	}
 	ctx, cancel := context.WithCancel(w.ctx)
 	p.cancel, p.done = cancel, make(chan struct{})
-	w.producers[jobID] = p
+	w.producers[key] = p
 	go func() {
 		defer close(p.done)
 		p.run(ctx)
@@ -486,12 +492,12 @@ func (w *Worker) startProducer(jobID string, req control.ProduceRequest) error {
 	return nil
 }
 
-func (w *Worker) stopProducer(ctx context.Context, jobID string) (control.ProduceReport, error) {
+func (w *Worker) stopProducer(ctx context.Context, jobID string, index int) (control.ProduceReport, error) {
 	w.mu.Lock()
-	p := w.producers[jobID]
+	p := w.producers[producerKey(jobID, index)]
 	w.mu.Unlock()
 	if p == nil {
-		return control.ProduceReport{}, fmt.Errorf("produce.stop: no producer for job %q on worker %s", jobID, w.opts.ID)
+		return control.ProduceReport{}, fmt.Errorf("produce.stop: no producer %d for job %q on worker %s", index, jobID, w.opts.ID)
 	}
 	p.stop(ctx)
 	// The producer stays registered so a retried stop returns the same report.

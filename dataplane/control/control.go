@@ -379,10 +379,14 @@ type ProduceRequest struct {
 	Topic        string   `json:"topic"`
 	KafkaBrokers []string `json:"kafka_brokers"`
 	Generator    string   `json:"generator"` // registered generator name
-	RatePerSec   int      `json:"rate_per_sec"`
-	NumKeys      int      `json:"num_keys"`
-	Seed         int64    `json:"seed"`
-	MaxEvents    int64    `json:"max_events,omitempty"` // 0 = until stopped
+	// Producer is this producer's index among the job's (SplitProduce): a
+	// worker runs one producer per job and index, so several producers of
+	// one job can share a worker.
+	Producer   int   `json:"producer,omitempty"`
+	RatePerSec int   `json:"rate_per_sec"`
+	NumKeys    int   `json:"num_keys"`
+	Seed       int64 `json:"seed"`
+	MaxEvents  int64 `json:"max_events,omitempty"` // 0 = until stopped
 	// StartEvent is the generator's index of this producer's first record
 	// (a warm-up splits one sequence over its producers).
 	StartEvent int64   `json:"start_event,omitempty"`
@@ -422,6 +426,12 @@ type NexmarkSource struct {
 	// sellers are "sequential" (one new seller per auction), "uniform" or
 	// "zipf" (exponent: the request's Skew) over NumActivePeople.
 	Sellers string `json:"sellers,omitempty"`
+}
+
+// ProduceStopRequest names the producer VerbProduceStop stops (its
+// ProduceRequest.Producer; an empty body means producer 0).
+type ProduceStopRequest struct {
+	Producer int `json:"producer,omitempty"`
 }
 
 // ProduceReport answers VerbProduceStop: what Kafka acknowledged.

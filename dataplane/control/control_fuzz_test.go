@@ -19,6 +19,7 @@ var requestBodies = map[string]func() any{
 	VerbFinish:       func() any { return new(FinishRequest) },
 	VerbStatus:       func() any { return new(TasksRequest) },
 	VerbProduceStart: func() any { return new(ProduceRequest) },
+	VerbProduceStop:  func() any { return new(ProduceStopRequest) },
 	VerbHandoff:      func() any { return new(HandoffRequest) },
 }
 
