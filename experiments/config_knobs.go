@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"koala/dataplane"
+	"koala/workflows/plan"
 )
 
 // Top-level field kinds handled generically: the value is validated and
@@ -74,6 +75,10 @@ var artifactKnobs = map[string]knob{
 	"KafkaIPs":                             {kind: knobStrings},
 	"CoordinatorIP":                        {kind: knobString},
 	"ReportSinkValues":                     {kind: knobBool}, // collecting sinks' per-key values in the result (activities.ParamReportSinkValues)
+	// koala's own job parameters (read by the plan and the data plane).
+	plan.ParamTaskPlacement:             {kind: knobEnum, values: plan.TaskPlacements},
+	dataplane.ParamSourceFetchMinBytes:  {kind: knobInt, min: 1},
+	dataplane.ParamSourceFetchMaxWaitMs: {kind: knobInt, min: 1},
 }
 
 // knob validates a pass-through field and renders it for Params.

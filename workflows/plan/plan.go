@@ -30,9 +30,29 @@ import (
 // routing update, so they must stay small).
 const MaxNumBuckets = 65536
 
+// Initial task placement (the job parameter ParamTaskPlacement).
+//
+// Round robin spreads a job's tasks over its workers, so consecutive
+// operators of a chain usually sit on different workers and every record
+// crosses the gRPC exchange (encode, syscalls, decode) at each hop.
+// Co-locating puts task i of every operator on worker i mod n: a chain of
+// operators with equal parallelism then runs on one worker per index and
+// its records pass between tasks in memory (Worker.deliver), the way
+// stream processors chain operators. Only the first deployment is placed
+// this way; reconfigurations place the tasks they add as always.
+const (
+	ParamTaskPlacement  = "TaskPlacement"
+	PlacementRoundRobin = "round-robin"
+	PlacementColocate   = "co-locate"
+)
+
+// TaskPlacements are the values ParamTaskPlacement accepts ("" is round robin).
+var TaskPlacements = []string{PlacementRoundRobin, PlacementColocate}
+
 // Initial builds the first deployment of job: for each operator in job order,
 // Parallelism tasks placed round-robin over workers (sorted by ID), continuing
-// the round-robin across operators so load spreads. Every operator gets a
+// the round-robin across operators so load spreads; with ParamTaskPlacement
+// "co-locate", task i of every operator on worker i mod n. Every operator gets a
 // routing table at epoch 1 whose buckets are spread contiguously and evenly
 // (bucket b → task b*p/NumBuckets); Deployment.Epoch is 1.
 func Initial(job control.JobSpec, workers []control.WorkerInfo) (control.Deployment, error) {
@@ -47,10 +67,14 @@ func Initial(job control.JobSpec, workers []control.WorkerInfo) (control.Deploym
 		return control.Deployment{}, fmt.Errorf("no workers available to place job %q", job.JobID)
 	}
 	d := control.Deployment{Job: cloneJob(job), Epoch: 1}
+	colocate := job.Params[ParamTaskPlacement] == PlacementColocate
 	next := 0
 	for _, op := range job.Operators {
 		for i := 0; i < op.Parallelism; i++ {
 			w := ws[next%len(ws)]
+			if colocate {
+				w = ws[i%len(ws)]
+			}
 			next++
 			d.Tasks = append(d.Tasks, control.TaskRef{
 				ID:       control.TaskID(op.Name, i),
@@ -287,6 +311,9 @@ func ValidateJob(job control.JobSpec) error {
 	}
 	if len(job.Operators) == 0 {
 		return fmt.Errorf("job %q has no operators", job.JobID)
+	}
+	if v := job.Params[ParamTaskPlacement]; v != "" && !slices.Contains(TaskPlacements, v) {
+		return fmt.Errorf("job %q: param %s %q: allowed %s", job.JobID, ParamTaskPlacement, v, strings.Join(TaskPlacements, ", "))
 	}
 	seen := map[string]bool{}
 	for i, op := range job.Operators {

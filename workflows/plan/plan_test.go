@@ -115,6 +115,7 @@ func TestInitialErrors(t *testing.T) {
 		workers []control.WorkerInfo
 		want    string
 	}{
+		{"unknown placement", base(func(j *control.JobSpec) { j.Params = map[string]string{ParamTaskPlacement: "packed"} }), workers("w1"), `param TaskPlacement "packed": allowed round-robin, co-locate`},
 		{"zero buckets", base(func(j *control.JobSpec) { j.NumBuckets = 0 }), workers("w1"), "NumBuckets 0: must be between 1 and 65536"},
 		{"no operators", base(func(j *control.JobSpec) { j.Operators = nil }), workers("w1"), `job "job-1" has no operators`},
 		{"duplicate name", base(func(j *control.JobSpec) { j.Operators[2].Name = "mapper" }), workers("w1"), `operator name "mapper" is used twice`},
@@ -471,5 +472,25 @@ func TestScaleRandomSequences(t *testing.T) {
 			}
 			d = pl.New
 		}
+	}
+}
+
+// Co-locating places task i of every operator on worker i mod n, so a chain
+// of equal parallelism stays on one worker per index.
+func TestInitialColocated(t *testing.T) {
+	job := helloJob(128, 2)
+	job.Params = map[string]string{ParamTaskPlacement: PlacementColocate}
+	d := mustInitial(t, job, workers("w2", "w1"))
+	if err := Validate(d); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	want := map[string]string{"source-0": "w1", "mapper-0": "w1", "mapper-1": "w2", "sink-0": "w1"}
+	for _, task := range d.Tasks {
+		if task.WorkerID != want[task.ID] {
+			t.Errorf("%s on %s, want %s", task.ID, task.WorkerID, want[task.ID])
+		}
+	}
+	if len(d.Tasks) != len(want) {
+		t.Errorf("%d tasks, want %d", len(d.Tasks), len(want))
 	}
 }
