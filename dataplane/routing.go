@@ -34,13 +34,19 @@ func (rt *route) owner(b int) control.TaskRef {
 // target picks the downstream task for r. Keyed operators route by bucket;
 // the others receive from a fixed task (forward), so per-channel order holds.
 func (rt *route) target(r *Record, fromIndex int) control.TaskRef {
+	return *rt.targetRef(r, fromIndex)
+}
+
+// targetRef is target as a pointer into the route's tasks: the same task
+// of the same route is the same pointer.
+func (rt *route) targetRef(r *Record, fromIndex int) *control.TaskRef {
 	if rt.op.Keyed && len(rt.table.Buckets) > 0 {
 		idx := rt.table.Buckets[BucketOf(r.Key, rt.buckets)]
 		if idx < len(rt.tasks) {
-			return rt.tasks[idx]
+			return &rt.tasks[idx]
 		}
 	}
-	return rt.tasks[fromIndex%len(rt.tasks)]
+	return &rt.tasks[fromIndex%len(rt.tasks)]
 }
 
 // compileRoutes builds the routes of every downstream operator of op.

@@ -475,6 +475,12 @@ type outputs struct {
 	// diverted holds the handoff queues of new owners whose lookup entries
 	// are still being sent; frames for them wait there.
 	diverted map[string]*handoffQueue
+	// lastRef and lastFrame are the route task the previous record went to
+	// and its pending frame: consecutive records of a batch mostly share a
+	// target, and comparing the route's task pointer is cheaper than a map
+	// lookup by task id per record. Reset by begin and flush.
+	lastRef   *control.TaskRef
+	lastFrame *Frame
 }
 
 // divert makes frames for task id wait in q until its handoff is done.
@@ -493,15 +499,23 @@ func (o *outputs) begin(view *taskView, fromIndex int, jobID, taskID string, exp
 		o.targets = map[string]control.TaskRef{}
 	}
 	o.count = 0
+	o.lastRef, o.lastFrame = nil, nil
 }
 
 func (o *outputs) emit(r Record) {
 	for _, rt := range o.view.routes {
-		o.emitTo(rt.target(&r, o.from), r)
+		ref := rt.targetRef(&r, o.from)
+		if ref == o.lastRef {
+			o.lastFrame.Records = append(o.lastFrame.Records, r)
+			o.count++
+			continue
+		}
+		o.lastFrame, o.lastRef = o.emitTo(*ref, r), ref
 	}
 }
 
-func (o *outputs) emitTo(target control.TaskRef, r Record) {
+// emitTo adds r to the pending frame for target and returns that frame.
+func (o *outputs) emitTo(target control.TaskRef, r Record) *Frame {
 	f := o.pending[target.ID]
 	if f == nil {
 		f = &Frame{Kind: FrameData, JobID: o.jobID, FromTask: o.taskID, ToTask: target.ID}
@@ -515,12 +529,14 @@ func (o *outputs) emitTo(target control.TaskRef, r Record) {
 	}
 	f.Records = append(f.Records, r)
 	o.count++
+	return f
 }
 
 // flush sends every pending frame, in first-emitted order, and returns how
 // many records went out.
 func (o *outputs) flush(ctx context.Context, w *Worker) (int, error) {
 	n := o.count
+	o.lastRef, o.lastFrame = nil, nil
 	for _, id := range o.order {
 		f := o.pending[id]
 		delete(o.pending, id)
