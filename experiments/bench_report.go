@@ -216,7 +216,8 @@ func (r BenchReport) Markdown() string {
 	b.WriteString("Each query ran without reconfiguration at a fixed producer rate through a `RunExperiment` workflow on the local stack. " +
 		"Events/s are the sink's `records_in` from ClickHouse over the window; CPU-seconds are utime+stime from `/proc/<pid>/stat` of the worker processes that host the query's tasks (`<run-dir>/worker-w*.pid`), sampled every 0.5 s and interpolated at the window's bounds. " +
 		"The producers (Kafka clients generating the input, standing in for the original artifact's producer machines) run on a worker that hosts no task (the config's `ProducerWorkers`, by default the stack's last worker): its CPU is not counted against the pipeline but shown in *producer cores* (cores, worker ids) over the same window. " +
-		"A run whose producers shared the task workers (*in worker CPU*, e.g. a single-worker stack) counts their CPU in the worker CPU-s. Kafka, ClickHouse, Temporal and NATS are not counted; *machine cores busy* is the whole machine's busy CPU (/proc/stat) over the same window, i.e. everything else that ran at the time. " +
+		"A run whose producers shared the task workers (*in worker CPU*, e.g. a single-worker stack) counts their CPU in the worker CPU-s. " +
+		"A config's `TaskPlacement` \"co-locate\" (named below the table) puts task i of every operator on one worker, so records pass between its tasks in memory instead of through the gRPC exchange; round robin (the default) spreads consecutive operators over workers. Kafka, ClickHouse, Temporal and NATS are not counted; *machine cores busy* is the whole machine's busy CPU (/proc/stat) over the same window, i.e. everything else that ran at the time. " +
 		"*batch p50 / p99* are the processing time of individual batches of the named operator: every task records each batch's time into an HDR histogram (1 µs – 10 min, 3 significant digits) and writes each second's histogram to ClickHouse (`batch_time_hdr`); the histograms of all its tasks over the window are merged and the percentiles read from the merge. " +
 		"*e2e* is producer → sink latency per record: the producer stamps each record (its Kafka timestamp, the record's event time) and the sink task records now − that stamp into an HDR histogram (1 µs – 10 min, 3 significant digits) over the whole job, warm-up and drain included; it includes the producer's batching and Kafka. With several sink tasks the largest of each percentile is shown. Not reported for queries whose sink gets results rather than input records.\n\n")
 	b.WriteString("| query | operator | target rate | produced ev/s | events/s at sink (or *) | sustained | worker CPU-s | worker cores | producer cores | machine cores busy | ev/s per CPU-s | target | verdict | batch p50 (HDR) | batch p99 (HDR) | e2e p50 / p99 / p999 / max | max lag | lost | dup |\n")
@@ -246,6 +247,9 @@ func (r BenchReport) Markdown() string {
 	for _, s := range r.Steady {
 		if s.Status == StatusOK {
 			fmt.Fprintf(&b, "\n- %s: workflow `%s`, window [%.0f s, %.0f s) of the job, %d batches of %s (longest %s).", s.Query, s.WorkflowID, s.WindowFrom, s.WindowTo, s.BatchCount, s.Operator, s.batchText(s.BatchMaxUs))
+			if s.TaskPlacement != "" {
+				fmt.Fprintf(&b, " Task placement %s.", s.TaskPlacement)
+			}
 			if len(s.ProducerWorkers) > 0 {
 				fmt.Fprintf(&b, " Producers on %s: %.1f CPU-s (%.2f cores) over the window, not in the worker CPU-s; with them the pipeline and its input generator took %.0f ev/s per CPU-s.",
 					strings.Join(s.ProducerWorkers, ", "), s.ProducerCPUSeconds, s.ProducerCores, s.perCPUWithProducers())

@@ -30,6 +30,9 @@ type Steady struct {
 	// inside the task workers and their CPU is part of CPUSeconds.
 	ProducerWorkers []string `json:"producer_workers,omitempty"`
 	ProducerPIDs    []int    `json:"producer_pids,omitempty"`
+	// TaskPlacement is the run's initial task placement (the config's
+	// TaskPlacement; empty: round robin).
+	TaskPlacement string `json:"task_placement,omitempty"`
 
 	// Window on the job's metric axis (seconds since its first metric row).
 	WindowFrom float64 `json:"window_from_sec"`

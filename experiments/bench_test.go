@@ -219,7 +219,7 @@ func TestSteadyProducerCPUApart(t *testing.T) {
 	}
 	// Task workers 0.5 cores, producer worker 0.25 cores.
 	cpu := []CPUSample{{At: start}, {At: start.Add(20 * time.Second), Seconds: 10, Producer: 5, MachineBusy: 30}}
-	s := ComputeSteady(Steady{Query: "hello", Status: StatusOK, ProducerWorkers: []string{"w3"}},
+	s := ComputeSteady(Steady{Query: "hello", Status: StatusOK, ProducerWorkers: []string{"w3"}, TaskPlacement: "co-locate"},
 		SteadyInputs{Sink: sink, JobStart: start, CPU: cpu, From: 5, To: 15, TargetRate: 1000})
 	if math.Abs(s.CPUSeconds-5) > 1e-9 || math.Abs(s.EventsPerCPUSec-2000) > 1e-6 {
 		t.Fatalf("pipeline CPU %v, per CPU-s %v; want 5 and 2000", s.CPUSeconds, s.EventsPerCPUSec)
@@ -231,7 +231,7 @@ func TestSteadyProducerCPUApart(t *testing.T) {
 		t.Errorf("with producers %v ev/s per CPU-s, want %v", got, 10000/7.5)
 	}
 	md := BenchReport{Steady: []Steady{s}}.Markdown()
-	for _, want := range []string{"| producer cores |", "| 0.25 (w3) |", "Producers on w3: 2.5 CPU-s (0.25 cores) over the window, not in the worker CPU-s; with them the pipeline and its input generator took 1333 ev/s per CPU-s."} {
+	for _, want := range []string{"| producer cores |", "| 0.25 (w3) |", "Task placement co-locate.", "Producers on w3: 2.5 CPU-s (0.25 cores) over the window, not in the worker CPU-s; with them the pipeline and its input generator took 1333 ev/s per CPU-s."} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
 		}

@@ -144,7 +144,7 @@ func runBench(ctx context.Context, o benchOpts) error {
 	rep.Notes = append(rep.Notes, fmt.Sprintf("stack run dir %s; the local stack (Temporal, NATS, Kafka, ClickHouse, controller, %d workers) shares the machine with the measured workers and with anything else running on it", o.runDir, len(workerPIDs(o.runDir))))
 	rep.Notes = append(rep.Notes, "steady-state rates (configs experiments/bench/hello-steady.json, counter-steady.json) were re-probed on 2026-11-29 after the data-plane throughput work, on this 2-core machine while other work kept it busy (load average 12-18): "+
 		"hello at 120 K ev/s offered (two producers) reached 96-97 % at the sink, counter at 30 K offered 95-98 %, both with lag not growing; before that work hello was producer-bound at ~67 K ev/s with two producers and counter's sink saturated at ~19 K ev/s. "+
-		"Since then the steady runs place the producers on a worker that hosts no task (ProducerWorkers, the stack's last worker) and count only the task workers as pipeline CPU, the producer worker's CPU reported apart; before, the producers ran inside the task workers and their CPU was part of the worker CPU-s")
+		"Since then the steady runs place the producers on a worker that hosts no task (ProducerWorkers, the stack's last worker) and count only the task workers as pipeline CPU, the producer worker's CPU reported apart (before, the producers ran inside the task workers and their CPU was part of the worker CPU-s), and hello-steady.json co-locates its source, mapper and sink on one worker (TaskPlacement), so its records do not cross the gRPC exchange")
 	fmt.Printf("koala bench %s: run dir %s, results %s\n", stamp, o.runDir, o.resultsDir)
 
 	var rawMicro string

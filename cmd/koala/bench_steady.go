@@ -11,6 +11,7 @@ import (
 	"koala/dataplane/metrics"
 	"koala/experiments"
 	"koala/workflows"
+	"koala/workflows/plan"
 
 	"go.temporal.io/sdk/client"
 )
@@ -49,6 +50,7 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	}
 	tasks, producers := placeProducers(&in, ws)
 	s.WorkerPIDs, s.ProducerPIDs, s.ProducerWorkers = pidsOf(tasks), pidsOf(producers), in.ProducerWorkers
+	s.TaskPlacement = in.Params[plan.ParamTaskPlacement]
 	pids := s.WorkerPIDs
 	sampler := startCPUSampler(s.WorkerPIDs, s.ProducerPIDs, 500*time.Millisecond)
 
