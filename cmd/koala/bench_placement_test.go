@@ -3,7 +3,10 @@ package main
 import (
 	"reflect"
 	"testing"
+	"time"
 
+	"koala/dataplane/control"
+	"koala/experiments"
 	"koala/workflows"
 )
 
@@ -33,5 +36,27 @@ func TestPlaceProducers(t *testing.T) {
 				t.Errorf("producer PIDs %v, want %v", got, tc.wantProds)
 			}
 		})
+	}
+}
+
+// Only the workers a run placed tasks on count as pipeline CPU.
+func TestPipelineCPUFromHostingWorkers(t *testing.T) {
+	ws := []workerFile{{"w1", 11}, {"w2", 12}}
+	dep := control.Deployment{Tasks: []control.TaskRef{{ID: "source-0", WorkerID: "w1"}, {ID: "sink-0", WorkerID: "w1"}}}
+	keep, hosting := hostingWorkers(ws, dep)
+	if !reflect.DeepEqual(keep, []bool{true, false}) || !reflect.DeepEqual(pidsOf(hosting), []int{11}) {
+		t.Fatalf("keep %v, hosting %v; want w1 only", keep, hosting)
+	}
+	t0 := time.Unix(100, 0)
+	s := &cpuSampler{
+		samples: []experiments.CPUSample{{At: t0, Seconds: 3, Producer: 1}, {At: t0.Add(time.Second), Seconds: 5, Producer: 2}},
+		perPID:  [][]float64{{2, 1}, {3.5, 1.5}},
+	}
+	got := s.only(keep)
+	if got[0].Seconds != 2 || got[1].Seconds != 3.5 || got[1].Producer != 2 || !got[1].At.Equal(t0.Add(time.Second)) {
+		t.Fatalf("samples of w1: %+v", got)
+	}
+	if s.samples[1].Seconds != 5 {
+		t.Errorf("the sampler's own samples changed: %+v", s.samples)
 	}
 }

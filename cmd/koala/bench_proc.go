@@ -63,6 +63,7 @@ func (p *periodic) stop() {
 type cpuSampler struct {
 	mu      sync.Mutex
 	samples []experiments.CPUSample
+	perPID  [][]float64 // per sample, the CPU seconds of each of pids
 	ticks   *periodic
 }
 
@@ -75,12 +76,14 @@ func startCPUSampler(pids, producerPIDs []int, interval time.Duration) *cpuSampl
 	last := make([]float64, len(all))
 	take := func() {
 		var sum, producers float64
+		each := make([]float64, len(pids))
 		for i, pid := range all {
 			if v, err := experiments.ProcCPUSeconds(pid); err == nil {
 				last[i] = v
 			}
 			if i < len(pids) {
 				sum += last[i]
+				each[i] = last[i]
 			} else {
 				producers += last[i]
 			}
@@ -88,6 +91,7 @@ func startCPUSampler(pids, producerPIDs []int, interval time.Duration) *cpuSampl
 		busy, _ := experiments.MachineBusySeconds()
 		s.mu.Lock()
 		s.samples = append(s.samples, experiments.CPUSample{At: time.Now(), Seconds: sum, Producer: producers, MachineBusy: busy})
+		s.perPID = append(s.perPID, each)
 		s.mu.Unlock()
 	}
 	s.ticks = startPeriodic(interval, true, take)
@@ -99,6 +103,24 @@ func (s *cpuSampler) stop() []experiments.CPUSample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.samples
+}
+
+// only returns the samples (after stop) with Seconds summed over the
+// processes of pids whose keep is true, e.g. the workers a run placed
+// tasks on.
+func (s *cpuSampler) only(keep []bool) []experiments.CPUSample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.samples)
+	for i := range out {
+		out[i].Seconds = 0
+		for j, v := range s.perPID[i] {
+			if keep[j] {
+				out[i].Seconds += v
+			}
+		}
+	}
+	return out
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

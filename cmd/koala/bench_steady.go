@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/experiments"
 	"koala/workflows"
@@ -130,6 +131,13 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	if !res.StartedAt.IsZero() {
 		offset = res.StartedAt.Sub(jobStart).Seconds()
 	}
+	// Pipeline CPU: only the workers the run placed tasks on (a co-located
+	// job may leave a worker of the list idle).
+	keep, hosting := hostingWorkers(tasks, res.Final)
+	if len(hosting) > 0 && len(hosting) < len(tasks) {
+		samples = sampler.only(keep)
+		s.WorkerPIDs = pidsOf(hosting)
+	}
 	sin.JobStart, sin.CPU, sin.TargetRate = jobStart, samples, s.Rate
 	sin.From = float64(int(offset + experiments.CompareWarmupSec + 2)) // whole seconds
 	sin.To = float64(int(offset + float64(in.TotalRuntimeSeconds) - 1))
@@ -173,4 +181,16 @@ func pidsOf(ws []workerFile) []int {
 		out = append(out, w.pid)
 	}
 	return out
+}
+
+// hostingWorkers marks which of ws host a task of dep.
+func hostingWorkers(ws []workerFile, dep control.Deployment) (keep []bool, hosting []workerFile) {
+	keep = make([]bool, len(ws))
+	for i, w := range ws {
+		keep[i] = slices.ContainsFunc(dep.Tasks, func(t control.TaskRef) bool { return t.WorkerID == w.name })
+		if keep[i] {
+			hosting = append(hosting, w)
+		}
+	}
+	return keep, hosting
 }
