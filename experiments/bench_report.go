@@ -43,6 +43,8 @@ type BenchReport struct {
 	RSSSec float64 `json:"rss_sec"`
 
 	Phases []string `json:"phases"` // the phases that were selected
+
+	Profiles *BenchProfiles `json:"profiles,omitempty"` // --profile (bench_profile.go)
 }
 
 // Verdict of one target.
@@ -296,6 +298,7 @@ func (r BenchReport) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", m.Package, m.Name, trimFloat(m.Metrics["ns/op"]), strings.Join(extra, ", "))
 	}
 	b.WriteString("\nOne op of Frame*, BucketOf, OutputsBatching and Exchange (one frame sent over loopback gRPC and received) is a batch of 1000 records (~100 B each); of KLTLookup a batch of 1000 distinct keys in a 1 M-key table; of PebbleMultiGetPut one multi-get plus one multi-put of 1000 keys with 100-byte values.\n")
+	b.WriteString(r.profilesMarkdown())
 	return b.String()
 }
 

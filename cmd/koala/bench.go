@@ -47,6 +47,10 @@ type benchOpts struct {
 	gap, flushWait, margin      time.Duration
 
 	phases string
+
+	profile    bool
+	profileSec int
+	profiles   *benchProfiles // set by runBench with --profile
 }
 
 func init() {
@@ -77,6 +81,11 @@ func init() {
     total state, at a fixed active key set;
  6. rss: the counter offered far above its ceiling, every worker's VmRSS
     sampled each second; max RSS and its growth over the last half.
+
+--profile also saves CPU profiles under <results>/run-<stamp>/profiles: each
+worker's over every steady-state run's measurement window (the stack must
+run with koala stack up --worker-pprof) and go test -cpuprofile per
+micro-benchmark package, and adds their hottest functions to the report.
 
 --phases selects a subset (e.g. --phases ceilings,rss). It needs the local stack (koala stack up) and writes BENCHMARKS.md and raw
 JSON under results/bench/.`,
@@ -121,6 +130,8 @@ JSON under results/bench/.`,
 	f.DurationVar(&o.rssInterval, "rss-interval", time.Second, "RSS sampling interval")
 	f.StringVar(&o.stateWarm, "state-warm-keys", "250000,1000000,2000000", "state phase: warm key counts (state sizes), comma-separated")
 	f.IntVar(&o.stateActive, "state-active-keys", 50000, "state phase: size of the fixed active key set")
+	f.BoolVar(&o.profile, "profile", false, "save CPU profiles of the workers (steady state; needs `koala stack up --worker-pprof`) and of the micro-benchmarks, and summarise them in the report")
+	f.IntVar(&o.profileSec, "profile-seconds", 0, "with --profile: longest steady-state profile in seconds (0: the whole measurement window)")
 	f.StringVar(&o.phases, "phases", "all", "phases to run, comma-separated: all or any of "+strings.Join(experiments.BenchPhases, ","))
 	rootCmd.AddCommand(cmd)
 }
@@ -146,6 +157,11 @@ func runBench(ctx context.Context, o benchOpts) error {
 		"hello at 120 K ev/s offered (two producers) reached 96-97 % at the sink, counter at 30 K offered 95-98 %, both with lag not growing; before that work hello was producer-bound at ~67 K ev/s with two producers and counter's sink saturated at ~19 K ev/s. "+
 		"Since then the steady runs place the producers on a worker that hosts no task (ProducerWorkers, the stack's last worker) and count only the task workers as pipeline CPU, the producer worker's CPU reported apart (before, the producers ran inside the task workers and their CPU was part of the worker CPU-s), and hello-steady.json co-locates its source, mapper and sink on one worker (TaskPlacement), so its records do not cross the gRPC exchange, and asks the broker for fetches of 1 MB (at most 100 ms wait; SourceFetchMinBytes/SourceFetchMaxWaitMs) instead of 64 KB / 25 ms, which about halves the Kafka consume cost per event at the price of up to ~80 ms more e2e latency at 120 K ev/s")
 	fmt.Printf("koala bench %s: run dir %s, results %s\n", stamp, o.runDir, o.resultsDir)
+	if o.profile {
+		if o.profiles, err = newBenchProfiles(o, stamp, phases[experiments.PhaseSteady]); err != nil {
+			return err
+		}
+	}
 
 	var rawMicro string
 	phaseLoad := func(phase string) {
@@ -236,6 +252,7 @@ func runBench(ctx context.Context, o benchOpts) error {
 		rep.RSSSec = time.Since(t0).Seconds()
 	}
 
+	rep.Profiles = o.profiles.report()
 	rep.Finished = time.Now()
 	rep.LoadEnd = loadAvg()
 	paths, werr := rep.WriteFiles(o.resultsDir, o.mdPath, rawMicro)

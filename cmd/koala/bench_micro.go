@@ -23,15 +23,22 @@ func benchMicro(ctx context.Context, o benchOpts, rep *experiments.BenchReport) 
 		return ""
 	}
 	args := []string{"test", "-count=1", "-run", "^$", "-bench", o.microRegex, "-benchtime", o.benchtime, "-timeout", "15m"}
-	args = append(args, splitList(o.microPkgs)...)
-	rep.MicroCommand = "go " + strings.Join(quoteArgs(args), " ")
-	fmt.Println("micro:", rep.MicroCommand)
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	out, err := cmd.CombinedOutput()
-	rep.Micro = experiments.ParseGoBench(string(out))
-	if err != nil {
-		rep.MicroError = fmt.Sprintf("go test: %v: %s", err, lastLines(string(out), 5))
+	var out []byte
+	if o.profiles != nil {
+		// go test takes -cpuprofile for one package at a time.
+		out = o.profiles.runMicro(ctx, goBin, args, splitList(o.microPkgs), rep)
+	} else {
+		args = append(args, splitList(o.microPkgs)...)
+		rep.MicroCommand = "go " + strings.Join(quoteArgs(args), " ")
+		fmt.Println("micro:", rep.MicroCommand)
+		cmd := exec.CommandContext(ctx, goBin, args...)
+		var err error
+		out, err = cmd.CombinedOutput()
+		if err != nil {
+			rep.MicroError = fmt.Sprintf("go test: %v: %s", err, lastLines(string(out), 5))
+		}
 	}
+	rep.Micro = experiments.ParseGoBench(string(out))
 	for _, m := range rep.Micro {
 		fmt.Printf("  %-45s %12.0f ns/op\n", m.Name, m.Metrics["ns/op"])
 	}

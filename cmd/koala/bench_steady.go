@@ -70,8 +70,10 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 		drain = experiments.DefaultDrainTimeoutSeconds
 	}
 	limit := time.Duration(in.TotalRuntimeSeconds+drain)*time.Second + o.margin
+	prof := startSteadyProfile(ctx, o, tc, run, in.QueryName, in.TotalRuntimeSeconds) // --profile (bench_profile.go)
 	res, err := followVariant(ctx, run, label, in.TotalRuntimeSeconds, limit)
 	samples := sampler.stop()
+	prof.wait()
 	if err != nil {
 		if errors.Is(err, errGaveUp) {
 			tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -7,11 +7,31 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"time"
 )
 
-// envPprof names the address of a worker's opt-in profiling endpoint.
-const envPprof = "KOALA_PPROF_LISTEN"
+// envPprof names the address of a worker's opt-in profiling endpoint;
+// envPprofFile names the file the worker writes the bound address to (the
+// local stack reads it from its run dir, since the port is picked at bind).
+const (
+	envPprof     = "KOALA_PPROF_LISTEN"
+	envPprofFile = "KOALA_PPROF_ADDR_FILE"
+)
+
+// writePprofAddr records the bound address in path (written whole, via a
+// rename, so a reader never sees half a line). The returned func removes it.
+func writePprofAddr(path, addr string) (func(), error) {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("--pprof-addr-file %q: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("--pprof-addr-file %q: %w", path, err)
+	}
+	return func() { os.Remove(path) }, nil
+}
 
 // servePprof exposes Go's runtime profiles (/debug/pprof/...) on addr, so a
 // worker under load can be profiled with `go tool pprof`. It binds only

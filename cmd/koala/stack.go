@@ -48,6 +48,7 @@ Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`
 	f.StringVar(&cfg.KoalaBinary, "koala-binary", cfg.KoalaBinary, "koala binary that runs nats-server, kafka-fake, controller and workers")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of koala worker processes (ids w1..wN)")
 	f.BoolVar(&cfg.Controller, "controller", cfg.Controller, "run the koala controller")
+	f.BoolVar(&cfg.WorkerPprof, "worker-pprof", false, "up: start each worker with a Go profiling endpoint (/debug/pprof/) on 127.0.0.1 at a free port, recorded in <run-dir>/worker-wN.pprof (koala bench --profile reads it)")
 
 	prep := func() (local.Config, error) {
 		c := cfg

@@ -18,7 +18,7 @@ import (
 
 func init() {
 	var opts dataplane.Options
-	var chURL, pprofAddr string
+	var chURL, pprofAddr, pprofFile string
 	var gcPercent int
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -43,6 +43,15 @@ func init() {
 				}
 				defer closePprof()
 				log.Info("pprof endpoint", "addr", bound)
+				if pprofFile != "" {
+					remove, err := writePprofAddr(pprofFile, bound)
+					if err != nil {
+						return err
+					}
+					defer remove()
+				}
+			} else if pprofFile != "" {
+				return fmt.Errorf("--pprof-addr-file %q without --pprof-listen: there is no endpoint whose address could be written", pprofFile)
 			}
 			ch, err := openClickHouse(ctx, chURL, log)
 			if err != nil {
@@ -71,5 +80,6 @@ func init() {
 	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for metrics, or \"none\" (env "+envClickHouse+")")
 	f.IntVar(&gcPercent, "gogc", defaultWorkerGCPercent, "Go GC target percentage of the worker (like GOGC; the GOGC environment variable wins unless this flag is given)")
 	f.StringVar(&pprofAddr, "pprof-listen", envOr(envPprof, ""), "serve Go runtime profiles (/debug/pprof/) on this host:port, e.g. 127.0.0.1:0 (env "+envPprof+"; empty: off)")
+	f.StringVar(&pprofFile, "pprof-addr-file", envOr(envPprofFile, ""), "write the bound --pprof-listen address to this file and remove it on exit (env "+envPprofFile+"; empty: don't)")
 	rootCmd.AddCommand(cmd)
 }

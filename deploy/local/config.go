@@ -52,6 +52,10 @@ type Config struct {
 	KoalaBinary string // default os.Executable()
 	Controller  bool
 	Workers     int
+	// WorkerPprof starts every worker with a Go runtime profiling endpoint
+	// (/debug/pprof/) on 127.0.0.1 at a port it picks, whose address it
+	// writes to PprofAddrFile (pprof.go). Off by default: no extra listener.
+	WorkerPprof bool
 	Progress    io.Writer // where install/start progress lines go (nil = io.Discard)
 	// NATSSecurity is what the stack's own NATS checks authenticate with;
 	// the processes it starts read the same settings from the inherited

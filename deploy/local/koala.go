@@ -53,21 +53,36 @@ func controllerProcess(c Config) *process {
 
 func workerProcess(c Config, id string) *process {
 	dir := filepath.Join(c.RunDir, "worker-"+id)
+	env := append(c.Env(),
+		"KOALA_WORKER_ID="+id,
+		"KOALA_DATA_DIR="+dir,
+		"KOALA_LISTEN="+Host+":0",
+	)
+	addrFile := PprofAddrFile(c.RunDir, id)
+	if c.WorkerPprof {
+		env = append(env, "KOALA_PPROF_LISTEN="+Host+":0", "KOALA_PPROF_ADDR_FILE="+addrFile)
+	}
 	return &process{
 		name: "worker-" + id,
 		addr: "nats " + WorkerPingSubject + " id=" + id,
 		argv: []string{c.KoalaBinary, "worker"},
-		env: append(c.Env(),
-			"KOALA_WORKER_ID="+id,
-			"KOALA_DATA_DIR="+dir,
-			"KOALA_LISTEN="+Host+":0",
-		),
+		env:  env,
 		prepare: func(context.Context) error {
+			// An address file left by a killed worker names a dead port.
+			if err := os.Remove(addrFile); err != nil && !os.IsNotExist(err) {
+				return err
+			}
 			return os.MkdirAll(dir, 0o755)
 		},
 		// Workers are checked together by waitWorkers; alone, a worker
-		// is ready when it answers a ping.
+		// is ready when it answers a ping (and, with WorkerPprof, has
+		// recorded its pprof address).
 		ready: func(ctx context.Context, _ *process, _ time.Time, _ int64) error {
+			if c.WorkerPprof {
+				if _, err := readPprofAddr(addrFile); err != nil {
+					return err
+				}
+			}
 			got, err := PingWorkers(ctx, c.NATSURL(), 500*time.Millisecond, c.NATSSecurity)
 			if err != nil {
 				return err
@@ -173,6 +188,17 @@ func waitWorkers(ctx context.Context, c Config, procs []*process, pids []int, ti
 		for _, id := range want {
 			if !seen[id] {
 				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 && c.WorkerPprof {
+			// The endpoint binds before the worker joins NATS, so its
+			// address file is there by now unless the worker failed.
+			for _, id := range want {
+				addr, err := readPprofAddr(PprofAddrFile(c.RunDir, id))
+				if err != nil {
+					return fmt.Errorf("worker %s: %w", id, err)
+				}
+				c.progressf("up: worker-%-5s pprof http://%s/debug/pprof/", id, addr)
 			}
 		}
 		if len(missing) == 0 {

@@ -293,6 +293,7 @@ func stopByName(run, name string, timeout time.Duration) (int, error) {
 	}
 	os.Remove(pidFile)
 	os.Remove(filepath.Join(run, name+".spec"))
+	os.Remove(filepath.Join(run, name+PprofFileSuffix)) // a worker's, if it could not remove it itself
 	return pid, nil
 }
 

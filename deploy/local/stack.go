@@ -249,6 +249,9 @@ func Status(c Config) []ServiceStatus {
 			if a := recordedAddr(c.RunDir, name); a != "" {
 				s.Addr = a // what it was started with, whatever flags status got
 			}
+			if a, err := readPprofAddr(filepath.Join(c.RunDir, name+PprofFileSuffix)); err == nil && s.Running {
+				s.Addr += ", pprof " + a
+			}
 		}
 		out = append(out, s)
 	}
