@@ -3,7 +3,7 @@ GO      ?= go
 KOALA   := bin/koala
 PKGS    := ./...
 
-.PHONY: all build demo test test-short up down status install bench clean vet
+.PHONY: all build demo test test-short up down status install bench bench-profile clean vet
 
 all: build
 
@@ -44,11 +44,18 @@ status: build
 # RSS under backpressure; writes BENCHMARKS.md and results/bench/.
 # BENCH_RUN_DIR is the stack's run directory (worker PID files); BENCH_FLAGS go
 # to `koala bench`, e.g. BENCH_FLAGS='--phases ceilings,rss' (koala bench --help).
+# CPU profiles: `make bench-profile` or `make bench BENCH_FLAGS=--profile`
+# (the stack's workers then get a pprof endpoint: stack up --worker-pprof;
+# a stack already running without it must be stopped first, make down).
 BENCH_RUN_DIR ?= $(if $(KOALA_HOME),$(KOALA_HOME),.koala)/run
 BENCH_FLAGS   ?=
+BENCH_STACK_FLAGS ?= $(if $(filter --profile,$(BENCH_FLAGS)),--worker-pprof)
 bench: build
-	./$(KOALA) stack up --run-dir $(BENCH_RUN_DIR)
+	./$(KOALA) stack up --run-dir $(BENCH_RUN_DIR) $(BENCH_STACK_FLAGS)
 	GO=$(GO) ./$(KOALA) bench --run-dir $(BENCH_RUN_DIR) $(BENCH_FLAGS)
+
+bench-profile:
+	$(MAKE) bench BENCH_FLAGS='--profile $(BENCH_FLAGS)'
 
 vet:
 	$(GO) vet $(PKGS)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,7 +120,7 @@ func (w lineWriter) Write(b []byte) (int, error) {
 
 // upStack starts a stack on free ports under a temp run dir and registers
 // its Down as cleanup.
-func upStack(t *testing.T, kafkaMode string, controller bool, workers int) (Config, []int) {
+func upStack(t *testing.T, kafkaMode string, controller bool, workers int, opts ...func(*Config)) (Config, []int) {
 	t.Helper()
 	bin, full := buildKoala(t)
 	if (controller || workers > 0) && !full {
@@ -130,6 +132,9 @@ func upStack(t *testing.T, kafkaMode string, controller bool, workers int) (Conf
 	}
 	c.Kafka, c.KoalaBinary, c.Progress = kafkaMode, bin, lineWriter{t}
 	c.Controller, c.Workers = controller, workers
+	for _, o := range opts {
+		o(&c)
+	}
 	t.Cleanup(func() {
 		if err := Down(c); err != nil {
 			t.Errorf("cleanup Down: %v", err)
@@ -222,15 +227,35 @@ func TestStackEmbeddedKafka(t *testing.T) {
 }
 
 // TestStackKoalaProcesses runs the controller and two workers on the stack
-// (embedded Kafka, to keep it quick) and checks they answer as Up expects.
+// (embedded Kafka, to keep it quick) and checks they answer as Up expects;
+// the workers serve pprof endpoints (WorkerPprof) whose addresses are found
+// through the run dir and gone after Down.
 func TestStackKoalaProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the stack plus koala controller and workers")
 	}
-	c, pids := upStack(t, KafkaEmbedded, true, 2)
+	c, pids := upStack(t, KafkaEmbedded, true, 2, func(c *Config) { c.WorkerPprof = true })
 	got, err := PingWorkers(context.Background(), c.NATSURL(), time.Second)
 	if err != nil || !got["w1"] || !got["w2"] {
 		t.Fatalf("workers answering: %v, %v", got, err)
+	}
+	eps, err := WorkerPprofEndpoints(c.RunDir)
+	if err != nil || len(eps) != 2 {
+		t.Fatalf("WorkerPprofEndpoints: %+v, %v; want w1 and w2", eps, err)
+	}
+	for _, ep := range eps {
+		if !strings.HasPrefix(ep.Addr, Host+":") {
+			t.Fatalf("worker %s: pprof address %q (%s), want one on %s", ep.ID, ep.Addr, ep.Why, Host)
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + ep.Addr + "/debug/pprof/cmdline")
+		if err != nil {
+			t.Fatalf("worker %s pprof: %v", ep.ID, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "worker") {
+			t.Fatalf("worker %s /debug/pprof/cmdline: %s %q", ep.ID, resp.Status, body)
+		}
 	}
 	if !logContains(filepath.Join(c.RunDir, "controller.log"), 0, ControllerReadyLine) {
 		t.Logf("controller log lacks %q (Up accepted it as alive for 1 s)", ControllerReadyLine)
@@ -244,7 +269,15 @@ func TestStackKoalaProcesses(t *testing.T) {
 			t.Errorf("Status lacks %s", want)
 		}
 	}
+	for _, s := range Status(c) {
+		if strings.HasPrefix(s.Name, "worker-") && !strings.Contains(s.Addr, "pprof "+Host+":") {
+			t.Errorf("Status of %s: addr %q lacks its pprof endpoint", s.Name, s.Addr)
+		}
+	}
 	downAndCheck(t, c, pids)
+	if left, _ := filepath.Glob(filepath.Join(c.RunDir, "*"+PprofFileSuffix)); len(left) > 0 {
+		t.Errorf("pprof address files left after Down: %v", left)
+	}
 }
 
 func downAndCheck(t *testing.T, c Config, pids []int) {
