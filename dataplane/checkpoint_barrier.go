@@ -59,9 +59,10 @@ import (
 //     restored tasks serve no fetches.
 //
 // The controller also does not start a checkpoint while a reconfiguration
-// workflow runs (workflows/run_experiment.go), so checkpoints are not
-// wasted on refusals; the check here is what makes the rule hold whatever
-// the controller does.
+// workflow is before its routing swap (workflows/run_checkpoints.go,
+// run_checkpoints_migration.go), so checkpoints are not wasted on
+// refusals; the checks here are what make the rule hold whatever the
+// controller does.
 
 // Verbs of checkpoints.
 const (

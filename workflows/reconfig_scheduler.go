@@ -59,6 +59,10 @@ type reconfigScheduler struct {
 	// hold, when set, delays a launch while it is true: a checkpoint is
 	// being taken (run_checkpoints.go).
 	hold func() bool
+	// swapped, when tracked (non-nil), holds the deployment of each
+	// running reconfiguration that reported its routing swap
+	// (run_checkpoints_migration.go).
+	swapped map[string]control.Deployment
 }
 
 func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string) *reconfigScheduler {
@@ -138,7 +142,7 @@ func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
 	s.outcomes = append(s.outcomes, ReconfigOutcome{
 		ID: id, WorkflowID: id, Spec: spec, Protocol: s.in.ReconfigProtocol, StartSec: began.Sub(s.start).Seconds(),
 	})
-	input := ReconfigureInput{ReconfigID: id, Current: s.dep, Spec: spec, Workers: s.workers}
+	input := ReconfigureInput{ReconfigID: id, Current: s.dep, Spec: spec, Workers: s.workers, NotifyRoutesSwapped: s.swapped != nil}
 	workflow.Go(s.ctx, func(ctx workflow.Context) {
 		child, err := childFor(s.in.ReconfigProtocol)
 		var out ReconfigureResult
@@ -153,6 +157,7 @@ func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
 		o.EndSec, o.Steps = workflow.Now(ctx).Sub(s.start).Seconds(), out.Steps
 		s.done[id] = err
 		delete(s.running, lane)
+		delete(s.swapped, id)
 		s.pending--
 		if err != nil {
 			s.fail(err)

@@ -20,9 +20,11 @@ const versionCheckpoints = "checkpoints"
 // workflows and recovers the job from the latest one when a worker is lost.
 //
 // Rule with reconfigurations: a checkpoint is not started while a
-// reconfiguration runs (busy), and a reconfiguration does not start while
-// a checkpoint runs (reconfigScheduler.hold); a tick that finds the job
-// busy is skipped. A fetch-on-demand scale-out's workflow ends once routes
+// reconfiguration runs (busy) — since the "checkpoints-mid-migration"
+// marker, only until its routes are swapped, after which checkpoints are
+// of its new deployment (run_checkpoints_migration.go) — and a
+// reconfiguration does not start while a checkpoint runs
+// (reconfigScheduler.hold); a tick that finds the job busy is skipped. A fetch-on-demand scale-out's workflow ends once routes
 // are swapped, so checkpoints resume while keys are still to fetch: parts
 // then carry the lookup tables and restore resolves them, and tasks refuse
 // their part only during a migration's short steps (the rule in

@@ -157,6 +157,13 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		if checkpoints {
 			ckpt = newCheckpointer(in, job)
 			ckpt.current = func() (control.Deployment, bool) { return sched.dep, len(sched.running) > 0 }
+			if workflow.GetVersion(ctx, versionCheckpointsMidMigration, workflow.DefaultVersion, 1) == 1 {
+				sched.trackRoutesSwapped(ctx) // run_checkpoints_migration.go
+				ckpt.current = func() (control.Deployment, bool) {
+					dep, ok := sched.checkpointable()
+					return dep, !ok
+				}
+			}
 			sched.hold = func() bool { return ckpt.running }
 			ckpt.start(ctx)
 		}
