@@ -40,6 +40,10 @@ type checkpointer struct {
 	current func() (control.Deployment, bool)
 	// onRecovered, when set, is called after each recovery.
 	onRecovered func()
+	// resume, when set, runs the recovered job until the end of the input
+	// (reconfigurations included, run_recovery_reconfigs.go) and returns
+	// its deployment then; unset, the run only waits for the end.
+	resume func(ctx workflow.Context, dep control.Deployment, workers []control.WorkerInfo) (control.Deployment, error)
 
 	seq       int
 	running   bool
@@ -134,8 +138,8 @@ func (c *checkpointer) summary(in ExperimentInput) CheckpointSummary {
 // it recovers the job on the surviving workers (RecoverJob), watches them
 // anew, resumes the periodic checkpoints and waits until endAt, recovering
 // again if another worker is lost. It returns the new run context, the
-// recovered deployment and the surviving workers; otherwise cause.
-// Reconfigurations still to come are not run after a recovery.
+// deployment at the end and the surviving workers; otherwise cause.
+// Reconfigurations go on after a recovery only with resume set.
 func (c *checkpointer) recoverLoss(root workflow.Context, watch **workerWatch, cause error, workers []control.WorkerInfo, start, endAt time.Time) (workflow.Context, control.Deployment, []control.WorkerInfo, error) {
 	for {
 		w := *watch
@@ -174,10 +178,14 @@ func (c *checkpointer) recoverLoss(root workflow.Context, watch **workerWatch, c
 		runCtx, nw := startWorkerWatch(root, c.jobID, workers, endAt.Sub(workflow.Now(root))+2*time.Minute)
 		*watch = nw
 		dep := rec.Deployment
-		c.current = func() (control.Deployment, bool) { return dep, false }
+		if c.resume == nil {
+			c.current = func() (control.Deployment, bool) { return dep, false }
+		}
 		c.start(runCtx)
 		cause = nil
-		if d := endAt.Sub(workflow.Now(runCtx)); d > 0 {
+		if c.resume != nil {
+			dep, cause = c.resume(runCtx, dep, workers)
+		} else if d := endAt.Sub(workflow.Now(runCtx)); d > 0 {
 			cause = workflow.Sleep(runCtx, d)
 		}
 		if cause == nil {

@@ -108,3 +108,55 @@ func TestCheckpointsDuringLongMigration(t *testing.T) {
 	assert.Zero(t, res.Checkpoints.Failed)
 	assert.Len(t, res.Final.TasksOf("first"), 3)
 }
+
+// TestReconfigsGoOnAfterRecovery: "first" scales 2→3 from 20 s (a mocked
+// child of 60 s), w2 is lost at 35 s, and "second" is scheduled at 100 s.
+// The recovery (from the checkpoint at 10 s, before the scale-out)
+// cancels the running child; the scheduler then re-plans "first" from the
+// recovered deployment at once and runs "second" at its trigger time, and
+// the run ends with both.
+func TestReconfigsGoOnAfterRecovery(t *testing.T) {
+	env := newTestEnv(t)
+	calls := &activityLog{}
+	mockExperimentActivities(env, calls, experimentMocks{
+		job: twoKeyedJob, ackedPerProducer: 10, sink: activities.SinkCounts{Received: 10, Distinct: 10, Tasks: 1},
+		watchAfter: 35 * time.Second, watchErr: workerLostErr("w2", 10*time.Second), watchOnce: true,
+	})
+	ckpts := &checkpointMocks{}
+	ckpts.register(env, calls)
+	children := &mockedChildren{}
+	children.register(env, ReconfigureLazy)
+	in := twoKeyedExperiment(ProtocolLazy, scaleSpec(20, "first", 3), scaleSpec(100, "second", 3))
+	in.TotalRuntimeSeconds = 200
+	in.CheckpointIntervalSeconds = 10
+	env.ExecuteWorkflow(RunExperiment, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res ExperimentResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+
+	require.NotNil(t, res.Checkpoints)
+	require.Len(t, res.Checkpoints.Recoveries, 1)
+	restores := calls.of("RestoreCheckpoint")
+	require.Len(t, restores, 1)
+	recoveredAt := restores[0].At
+
+	// The mocked child does not observe its cancellation, so the
+	// interrupted run is logged too; the re-planned one is the last.
+	first, second := children.byOperator("first"), children.byOperator("second")
+	require.NotEmpty(t, first)
+	rerun := first[len(first)-1]
+	assert.True(t, first[0].start.Before(recoveredAt), "first's original run started before the loss")
+	assert.False(t, rerun.start.Before(recoveredAt), "first re-planned after the recovery (%s), started %s", recoveredAt, rerun.start)
+	assert.NotEqual(t, first[0].in.ReconfigID, rerun.in.ReconfigID, "the re-run has its own id")
+	assert.Len(t, rerun.in.Current.TasksOf("first"), 2, "first is planned from the recovered deployment (the checkpoint predates it)")
+	for _, task := range rerun.in.Current.Tasks {
+		assert.NotEqual(t, "w2", task.WorkerID, "planned from a deployment with a task on the lost worker")
+	}
+	require.Len(t, second, 1)
+	assert.Equal(t, 100*time.Second, second[0].start.Sub(res.StartedAt).Round(time.Second), "second runs at its trigger time")
+	assert.Len(t, res.Final.TasksOf("first"), 3)
+	assert.Len(t, res.Final.TasksOf("second"), 3)
+	require.Len(t, res.Reconfigs, 3, "the cancelled run, its re-run and second")
+	assert.Equal(t, "first", res.Reconfigs[1].Spec.TargetOperator)
+}
