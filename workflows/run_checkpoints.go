@@ -27,11 +27,10 @@ const versionCheckpoints = "checkpoints"
 // (reconfigScheduler.hold); a tick that finds the job busy is skipped. A
 // fetch-on-demand scale-out's workflow ends once routes are swapped, and
 // an eventual one's is past its swap, so checkpoints resume while keys
-// are still to fetch: parts
-// then carry the lookup tables and restore resolves them, and tasks refuse
-// their part only during a migration's short steps (the rule in
-// dataplane/checkpoint_barrier.go), so a checkpoint never captures a
-// half-moved key.
+// are still to fetch: parts then carry the lookup tables and restore
+// resolves them, and tasks refuse their part only during a migration's
+// short steps (the rule in dataplane/checkpoint_barrier.go), so a
+// checkpoint never captures a half-moved key.
 type checkpointer struct {
 	jobID    string
 	interval time.Duration
