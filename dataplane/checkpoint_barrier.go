@@ -35,9 +35,11 @@ import (
 //   - A task's part is refused (the ack carries the error, the checkpoint
 //     fails and the next one is tried) only while a short migration step
 //     touches it: route gates or drains open, a handoff of lookup entries
-//     still being sent, or lookup entries naming a task that is no longer
-//     one of the operator's (a removed task writes no part). See
-//     migrationInProgress.
+//     not yet installed by the new owner (the old owner keeps a mark from
+//     the handoff until the new owner's ack, and also refuses a checkpoint
+//     the new owner wrote its part of before installing: handoff_ack.go),
+//     or lookup entries naming a task that is no longer one of the
+//     operator's (a removed task writes no part). See migrationInProgress.
 //   - Key lookup table entries do not refuse. A new owner's part holds its
 //     table (the keys still remote, with their owners); an old owner's part
 //     holds its store, where a key stays until it is fetched, plus its
@@ -57,9 +59,10 @@ import (
 //     restored tasks serve no fetches.
 //
 // The controller also does not start a checkpoint while a reconfiguration
-// workflow runs (workflows/run_experiment.go), so checkpoints are not
-// wasted on refusals; the check here is what makes the rule hold whatever
-// the controller does.
+// workflow is before its routing swap (workflows/run_checkpoints.go,
+// run_checkpoints_migration.go), so checkpoints are not wasted on
+// refusals; the checks here are what make the rule hold whatever the
+// controller does.
 
 // Verbs of checkpoints.
 const (
@@ -200,7 +203,7 @@ func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id strin
 		// needs what was served to tasks not past it.
 		defer t.keyed.served.prune(id)
 	}
-	if why := t.migrationInProgress(view); why != "" {
+	if why := t.migrationInProgress(view, id); why != "" {
 		return fail(fmt.Errorf("a reconfiguration's migration is in progress on this task (%s); checkpoints wait until this step has ended", why))
 	}
 	store, err := OpenCheckpointStore(view.job.Params[ParamCheckpointStore])
@@ -252,16 +255,19 @@ func joinKind(a, b string) string {
 }
 
 // migrationInProgress says what migration step touches the task and
-// keeps its part from being written, or "". Keys still to fetch from tasks
-// of the operator do not (see the rule above).
-func (t *task) migrationInProgress(view *taskView) string {
+// keeps its part of checkpoint id from being written, or "". Keys still
+// to fetch from tasks of the operator do not (see the rule above).
+func (t *task) migrationInProgress(view *taskView, id string) string {
 	switch {
 	case t.gates != nil && len(t.gates.from) > 0:
 		return "route gates open"
 	case len(t.drainTo) > 0:
 		return "route drains open"
-	case len(t.out.diverted) > 0:
+	case t.out.handoffSending():
 		return "lookup table handoff being sent"
+	}
+	if why := t.handoffs.refusal(id); why != "" {
+		return why // handoff_ack.go
 	}
 	if o := t.kltOwnersOutside(view); o != "" {
 		return fmt.Sprintf("keys still to fetch from %s, no longer a task of %s", o, t.opName)

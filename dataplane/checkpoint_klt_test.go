@@ -16,7 +16,8 @@ import (
 
 // kltCkptCluster is a counter operator of two tasks on one in-memory
 // worker: count-0 an old owner still holding keys of count-1's buckets,
-// count-1 a new owner whose lookup table names them.
+// count-1 a new owner whose lookup table names them. Count-1 owns the odd
+// buckets and the moved ones (routing epoch 2 when there are any).
 type kltCkptCluster struct {
 	w     *Worker
 	dep   control.Deployment
@@ -25,7 +26,7 @@ type kltCkptCluster struct {
 
 const kltCkptBuckets = 16
 
-func newKLTCkptCluster(t *testing.T, store string) *kltCkptCluster {
+func newKLTCkptCluster(t *testing.T, store string, moved ...int) *kltCkptCluster {
 	t.Helper()
 	q := NewQuery("klt-ckpt")
 	q.Source("source", 1).KeyedStateful("count", []string{"count"}, func(r Record, st *State, emit Emit) error {
@@ -44,6 +45,9 @@ func newKLTCkptCluster(t *testing.T, store string) *kltCkptCluster {
 	job := control.JobSpec{JobID: "klt-ckpt", Operators: ops, NumBuckets: kltCkptBuckets, BatchSize: 100, StateBackend: "pebble",
 		Params: map[string]string{ParamMigrationMode: ModeFetchOnDemand, ParamCheckpointStore: store}}
 	dep := control.Deployment{Job: job, Epoch: 1}
+	if len(moved) > 0 {
+		dep.Epoch = 2
+	}
 	for _, op := range ops {
 		for i := range max(1, op.Parallelism) {
 			dep.Tasks = append(dep.Tasks, control.TaskRef{ID: control.TaskID(op.Name, i), Operator: op.Name, Index: i, WorkerID: "w1"})
@@ -53,8 +57,11 @@ func newKLTCkptCluster(t *testing.T, store string) *kltCkptCluster {
 			for b := range table {
 				table[b] = b % 2 // odd buckets: count-1
 			}
+			for _, b := range moved {
+				table[b] = 1
+			}
 		}
-		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 1, Buckets: table})
+		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: dep.Epoch, Buckets: table})
 	}
 	c := &kltCkptCluster{w: w, dep: dep, tasks: map[string]*task{}}
 	for _, ref := range dep.Tasks {
@@ -98,9 +105,9 @@ func (c *kltCkptCluster) count(t *testing.T, key string) {
 
 // restored loads checkpoint cp into fresh tasks and returns each key's
 // count and the task holding it.
-func restoredCounts(t *testing.T, store, cp string) (map[string]uint64, map[string]string) {
+func restoredCounts(t *testing.T, store, cp string, moved ...int) (map[string]uint64, map[string]string) {
 	t.Helper()
-	c := newKLTCkptCluster(t, store)
+	c := newKLTCkptCluster(t, store, moved...)
 	ids := []string{"count-0", "count-1"}
 	if _, err := c.w.restoreCheckpoint(context.Background(), c.dep.Job.JobID, CheckpointRequest{CheckpointID: cp, TaskIDs: ids}); err != nil {
 		t.Fatalf("restore %s: %v", cp, err)

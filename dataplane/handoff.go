@@ -76,6 +76,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 		t.keyed.klt.RemoveBuckets(gained[toID])
 		q := &handoffQueue{}
 		t.out.divert(toID, q)
+		t.handoffs.sent(reconfigID, toID) // until the new owner acks (handoff_ack.go)
 		var gate []int
 		if ordered {
 			gate = gained[toID]
@@ -126,9 +127,11 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 				return err
 			}
 		}
-		end := &Frame{Kind: FrameKLTEnd, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID}
+		// The end names this task's address: the new owner acks there.
+		end := &Frame{Kind: FrameKLTEnd, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID,
+			Records: []Record{{Key: []byte(kltFromKey), Value: []byte(encodeOwner(me)), Offset: -1}}}
 		if eager {
-			end.Records = []Record{{Key: []byte("eager"), Offset: -1}}
+			end.Records = append(end.Records, Record{Key: []byte("eager"), Offset: -1})
 		}
 		if len(gate) > 0 {
 			end.Records = append(end.Records, Record{Key: []byte(kltBucketsKey), Value: encodeBuckets(gate), Offset: -1})
@@ -304,12 +307,19 @@ func (t *task) installKLT(f *Frame) error {
 	return nil
 }
 
-func (t *task) endKLT(f *Frame) error {
+func (t *task) endKLT(ctx context.Context, f *Frame) error {
 	if t.keyed == nil {
 		return nil
 	}
+	var from control.TaskRef
 	for _, r := range f.Records {
 		switch string(r.Key) {
+		case kltFromKey:
+			ref, err := decodeOwner(r.Value)
+			if err != nil {
+				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
+			}
+			from = ref
 		case "eager":
 			t.keyed.eager = true
 		case kltBucketsKey:
@@ -324,6 +334,7 @@ func (t *task) endKLT(f *Frame) error {
 	t.keyed.installed.Store(f.BarrierID+"/"+f.FromTask, true)
 	t.w.log.Debug("klt installed", "task", t.id, "from", f.FromTask, "reconfig", f.BarrierID, "entries", t.keyed.klt.Len())
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask, Remaining: t.keyed.klt.Len()})
+	t.ackKLT(ctx, from, f.BarrierID) // handoff_ack.go
 	return nil
 }
 

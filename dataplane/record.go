@@ -71,7 +71,11 @@ const (
 	// checkpoint id); see checkpoint_barrier.go.
 	FrameCheckpoint FrameKind = 9
 
-	lastWireKind = FrameCheckpoint
+	// FrameKLTAck: a new owner tells an old owner it installed the lookup
+	// entries the old owner handed to it (handoff_ack.go).
+	FrameKLTAck FrameKind = 10
+
+	lastWireKind = FrameKLTAck
 	// frameControl runs a function on the task goroutine; never on the wire.
 	frameControl FrameKind = 100
 )
@@ -96,6 +100,8 @@ func (k FrameKind) String() string {
 		return "route-drained"
 	case FrameCheckpoint:
 		return "checkpoint"
+	case FrameKLTAck:
+		return "klt-ack"
 	case frameControl:
 		return "control"
 	}

@@ -133,6 +133,7 @@ type task struct {
 	drainTo  drainTargets    // old owner: new owners to tell (route_drain.go)
 	wm       watermarks      // event-time progress (watermark.go)
 	ckpt     checkpointState // aligned checkpoint barriers (checkpoint_barrier.go)
+	handoffs handoffAcks     // old owner: handoffs not yet installed (handoff_ack.go)
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64
@@ -319,7 +320,9 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *Frame) error {
 	case FrameKLT:
 		return t.installKLT(f)
 	case FrameKLTEnd:
-		return t.endKLT(f)
+		return t.endKLT(ctx, f)
+	case FrameKLTAck:
+		return t.onKLTAck(f) // handoff_ack.go
 	case frameControl:
 		err := f.ctl.fn(ctx, t)
 		f.ctl.reply <- err

@@ -59,6 +59,18 @@ type reconfigScheduler struct {
 	// hold, when set, delays a launch while it is true: a checkpoint is
 	// being taken (run_checkpoints.go).
 	hold func() bool
+	// swapped, when tracked (non-nil), holds the deployment of each
+	// running reconfiguration that reported its routing swap
+	// (run_checkpoints_migration.go).
+	swapped map[string]control.Deployment
+	// specs holds every submitted spec by ticket; timelineSpecs the
+	// config's, in trigger order, of which timelineNext were submitted;
+	// gen counts recoveries: goroutines of an earlier one only record
+	// their end (run_recovery_reconfigs.go).
+	specs         map[int]ReconfigSpec
+	timelineSpecs []ReconfigSpec
+	timelineNext  int
+	gen           int
 }
 
 func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string) *reconfigScheduler {
@@ -66,6 +78,7 @@ func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string
 		ctx: ctx, in: in, jobID: jobID,
 		perOp:   in.ReconfigProtocol != ProtocolStopAndRestart && in.ReconfigProtocol != "",
 		running: map[string]string{}, queues: map[string][]queuedSpec{}, done: map[string]error{}, launched: map[int]string{},
+		specs: map[int]ReconfigSpec{},
 	}
 }
 
@@ -86,18 +99,32 @@ func (s *reconfigScheduler) lane(op string) string {
 func (s *reconfigScheduler) runTimeline(specs []ReconfigSpec) {
 	specs = append([]ReconfigSpec(nil), specs...)
 	sort.SliceStable(specs, func(i, j int) bool { return specs[i].TriggerTimeSeconds < specs[j].TriggerTimeSeconds })
+	s.timelineSpecs, s.timelineNext = specs, 0
+	s.runTimelineFrom(0)
+}
+
+// runTimelineFrom submits timelineSpecs[from:] at their trigger times.
+func (s *reconfigScheduler) runTimelineFrom(from int) {
+	specs, gen := s.timelineSpecs[from:], s.gen
 	s.pending += len(specs) // the run is not over while any is still to come
 	workflow.Go(s.ctx, func(ctx workflow.Context) {
-		defer func() { s.timeline = true }()
+		defer func() {
+			if gen == s.gen {
+				s.timeline = true
+			}
+		}()
 		for _, spec := range specs {
 			if err := sleepUntil(ctx, s.start, spec.TriggerTimeSeconds); err != nil {
-				s.fail(err)
+				if gen == s.gen {
+					s.fail(err)
+				}
 				return
 			}
-			if s.err != nil {
+			if s.err != nil || gen != s.gen {
 				return
 			}
 			s.pending--
+			s.timelineNext++
 			s.submit(spec)
 		}
 	})
@@ -114,6 +141,7 @@ type queuedSpec struct {
 func (s *reconfigScheduler) submit(spec ReconfigSpec) int {
 	s.tickets++
 	ticket := s.tickets
+	s.specs[ticket] = spec
 	lane := s.lane(spec.TargetOperator)
 	if _, busy := s.running[lane]; busy {
 		s.queues[lane] = append(s.queues[lane], queuedSpec{spec: spec, ticket: ticket})
@@ -138,7 +166,8 @@ func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
 	s.outcomes = append(s.outcomes, ReconfigOutcome{
 		ID: id, WorkflowID: id, Spec: spec, Protocol: s.in.ReconfigProtocol, StartSec: began.Sub(s.start).Seconds(),
 	})
-	input := ReconfigureInput{ReconfigID: id, Current: s.dep, Spec: spec, Workers: s.workers}
+	input := ReconfigureInput{ReconfigID: id, Current: s.dep, Spec: spec, Workers: s.workers, NotifyRoutesSwapped: s.swapped != nil}
+	gen := s.gen
 	workflow.Go(s.ctx, func(ctx workflow.Context) {
 		child, err := childFor(s.in.ReconfigProtocol)
 		var out ReconfigureResult
@@ -152,7 +181,11 @@ func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
 		o := &s.outcomes[slot]
 		o.EndSec, o.Steps = workflow.Now(ctx).Sub(s.start).Seconds(), out.Steps
 		s.done[id] = err
+		if gen != s.gen {
+			return // cancelled by a recovery, which submitted it again
+		}
 		delete(s.running, lane)
+		delete(s.swapped, id)
 		s.pending--
 		if err != nil {
 			s.fail(err)

@@ -59,6 +59,9 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 	}, nil); err != nil {
 		return r.result(p.New), err
 	}
+	if in.NotifyRoutesSwapped {
+		notifyRoutesSwapped(ctx, in.ReconfigID, p.New) // checkpoints may start now (run_checkpoints_migration.go)
+	}
 	// Under fetch-on-demand a scale-out is done once routes are swapped;
 	// keys of removed tasks are always pulled so those tasks can stop.
 	if in.Current.Job.Params[paramMigrationMode] != modeFetchOnDemand || len(p.RemovedTasks) > 0 {

@@ -65,7 +65,9 @@ type RecoverJobResult struct {
 //
 // The deployment after recovery is the checkpoint's: a reconfiguration
 // that ran after the checkpoint is undone (its effect on placement, not
-// on results), and one that was running is abandoned by the caller.
+// on results); one that was running is cancelled by the caller and, since
+// "reconfigs-after-recovery", re-planned from this deployment
+// (run_recovery_reconfigs.go).
 func RecoverJob(ctx workflow.Context, in RecoverJobInput) (RecoverJobResult, error) {
 	var res RecoverJobResult
 	began := workflow.Now(ctx)

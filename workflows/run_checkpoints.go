@@ -20,14 +20,17 @@ const versionCheckpoints = "checkpoints"
 // workflows and recovers the job from the latest one when a worker is lost.
 //
 // Rule with reconfigurations: a checkpoint is not started while a
-// reconfiguration runs (busy), and a reconfiguration does not start while
-// a checkpoint runs (reconfigScheduler.hold); a tick that finds the job
-// busy is skipped. A fetch-on-demand scale-out's workflow ends once routes
-// are swapped, so checkpoints resume while keys are still to fetch: parts
-// then carry the lookup tables and restore resolves them, and tasks refuse
-// their part only during a migration's short steps (the rule in
-// dataplane/checkpoint_barrier.go), so a checkpoint never captures a
-// half-moved key.
+// reconfiguration runs (busy) — since the "checkpoints-mid-migration"
+// marker, only until its routes are swapped, after which checkpoints are
+// of its new deployment (run_checkpoints_migration.go) — and a
+// reconfiguration does not start while a checkpoint runs
+// (reconfigScheduler.hold); a tick that finds the job busy is skipped. A
+// fetch-on-demand scale-out's workflow ends once routes are swapped, and
+// an eventual one's is past its swap, so checkpoints resume while keys
+// are still to fetch: parts then carry the lookup tables and restore
+// resolves them, and tasks refuse their part only during a migration's
+// short steps (the rule in dataplane/checkpoint_barrier.go), so a
+// checkpoint never captures a half-moved key.
 type checkpointer struct {
 	jobID    string
 	interval time.Duration
@@ -38,6 +41,10 @@ type checkpointer struct {
 	current func() (control.Deployment, bool)
 	// onRecovered, when set, is called after each recovery.
 	onRecovered func()
+	// resume, when set, runs the recovered job until the end of the input
+	// (reconfigurations included, run_recovery_reconfigs.go) and returns
+	// its deployment then; unset, the run only waits for the end.
+	resume func(ctx workflow.Context, dep control.Deployment, workers []control.WorkerInfo) (control.Deployment, error)
 
 	seq       int
 	running   bool
@@ -132,8 +139,8 @@ func (c *checkpointer) summary(in ExperimentInput) CheckpointSummary {
 // it recovers the job on the surviving workers (RecoverJob), watches them
 // anew, resumes the periodic checkpoints and waits until endAt, recovering
 // again if another worker is lost. It returns the new run context, the
-// recovered deployment and the surviving workers; otherwise cause.
-// Reconfigurations still to come are not run after a recovery.
+// deployment at the end and the surviving workers; otherwise cause.
+// Reconfigurations go on after a recovery only with resume set.
 func (c *checkpointer) recoverLoss(root workflow.Context, watch **workerWatch, cause error, workers []control.WorkerInfo, start, endAt time.Time) (workflow.Context, control.Deployment, []control.WorkerInfo, error) {
 	for {
 		w := *watch
@@ -172,10 +179,14 @@ func (c *checkpointer) recoverLoss(root workflow.Context, watch **workerWatch, c
 		runCtx, nw := startWorkerWatch(root, c.jobID, workers, endAt.Sub(workflow.Now(root))+2*time.Minute)
 		*watch = nw
 		dep := rec.Deployment
-		c.current = func() (control.Deployment, bool) { return dep, false }
+		if c.resume == nil {
+			c.current = func() (control.Deployment, bool) { return dep, false }
+		}
 		c.start(runCtx)
 		cause = nil
-		if d := endAt.Sub(workflow.Now(runCtx)); d > 0 {
+		if c.resume != nil {
+			dep, cause = c.resume(runCtx, dep, workers)
+		} else if d := endAt.Sub(workflow.Now(runCtx)); d > 0 {
 			cause = workflow.Sleep(runCtx, d)
 		}
 		if cause == nil {

@@ -96,6 +96,13 @@ func (m *checkpointMocks) register(env *testsuite.TestWorkflowEnvironment, calls
 		})
 }
 
+// completedSnapshot returns the checkpoints completed so far.
+func (m *checkpointMocks) completedSnapshot() []activities.CompleteCheckpointInput {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]activities.CompleteCheckpointInput(nil), m.completed...)
+}
+
 func checkpointExperiment() ExperimentInput {
 	in := helloExperiment()
 	in.Reconfigurations = nil

@@ -76,7 +76,8 @@ type ReconfigOutcome struct {
 //
 // A worker lost during the run fails it (worker_watch.go), unless the run
 // takes checkpoints (CheckpointIntervalSeconds > 0) and one completed: the
-// job is then recovered from it and the run goes on (run_checkpoints.go).
+// job is then recovered from it and the run goes on (run_checkpoints.go),
+// with its reconfigurations (run_recovery_reconfigs.go).
 func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult, err error) {
 	var res ExperimentResult
 	if err := validateInput(in); err != nil {
@@ -157,6 +158,13 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		if checkpoints {
 			ckpt = newCheckpointer(in, job)
 			ckpt.current = func() (control.Deployment, bool) { return sched.dep, len(sched.running) > 0 }
+			if workflow.GetVersion(ctx, versionCheckpointsMidMigration, workflow.DefaultVersion, 1) == 1 {
+				sched.trackRoutesSwapped(ctx) // run_checkpoints_migration.go
+				ckpt.current = func() (control.Deployment, bool) {
+					dep, ok := sched.checkpointable()
+					return dep, !ok
+				}
+			}
 			sched.hold = func() bool { return ckpt.running }
 			ckpt.start(ctx)
 		}
@@ -166,11 +174,22 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		if err != nil && ckpt != nil {
 			var rctx workflow.Context
 			endAt := start.Add(time.Duration(in.TotalRuntimeSeconds) * time.Second)
-			// Reconfigurations (timeline and requests) do not run after a recovery.
-			ckpt.onRecovered = func() { sched.closed = true }
+			if workflow.GetVersion(root, versionReconfigsAfterRecovery, workflow.DefaultVersion, 1) == 1 {
+				// Interrupted and later reconfigurations run on the
+				// recovered deployment (run_recovery_reconfigs.go).
+				ckpt.resume = func(rctx workflow.Context, dep control.Deployment, workers []control.WorkerInfo) (control.Deployment, error) {
+					sched.resumeAfterRecovery(rctx, dep, workers)
+					err := sched.finish(rctx, in.TotalRuntimeSeconds)
+					return sched.dep, err
+				}
+			} else {
+				// Reconfigurations (timeline and requests) do not run after a recovery.
+				ckpt.onRecovered = func() { sched.closed = true }
+			}
 			if rctx, dep, workers, err = ckpt.recoverLoss(root, &watch, err, workers, start, endAt); err == nil {
 				ctx, actx = rctx, workflow.WithActivityOptions(rctx, stepOptions())
 			}
+			res.Reconfigs = sched.outcomes
 		}
 		if ckpt != nil {
 			summary := ckpt.summary(in)

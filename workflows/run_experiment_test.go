@@ -54,6 +54,8 @@ type experimentMocks struct {
 	// time with watchErr (default: it runs until cancelled).
 	watchAfter time.Duration
 	watchErr   error
+	// watchOnce: only the first watch ends so; later ones run on.
+	watchOnce bool
 }
 
 func mockExperimentActivities(env *testsuite.TestWorkflowEnvironment, calls *activityLog, m experimentMocks) {
@@ -129,7 +131,14 @@ func mockExperimentActivities(env *testsuite.TestWorkflowEnvironment, calls *act
 	if m.watchAfter > 0 {
 		watchAfter, watchErr = m.watchAfter, m.watchErr
 	}
-	env.OnActivity(a.WatchWorkers, mock.Anything, mock.Anything).After(watchAfter).Return(
+	var watches int
+	env.OnActivity(a.WatchWorkers, mock.Anything, mock.Anything).AfterFn(func() time.Duration {
+		watches++
+		if m.watchOnce && watches > 1 {
+			return 24 * time.Hour
+		}
+		return watchAfter
+	}).Return(
 		func(_ context.Context, in activities.WatchInput) error {
 			calls.add("WatchWorkers", in, env.Now())
 			return watchErr

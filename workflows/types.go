@@ -112,6 +112,10 @@ type ReconfigureInput struct {
 	Current    control.Deployment   `json:"current"`
 	Spec       ReconfigSpec         `json:"spec"`
 	Workers    []control.WorkerInfo `json:"workers"`
+	// NotifyRoutesSwapped: the lazy protocol signals its parent
+	// (signalRoutesSwapped) once routes are swapped, so the parent may
+	// take checkpoints of the new deployment while values still migrate.
+	NotifyRoutesSwapped bool `json:"notify_routes_swapped,omitempty"`
 }
 
 // ReconfigureResult is the deployment after the reconfiguration.
