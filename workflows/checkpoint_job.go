@@ -50,9 +50,10 @@ type CheckpointJobResult struct {
 // input is released, late barriers dropped) and the workflow fails; it
 // has no manifest and recovery never uses it. The job keeps running.
 //
-// The caller must not run it while a reconfiguration is between its start
-// and the end of its migration; tasks refuse their part then anyway (see
-// the rule in dataplane/checkpoint_barrier.go).
+// The caller must not run it while a reconfiguration is before its routing
+// swap, and passes the deployment the swap installed; tasks refuse their
+// part during the short steps of a migration anyway (see the rule in
+// dataplane/checkpoint_barrier.go).
 func CheckpointJob(ctx workflow.Context, in CheckpointJobInput) (CheckpointJobResult, error) {
 	id := dataplane.CheckpointID(in.Seq)
 	res := CheckpointJobResult{CheckpointID: id}
