@@ -48,3 +48,29 @@ func keyHash(key []byte) uint64 {
 	h ^= h >> 32
 	return h
 }
+
+// keyHash8 is keyHash of an 8-byte key whose little-endian value is v,
+// small enough to be inlined into the batch lookup's hashing loop.
+func keyHash8(v uint64) uint64 {
+	h := bits.RotateLeft64((xxPrime5+8)^xxRound(v), 27)*xxPrime1 + xxPrime4
+	return xxAvalanche(h)
+}
+
+// keyHash16 is keyHash of a 16-byte key whose little-endian halves are v0
+// and v1.
+func keyHash16(v0, v1 uint64) uint64 {
+	h := bits.RotateLeft64((xxPrime5+16)^xxRound(v0), 27)*xxPrime1 + xxPrime4
+	h = bits.RotateLeft64(h^xxRound(v1), 27)*xxPrime1 + xxPrime4
+	return xxAvalanche(h)
+}
+
+func xxRound(v uint64) uint64 { return bits.RotateLeft64(v*xxPrime2, 31) * xxPrime1 }
+
+func xxAvalanche(h uint64) uint64 {
+	h ^= h >> 33
+	h *= xxPrime2
+	h ^= h >> 29
+	h *= xxPrime3
+	h ^= h >> 32
+	return h
+}

@@ -2,6 +2,7 @@ package statesvc
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 )
@@ -45,14 +46,16 @@ var kltNoBucket = kltBucket{seq: emptyHashSeq}
 // lookupGroup resolves up to kltGroupSize keys into out (as long as keys)
 // in passes, so the cache misses of different keys overlap (memory-level
 // parallelism) instead of queueing one behind the other: (1) hash every key
-// and find its group; (2) touch each key's directory entry; (3) read the
-// group bounds, now in cache; (4) touch the group's remainders; (5)
-// compare, now in cache. The touching passes are tight loops of a few
-// instructions per key, so the out-of-order core's instruction window
-// holds the misses of many keys at once; a loop that also hashed or
-// computed bounds would fit only a few. It returns the sum of the touched
-// values (for kltSink).
+// and find its group; (2) touch each key's directory entry and block base;
+// (3) read the group bounds, now in cache; (4) touch the group's
+// remainders; (5) compare, now in cache, and answer. The touching passes
+// are tight loops of a few instructions per key, so the out-of-order
+// core's instruction window holds the misses of many keys at once; a loop
+// that also hashed or computed bounds would fit only a few. It returns the
+// sum of the touched values (for kltSink).
 //
+// The passes read only a bucket's first cache line (kltBucket.plain,
+// owner0 and the hot fields of its sequence) unless a key needs more.
 // The scratch arrays are local (on the stack), so storing bucket pointers
 // in them needs no GC write barrier.
 func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
@@ -61,14 +64,22 @@ func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
 		hs     [kltGroupSize]uint32
 		gs     [kltGroupSize]uint32 // group of hs[i] in bs[i]'s sequence
 		lo, hi [kltGroupSize]uint32 // the group's elements: [lo, hi)
-		off    [kltGroupSize]uint32 // byte of the group's first remainder
 	)
 	keys = keys[:min(len(keys), kltGroupSize)]
 	out = out[:len(keys)]
+	pow2 := k.nbMask != 0 || k.nb == 1
 	for i, key := range keys {
-		x := keyHash(key)
+		var x uint64
+		switch len(key) {
+		case 8:
+			x = keyHash8(binary.LittleEndian.Uint64(key))
+		case 16:
+			x = keyHash16(binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[8:]))
+		default:
+			x = keyHash(key)
+		}
 		var bi uint64
-		if k.nbMask != 0 || k.nb == 1 {
+		if pow2 {
 			bi = x & k.nbMask // = x % nb, without a division
 		} else {
 			bi = x % uint64(k.nb)
@@ -78,30 +89,36 @@ func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
 			b = &kltNoBucket
 		}
 		h := uint32(x >> 32)
-		bs[i], hs[i], gs[i] = b, h, uint32(b.seq.group(h))
-	}
-	for i := range keys {
-		sink += uint64(bs[i].seq.dir[gs[i]])
+		bs[i], hs[i], gs[i] = b, h, uint32(uint64(h)>>(b.seq.rbits&63))
 	}
 	for i := range keys {
 		s := &bs[i].seq
-		g := uint64(gs[i])
-		l := s.start(g)
-		lo[i], hi[i], off[i] = uint32(l), uint32(s.start(g+1)), uint32(l*uint64(s.rbits)>>3)
+		g := gs[i]
+		sink += uint64(s.data[s.dirOff+g]) + uint64(s.data[s.baseOff+g>>(s.bshift&31)*4])
 	}
 	for i := range keys {
-		sink += uint64(bs[i].seq.rem[off[i]])
+		s := &bs[i].seq
+		l, h := s.groupBounds(gs[i])
+		lo[i], hi[i] = l, h
 	}
-	kltMatch(&bs, &hs, &lo, &hi, len(keys))
 	for i := range keys {
-		b, at := bs[i], lo[i]
+		s := &bs[i].seq
+		sink += uint64(s.data[uint64(lo[i])*uint64(s.rbits)>>3])
+	}
+	for i := range keys {
+		b := bs[i]
+		at, eq := kltMatch(&b.seq, hs[i], lo[i], hi[i])
 		switch {
-		case at == kltMiss && len(b.extra) == 0:
+		case b.plain && eq == 0:
 			out[i] = ""
-		case at == kltSeveral || b.nDead > 0 || len(b.extra) > 0:
-			// Several entries with the hash, removed entries, or
-			// unmerged additions (not after flush; kept for safety).
+		case b.plain: // one owner, every entry live
+			out[i] = k.owners[b.owner0]
+		case len(b.extra) > 0 || eq > 1:
+			// Unmerged additions (not after flush; kept for safety), or
+			// several entries with the hash, maybe of several owners.
 			out[i] = k.lookupLocked(keys[i])
+		case eq == 0 || b.isDead(int(at)):
+			out[i] = ""
 		default:
 			out[i] = k.owners[b.ownerAt(int(at))]
 		}
@@ -109,33 +126,56 @@ func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
 	return sink
 }
 
-// kltMatch sets lo[i] to the first element equal to hs[i] in bs[i]'s
-// sequence among [lo[i], hi[i]) (the loop of hashSeq.scan, inlined), or to
-// kltMiss or kltSeveral, for the first n keys. A function of its own with
-// no calls, so the compiler keeps the loop in registers.
-func kltMatch(bs *[kltGroupSize]*kltBucket, hs, lo, hi *[kltGroupSize]uint32, n int) {
-	for i := range n {
-		s := &bs[i].seq
-		l, h := uint64(lo[i]), uint64(hi[i])
-		rb, mask, rem := uint64(s.rbits), s.mask(), s.rem
-		r := uint64(hs[i]) & mask
-		at := kltMiss
-		for ; l < h; l++ {
-			o := l * rb
-			x := binary.LittleEndian.Uint64(rem[o>>3:]) >> (o & 7) & mask
-			if x < r {
-				continue
-			}
-			if x == r {
-				at = uint32(l)
-				if s.dups && l+1 < h && s.remAt(l+1) == r {
-					at = kltSeveral
-				}
-			}
-			break
-		}
-		lo[i] = at
+// groupBounds returns the elements of group g as [lo, hi), reading the
+// directory and bases through data (one bounds check each).
+func (s *hashSeq) groupBounds(g uint32) (lo, hi uint32) {
+	d, sh := s.data, s.bshift&31
+	b0 := s.baseOff + g>>sh*4
+	b1 := s.baseOff + (g+1)>>sh*4
+	lo = binary.LittleEndian.Uint32(d[b0:b0+4]) + uint32(d[s.dirOff+g])
+	hi = binary.LittleEndian.Uint32(d[b1:b1+4]) + uint32(d[s.dirOff+g+1])
+	return lo, hi
+}
+
+// kltMatchWidth is how many elements of a group kltMatch compares without
+// a loop: groups hold about 2 elements (about 3 when the key is present),
+// so nearly every lookup takes the loop-free path and no branch depends
+// on the group's size or contents.
+const kltMatchWidth = 4
+
+// kltMatch returns, for the elements [lo, hi) of s (the group of h), the
+// first element equal to h and how many are (eq 0: at is meaningless);
+// equal elements are adjacent. For up to kltMatchWidth elements of up to
+// 28 bits it reads them with two word loads (two elements each) and
+// compares without branches: (x ^ r) - 1 has its top bit set iff x == r
+// (both below 2^32); the bits of positions past hi are masked off.
+func kltMatch(s *hashSeq, h, lo, hi uint32) (at uint32, eq int) {
+	d, rb := s.data, uint64(s.rbits&63)
+	mask := uint64(1)<<rb - 1
+	r := uint64(h) & mask
+	n := hi - lo
+	o := uint64(lo) * rb
+	if n <= kltMatchWidth && rb <= 28 {
+		p0, o2 := o>>3, o+2*rb
+		p2 := o2 >> 3
+		w0 := binary.LittleEndian.Uint64(d[p0:p0+8]) >> (o & 7)
+		w2 := binary.LittleEndian.Uint64(d[p2:p2+8]) >> (o2 & 7)
+		m := ((w0&mask)^r-1)>>63 |
+			((w0>>rb&mask)^r-1)>>63<<1 |
+			((w2&mask)^r-1)>>63<<2 |
+			((w2>>rb&mask)^r-1)>>63<<3
+		m &= 1<<n - 1
+		return lo + uint32(bits.TrailingZeros64(m)), bits.OnesCount8(uint8(m))
 	}
+	at = kltMiss
+	for i := lo; i < hi; i, o = i+1, o+rb {
+		p := o >> 3
+		if binary.LittleEndian.Uint64(d[p:p+8])>>(o&7)&mask == r {
+			at = min(at, i)
+			eq++
+		}
+	}
+	return at, eq
 }
 
 // Markers lookupGroup stores instead of an element index (sequences hold

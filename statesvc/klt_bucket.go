@@ -15,6 +15,12 @@ import (
 // burst of additions costs amortized O(log n) copies per entry and lookups
 // never scan an unsorted list.
 type kltBucket struct {
+	// plain: the bucket has one owner, owner0 (a KLT owner index), no
+	// removed entries and no buffered additions, so a batch lookup that
+	// finds one element with the key's hash answers owner0 without
+	// reading the fields after seq's first ones.
+	plain  bool
+	owner0 uint32
 	seq    hashSeq
 	owners []uint32 // bucket-local owner index → KLT owner index
 	obits  uint     // bits per packed owner
@@ -30,6 +36,16 @@ const (
 )
 
 func (b *kltBucket) live() int { return b.seq.n - b.nDead + len(b.extra) }
+
+// setPlain recomputes plain and owner0; every change of the bucket's
+// entries ends with it.
+func (b *kltBucket) setPlain() {
+	b.plain = len(b.owners) == 1 && b.obits == 0 && b.nDead == 0 && len(b.extra) == 0
+	b.owner0 = 0
+	if b.plain {
+		b.owner0 = b.owners[0]
+	}
+}
 
 func (b *kltBucket) ownerAt(i int) uint32 {
 	if b.obits == 0 {
@@ -56,6 +72,7 @@ func (b *kltBucket) kill(i int) {
 	}
 	b.dead[i>>6] |= 1 << (i & 63)
 	b.nDead++
+	b.plain = false
 }
 
 // extraStart returns the index of the first buffered entry with hash h.
@@ -124,6 +141,7 @@ func (b *kltBucket) add(h, owner uint32) {
 	e := uint64(h)<<32 | uint64(owner)
 	j, _ := slices.BinarySearch(b.extra, e)
 	b.extra = slices.Insert(b.extra, j, e)
+	b.plain = false
 	if len(b.extra) >= max(kltExtraMin, b.seq.n/kltExtraFrac) {
 		b.rebuild(-1)
 	}
@@ -140,6 +158,7 @@ func (b *kltBucket) remove(h, owner uint32) bool {
 			b.kill(si)
 		} else {
 			b.extra = slices.Delete(b.extra, ej, ej+1)
+			b.setPlain()
 		}
 		found = true
 		return false
@@ -185,6 +204,7 @@ func (b *kltBucket) rebuild(drop int64) {
 		}
 	})
 	*b = kltBucket{seq: emptyHashSeq}
+	defer b.setPlain()
 	if len(hs) == 0 {
 		return
 	}

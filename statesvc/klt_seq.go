@@ -29,16 +29,28 @@ import (
 // dependent memory access fewer and no bit scanning. Remainders, directory
 // and bases share one allocation (one size-class rounding, not three).
 type hashSeq struct {
-	n      int
-	dbits  uint
-	rbits  uint
-	bshift uint
-	rem    []byte // packed remainders (bit i*rbits, little-endian), then 8 bytes of padding for whole-word loads
-	dir    []byte // start of group g minus the base of its block; 1<<dbits + 1 entries (the last: the end)
-	base   []byte // little-endian uint32 start of group b<<bshift, for every block b and the end
-	size   int    // bytes allocated for rem, dir and base together
-	dups   bool   // some value occurs more than once
+	// Read by every batch lookup, so first (one cache line together with
+	// the fields kltBucket puts before its seq): the one allocation
+	// holding remainders, directory and bases, and where the directory
+	// and the bases start in it.
+	data    []byte
+	dirOff  uint32
+	baseOff uint32
+	rbits   uint8
+	bshift  uint8
+	dbits   uint8
+	dups    bool // some value occurs more than once
+
+	n    int
+	rem  []byte // packed remainders (bit i*rbits, little-endian), then hashSeqPad bytes of padding for whole-word loads
+	dir  []byte // start of group g minus the base of its block; 1<<dbits + 1 entries (the last: the end)
+	base []byte // little-endian uint32 start of group b<<bshift, for every block b and the end
 }
+
+// hashSeqPad is the padding after the remainders: whole-word loads of the
+// remainders of up to kltMatchWidth elements starting at any element index
+// up to n stay inside the remainders, padding and directory.
+const hashSeqPad = 16
 
 const (
 	hashSeqGroup      = 2  // average values per group the directory aims at
@@ -65,7 +77,7 @@ func hashSeqDirBits(n int) uint {
 func newHashSeq(vals []uint32) hashSeq {
 	n := len(vals)
 	d := hashSeqDirBits(n)
-	s := hashSeq{n: n, dbits: d, rbits: 32 - d}
+	s := hashSeq{n: n, dbits: uint8(d), rbits: uint8(32 - d)}
 	ng := 1 << d
 	// starts[g] = index of the first value of group g (or later); starts[ng] = n.
 	starts := make([]uint32, ng+1)
@@ -79,14 +91,14 @@ func newHashSeq(vals []uint32) hashSeq {
 	for ; g <= ng; g++ {
 		starts[g] = uint32(n)
 	}
-	s.bshift = min(hashSeqBlockShift, d)
-	for s.bshift > 0 && !offsetsFit(starts, s.bshift) {
+	s.bshift = uint8(min(hashSeqBlockShift, d))
+	for s.bshift > 0 && !offsetsFit(starts, uint(s.bshift)) {
 		s.bshift--
 	}
-	remLen := int((uint64(n)*uint64(s.rbits)+7)/8 + 8)
+	remLen := int((uint64(n)*uint64(s.rbits)+7)/8 + hashSeqPad)
 	nBase := ng>>s.bshift + 1
-	s.size = remLen + ng + 1 + 4*nBase
-	data := make([]byte, s.size)
+	data := make([]byte, remLen+ng+1+4*nBase)
+	s.data, s.dirOff, s.baseOff = data, uint32(remLen), uint32(remLen+ng+1)
 	s.rem = data[:remLen:remLen]
 	s.dir = data[remLen : remLen+ng+1 : remLen+ng+1]
 	s.base = data[remLen+ng+1:]
@@ -177,4 +189,4 @@ func (s *hashSeq) each(fn func(i int, v uint32)) {
 }
 
 // bytes is the memory the sequence holds.
-func (s *hashSeq) bytes() uint64 { return uint64(s.size) }
+func (s *hashSeq) bytes() uint64 { return uint64(len(s.data)) }
