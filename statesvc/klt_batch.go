@@ -103,7 +103,10 @@ func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
 	}
 	for i := range keys {
 		s := &bs[i].seq
-		sink += uint64(s.data[uint64(lo[i])*uint64(s.rbits)>>3])
+		// Touch every byte kltMatch loads: the group's remainders may
+		// run into the next cache line.
+		p0, p2 := kltMatchWords(lo[i], hi[i], uint64(s.rbits))
+		sink += uint64(s.data[p0]) + uint64(s.data[p0+7]) + uint64(s.data[p2+7])
 	}
 	for i := range keys {
 		b := bs[i]
@@ -156,10 +159,9 @@ func kltMatch(s *hashSeq, h, lo, hi uint32) (at uint32, eq int) {
 	n := hi - lo
 	o := uint64(lo) * rb
 	if n <= kltMatchWidth && rb <= 28 {
-		p0, o2 := o>>3, o+2*rb
-		p2 := o2 >> 3
+		p0, p2 := kltMatchWords(lo, hi, rb)
 		w0 := binary.LittleEndian.Uint64(d[p0:p0+8]) >> (o & 7)
-		w2 := binary.LittleEndian.Uint64(d[p2:p2+8]) >> (o2 & 7)
+		w2 := binary.LittleEndian.Uint64(d[p2:p2+8]) >> ((o + 2*rb) & 7)
 		m := ((w0&mask)^r-1)>>63 |
 			((w0>>rb&mask)^r-1)>>63<<1 |
 			((w2&mask)^r-1)>>63<<2 |
@@ -176,6 +178,19 @@ func kltMatch(s *hashSeq, h, lo, hi uint32) (at uint32, eq int) {
 		}
 	}
 	return at, eq
+}
+
+// kltMatchWords returns the bytes at which kltMatch loads the two words
+// holding the remainders of a group [lo, hi) of up to 4 elements: the
+// second only for more than 2 elements, else the first again, so a small
+// group near the end of a cache line does not wait for the next line.
+func kltMatchWords(lo, hi uint32, rb uint64) (p0, p2 uint64) {
+	o := uint64(lo) * rb
+	p0, p2 = o>>3, o>>3
+	if hi-lo > 2 {
+		p2 = (o + 2*rb) >> 3
+	}
+	return p0, p2
 }
 
 // Markers lookupGroup stores instead of an element index (sequences hold
