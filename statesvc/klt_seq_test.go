@@ -10,7 +10,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// TestHashSeq checks equalRange and each against the sorted input: random
+// TestHashSeq checks equalRange, kltMatch and each against the sorted input: random
 // values with duplicates and both ends of the range at sizes around the
 // directory's steps, and the edge cases of the directory — no or one
 // element, every value in one group (which forces per-group 32-bit bases),
@@ -113,6 +113,12 @@ func TestHashSeq(t *testing.T) {
 			}
 			if i, j := s.equalRange(v); (i != lo || j != hi) && (found || i != j) {
 				t.Fatalf("%s: equalRange(%#x) = [%d, %d), want [%d, %d)", c.name, v, i, j, lo, hi)
+			}
+			// The batch path: group bounds from the directory, then the
+			// branch-free compare (or its loop for large groups).
+			gl, gh := s.groupBounds(uint32(s.group(v)))
+			if at, eq := kltMatch(&s, v, gl, gh); eq != hi-lo || eq > 0 && int(at) != lo {
+				t.Fatalf("%s: kltMatch(%#x) = first %d, count %d, want first %d, count %d", c.name, v, at, eq, lo, hi-lo)
 			}
 		}
 		for i, v := range vals {
