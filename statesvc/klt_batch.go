@@ -46,13 +46,13 @@ var kltNoBucket = kltBucket{seq: emptyHashSeq}
 // lookupGroup resolves up to kltGroupSize keys into out (as long as keys)
 // in passes, so the cache misses of different keys overlap (memory-level
 // parallelism) instead of queueing one behind the other: (1) hash every key
-// and find its group; (2) touch each key's directory entry and block base;
-// (3) read the group bounds, now in cache; (4) touch the group's
-// remainders; (5) compare, now in cache, and answer. The touching passes
-// are tight loops of a few instructions per key, so the out-of-order
-// core's instruction window holds the misses of many keys at once; a loop
-// that also hashed or computed bounds would fit only a few. It returns the
-// sum of the touched values (for kltSink).
+// and find its group; (2) touch its directory record; (3) read the group
+// bounds, now in cache; (4) touch the group's remainders; (5) compare, now
+// in cache, and answer. The touching passes are tight loops of a few
+// instructions per key, so the out-of-order core's instruction window
+// holds the misses of many keys at once; a loop that also hashed or
+// computed bounds would fit only a few. It returns the sum of the touched
+// values (for kltSink).
 //
 // The passes read only a bucket's first cache line (kltBucket.plain,
 // owner0 and the hot fields of its sequence) unless a key needs more.
@@ -94,11 +94,11 @@ func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
 	for i := range keys {
 		s := &bs[i].seq
 		g := gs[i]
-		sink += uint64(s.data[s.dirOff+g]) + uint64(s.data[s.baseOff+g>>(s.bshift&31)*4])
+		sink += uint64(s.data[s.dirByte(g)])
 	}
 	for i := range keys {
 		s := &bs[i].seq
-		l, h := s.groupBounds(gs[i])
+		l, h := s.bounds(gs[i])
 		lo[i], hi[i] = l, h
 	}
 	for i := range keys {
@@ -127,17 +127,6 @@ func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
 		}
 	}
 	return sink
-}
-
-// groupBounds returns the elements of group g as [lo, hi), reading the
-// directory and bases through data (one bounds check each).
-func (s *hashSeq) groupBounds(g uint32) (lo, hi uint32) {
-	d, sh := s.data, s.bshift&31
-	b0 := s.baseOff + g>>sh*4
-	b1 := s.baseOff + (g+1)>>sh*4
-	lo = binary.LittleEndian.Uint32(d[b0:b0+4]) + uint32(d[s.dirOff+g])
-	hi = binary.LittleEndian.Uint32(d[b1:b1+4]) + uint32(d[s.dirOff+g+1])
-	return lo, hi
 }
 
 // kltMatchWidth is how many elements of a group kltMatch compares without

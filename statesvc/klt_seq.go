@@ -11,50 +11,47 @@ import (
 // rbits = 32 - dbits bits its remainder. Remainders are packed in order,
 // rbits each. The groups are not coded in unary (which needs a select
 // index and a scan of the bit vector per lookup) but as a directory of
-// where each group's elements start, so a lookup reads two adjacent
-// directory bytes, a base word, and the group's one or two remainders —
-// usually one cache line — and compares them. Duplicates are allowed and
-// stay adjacent.
+// where each group's elements start, so a lookup reads one directory
+// record (one cache line) and the group's one or two remainders (usually
+// one more) and compares them. Duplicates are allowed and stay adjacent.
 //
-// The directory stores each group's start as an 8-bit offset from a 32-bit
-// base per block of 1<<bshift groups. bshift is the largest, up to
-// hashSeqBlockShift, at which every offset fits in 8 bits — always the
-// maximum unless values cluster in a few groups; at bshift 0 every group
-// has its own base, which always fits.
+// The directory is a sequence of 64-byte records, one per block of
+// hashSeqBlock groups: the 32-bit start of the block's first group, then
+// each group's start as an 8-bit offset from it, and the block's end, so
+// a group's bounds come from one record: one cache line, as the directory
+// starts at a multiple of 64 bytes in its allocation (and Go aligns the
+// size classes of all but small sequences to 64 bytes). Offsets
+// fit unless values cluster (more than 255 in a block, e.g. a value added
+// hundreds of times): then the sequence is wide and its directory holds
+// every group's start as a 32-bit value instead.
 //
 // Size: dbits is picked so a group holds about hashSeqGroup values (1.4 to
 // 2.8 on average), so an element costs 32 - log2(n/2) remainder bits plus
-// (8 + 32/32)/2 directory bits: about 32 - log2(n) + 5.5 bits, some 2 bits
+// (64*8/59)/2 directory bits: about 32 - log2(n) + 5.3 bits, some 2 bits
 // more than unary upper bits with a sampled select index, for one
-// dependent memory access fewer and no bit scanning. Remainders, directory
-// and bases share one allocation (one size-class rounding, not three).
+// dependent memory access fewer and no bit scanning. Remainders and
+// directory share one allocation (one size-class rounding, not two).
 type hashSeq struct {
 	// Read by every batch lookup, so first (one cache line together with
 	// the fields kltBucket puts before its seq): the one allocation
-	// holding remainders, directory and bases, and where the directory
-	// and the bases start in it.
-	data    []byte
-	dirOff  uint32
-	baseOff uint32
-	rbits   uint8
-	bshift  uint8
-	dbits   uint8
-	dups    bool // some value occurs more than once
+	// holding remainders and directory, where the directory starts in it
+	// (a multiple of 64), and its layout.
+	data   []byte
+	dirOff uint32
+	rbits  uint8
+	dbits  uint8
+	wide   bool // the directory holds 32-bit group starts, not records
+	dups   bool // some value occurs more than once
 
-	n    int
-	rem  []byte // packed remainders (bit i*rbits, little-endian), then hashSeqPad bytes of padding for whole-word loads
-	dir  []byte // start of group g minus the base of its block; 1<<dbits + 1 entries (the last: the end)
-	base []byte // little-endian uint32 start of group b<<bshift, for every block b and the end
+	n   int
+	rem []byte // packed remainders (bit i*rbits, little-endian), then hashSeqPad bytes of padding for whole-word loads
+	dir []byte // the records of every block (or, if wide, the little-endian uint32 start of every group and the end)
 }
-
-// hashSeqPad is the padding after the remainders: whole-word loads of the
-// remainders of up to kltMatchWidth elements starting at any element index
-// up to n stay inside the remainders, padding and directory.
-const hashSeqPad = 16
 
 const (
 	hashSeqGroup      = 2  // average values per group the directory aims at
-	hashSeqBlockShift = 5  // groups per 32-bit base: 1 << hashSeqBlockShift
+	hashSeqBlock      = 59 // groups per directory record: 4 + 59 + 1 bytes
+	hashSeqPad        = 16 // bytes after the remainders, for whole-word loads (kltMatch's past a group's end too)
 	hashSeqMaxDirBits = 24 // directory of at most 16 Mi groups
 )
 
@@ -91,22 +88,33 @@ func newHashSeq(vals []uint32) hashSeq {
 	for ; g <= ng; g++ {
 		starts[g] = uint32(n)
 	}
-	s.bshift = uint8(min(hashSeqBlockShift, d))
-	for s.bshift > 0 && !offsetsFit(starts, uint(s.bshift)) {
-		s.bshift--
-	}
 	remLen := int((uint64(n)*uint64(s.rbits)+7)/8 + hashSeqPad)
-	nBase := ng>>s.bshift + 1
-	data := make([]byte, remLen+ng+1+4*nBase)
-	s.data, s.dirOff, s.baseOff = data, uint32(remLen), uint32(remLen+ng+1)
-	s.rem = data[:remLen:remLen]
-	s.dir = data[remLen : remLen+ng+1 : remLen+ng+1]
-	s.base = data[remLen+ng+1:]
-	for b := range nBase {
-		binary.LittleEndian.PutUint32(s.base[4*b:], starts[b<<s.bshift])
+	dirOff := (remLen + 63) &^ 63
+	nRec := (ng + hashSeqBlock - 1) / hashSeqBlock
+	s.wide = !offsetsFit(starts)
+	dirLen := 64 * nRec
+	if s.wide {
+		dirLen = 4 * (ng + 1)
 	}
+	data := make([]byte, dirOff+dirLen)
+	s.data, s.dirOff = data, uint32(dirOff)
+	s.rem = data[:remLen:remLen]
+	s.dir = data[dirOff:]
 	for g, st := range starts {
-		s.dir[g] = uint8(st - starts[g>>s.bshift<<s.bshift])
+		if s.wide {
+			binary.LittleEndian.PutUint32(s.dir[4*g:], st)
+			continue
+		}
+		b, j := g/hashSeqBlock, g%hashSeqBlock
+		if j == 0 && g > 0 { // the end of the previous block
+			s.dir[64*b-1] = uint8(st - starts[(b-1)*hashSeqBlock])
+		}
+		if b < nRec {
+			if j == 0 {
+				binary.LittleEndian.PutUint32(s.dir[64*b:], st)
+			}
+			s.dir[64*b+4+j] = uint8(st - starts[b*hashSeqBlock])
+		}
 	}
 	mask := s.mask()
 	for i, v := range vals {
@@ -117,11 +125,11 @@ func newHashSeq(vals []uint32) hashSeq {
 	return s
 }
 
-// offsetsFit reports whether every group start fits in 8 bits relative to
-// the start of its block of 1<<shift groups.
-func offsetsFit(starts []uint32, shift uint) bool {
-	for g, st := range starts {
-		if st-starts[g>>shift<<shift] > math.MaxUint8 {
+// offsetsFit reports whether every block's group starts, and its end, fit
+// in 8 bits relative to the block's first group start.
+func offsetsFit(starts []uint32) bool {
+	for b := 0; b < len(starts)-1; b += hashSeqBlock {
+		if starts[min(b+hashSeqBlock, len(starts)-1)]-starts[b] > math.MaxUint8 {
 			return false
 		}
 	}
@@ -137,11 +145,29 @@ func (s *hashSeq) mask() uint64 { return 1<<(s.rbits&63) - 1 }
 // group returns v's group.
 func (s *hashSeq) group(v uint32) uint64 { return uint64(v) >> (s.rbits & 63) }
 
-// start returns the index of the first element of group g (g <= 1<<dbits;
-// start(1<<dbits) is n).
-func (s *hashSeq) start(g uint64) uint64 {
-	b := g >> (s.bshift & 63)
-	return uint64(binary.LittleEndian.Uint32(s.base[4*b:4*b+4])) + uint64(s.dir[g])
+// bounds returns the elements of group g (g < 1<<dbits) as [lo, hi): for
+// an unclustered sequence from one directory record, whose bytes the
+// compiler knows to be in bounds once the record is sliced.
+func (s *hashSeq) bounds(g uint32) (lo, hi uint32) {
+	d := s.data
+	if s.wide {
+		o := s.dirOff + 4*g
+		w := d[o : o+8]
+		return binary.LittleEndian.Uint32(w), binary.LittleEndian.Uint32(w[4:])
+	}
+	o, j := s.dirOff+g/hashSeqBlock*64, g%hashSeqBlock
+	rec := (*[64]byte)(d[o:])
+	base := binary.LittleEndian.Uint32(rec[:4])
+	return base + uint32(rec[4+j]), base + uint32(rec[5+j])
+}
+
+// dirByte returns the offset in data of the directory byte a lookup of
+// group g reads first (to touch it before bounds).
+func (s *hashSeq) dirByte(g uint32) uint32 {
+	if s.wide {
+		return s.dirOff + 4*g
+	}
+	return s.dirOff + g/hashSeqBlock*64 + 4 + g%hashSeqBlock
 }
 
 // remAt returns the remainder of element i.
@@ -174,16 +200,17 @@ func (s *hashSeq) scan(v uint32, lo, hi uint64) (i, j uint64) {
 
 // equalRange returns the elements equal to v as [i, j) (i == j: none).
 func (s *hashSeq) equalRange(v uint32) (i, j int) {
-	g := s.group(v)
-	lo, hi := s.scan(v, s.start(g), s.start(g+1))
-	return int(lo), int(hi)
+	lo, hi := s.bounds(uint32(s.group(v)))
+	a, b := s.scan(v, uint64(lo), uint64(hi))
+	return int(a), int(b)
 }
 
 // each calls fn for every element in order.
 func (s *hashSeq) each(fn func(i int, v uint32)) {
-	for g := uint64(0); g < 1<<s.dbits; g++ {
-		for i, end := s.start(g), s.start(g+1); i < end; i++ {
-			fn(int(i), uint32(g<<s.rbits|s.remAt(i)))
+	for g := uint32(0); g < 1<<s.dbits; g++ {
+		lo, hi := s.bounds(g)
+		for i := uint64(lo); i < uint64(hi); i++ {
+			fn(int(i), uint32(uint64(g)<<s.rbits|s.remAt(i)))
 		}
 	}
 }

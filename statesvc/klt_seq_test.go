@@ -13,8 +13,8 @@ import (
 // TestHashSeq checks equalRange, kltMatch and each against the sorted input: random
 // values with duplicates and both ends of the range at sizes around the
 // directory's steps, and the edge cases of the directory — no or one
-// element, every value in one group (which forces per-group 32-bit bases),
-// clusters that force smaller base blocks, and the maximum value.
+// element, every value in one group and clusters (which force the wide
+// directory), and the maximum value.
 func TestHashSeq(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	random := func(n int) []uint32 {
@@ -38,38 +38,38 @@ func TestHashSeq(t *testing.T) {
 	}
 	repeat := func(n int, v uint32) []uint32 { return slices.Repeat([]uint32{v}, n) }
 	cases := []struct {
-		name   string
-		vals   []uint32
-		bshift int // -1: not checked
+		name string
+		vals []uint32
+		wide int // 1: wide directory expected, 0: records, -1: not checked
 	}{
 		{"empty", nil, -1},
 		{"one", []uint32{12345}, 0},
 		{"one max", []uint32{1<<32 - 1}, 0},
 		{"one zero", []uint32{0}, 0},
 		{"two max", repeat(2, 1<<32-1), 0},
-		{"all max", repeat(70_000, 1<<32-1), hashSeqBlockShift}, // the last group: its end is a block start
-		{"all zero", repeat(70_000, 0), 0},
+		{"all max", repeat(70_000, 1<<32-1), 1}, // the last group holds all
+		{"all zero", repeat(70_000, 0), 1},
 		{"one group", func() []uint32 { // n = 1000: 9 directory bits, all in group 4
 			v := make([]uint32, 1000)
 			for i := range v {
 				v[i] = 4<<23 | rng.Uint32N(1<<23)
 			}
 			return v
-		}(), 0},
-		{"two clusters", func() []uint32 { // 200 in group 0, 200 in group 12 (of 256): blocks of 8 groups fit
+		}(), 1},
+		{"two clusters", func() []uint32 { // 200 in group 0, 200 in group 12 (of 256): one block of 400
 			v := make([]uint32, 0, 400)
 			for range 200 {
 				v = append(v, rng.Uint32N(1<<24), 12<<24|rng.Uint32N(1<<24))
 			}
 			return v
-		}(), 3},
+		}(), 1},
 		{"spread", func() []uint32 { // no clusters: the largest blocks
 			v := make([]uint32, 78_125)
 			for i := range v {
 				v[i] = rng.Uint32()
 			}
 			return v
-		}(), hashSeqBlockShift},
+		}(), 0},
 		{"top bits only", func() []uint32 { // every value with its low 20 bits clear
 			v := make([]uint32, 5000)
 			for i := range v {
@@ -80,9 +80,9 @@ func TestHashSeq(t *testing.T) {
 	}
 	for _, n := range []int{2, 3, 11, 12, 64, 255, 256, 257, 1000, 7812, 70_000, 78_125} {
 		cases = append(cases, struct {
-			name   string
-			vals   []uint32
-			bshift int
+			name string
+			vals []uint32
+			wide int
 		}{fmt.Sprint("random ", n), random(n), -1})
 	}
 	for _, c := range cases {
@@ -92,8 +92,8 @@ func TestHashSeq(t *testing.T) {
 		if s.n != len(vals) {
 			t.Fatalf("%s: n = %d, want %d", c.name, s.n, len(vals))
 		}
-		if c.bshift >= 0 && int(s.bshift) != c.bshift {
-			t.Errorf("%s: bshift %d, want %d (dbits %d)", c.name, s.bshift, c.bshift, s.dbits)
+		if c.wide >= 0 && s.wide != (c.wide == 1) {
+			t.Errorf("%s: wide %v, want %v (dbits %d)", c.name, s.wide, c.wide == 1, s.dbits)
 		}
 		var got []uint32
 		s.each(func(i int, v uint32) {
@@ -116,7 +116,7 @@ func TestHashSeq(t *testing.T) {
 			}
 			// The batch path: group bounds from the directory, then the
 			// branch-free compare (or its loop for large groups).
-			gl, gh := s.groupBounds(uint32(s.group(v)))
+			gl, gh := s.bounds(uint32(s.group(v)))
 			if at, eq := kltMatch(&s, v, gl, gh); eq != hi-lo || eq > 0 && int(at) != lo {
 				t.Fatalf("%s: kltMatch(%#x) = first %d, count %d, want first %d, count %d", c.name, v, at, eq, lo, hi-lo)
 			}
@@ -158,8 +158,8 @@ func TestHashSeqSize(t *testing.T) {
 		if avg := float64(n) / float64(uint64(1)<<s.dbits); avg < 1.4 || avg > 2.9 {
 			t.Errorf("n=%d: %.1f elements per group, want 1.4 to 2.8", n, avg)
 		}
-		if s.bshift != hashSeqBlockShift {
-			t.Errorf("n=%d: bshift %d, want %d", n, s.bshift, hashSeqBlockShift)
+		if s.wide {
+			t.Errorf("n=%d: wide directory for spread values", n)
 		}
 	}
 }
