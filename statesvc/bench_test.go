@@ -273,6 +273,48 @@ func BenchmarkKLTLookup(b *testing.B) {
 	}
 }
 
+// BenchmarkKLTLookupMigrating is BenchmarkKLTLookup's hit case while lazy
+// migration is under way: one key of every bucket has been taken
+// (RemoveKeys), so every bucket has removed entries awaiting a rebuild.
+func BenchmarkKLTLookupMigrating(b *testing.B) {
+	k := buildBenchKLT(kltBenchKeys)
+	k.Lookup(nil)
+	var ks [][]byte
+	taken := map[int]bool{}
+	for j := range kltBenchKeys {
+		key := kltBenchKey(j)
+		if bi := BucketOf(key, kltBenchBuckets); !taken[bi] {
+			taken[bi] = true
+			k.RemoveKeys(fmt.Sprintf("task-%d", bi%8), [][]byte{key})
+			continue
+		}
+		ks = append(ks, key)
+	}
+	batches := benchBatches(ks, 64)
+	for _, batch := range batches { // one buffer per batch, as in BenchmarkKLTLookup
+		buf := make([]byte, 0, 8*len(batch))
+		for _, key := range batch {
+			buf = append(buf, key...)
+		}
+		for i := range batch {
+			batch[i] = buf[8*i : 8*i+8 : 8*i+8]
+		}
+	}
+	dst := make([]string, 0, benchBatch)
+	runtime.GC() // the set-up's garbage, not to be collected while timing
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		dst = k.LookupBatch(batches[i%len(batches)], dst[:0])
+		if dst[0] == "" {
+			b.Fatalf("present key %x reads as local", batches[i%len(batches)][0])
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchBatch), "ns/key")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
 // BenchmarkKLTMemory reports the footprint of 1M 8-byte keys in 128
 // buckets: B/key as counted by Bytes and as measured on the heap, next to a
 // plain map[string]uint32 (key → owner<<16|bucket). The table keeps no key
