@@ -133,7 +133,7 @@ type JobInput struct {
 // BuildJob resolves the query into a job spec. An unknown query or
 // operator is not retryable.
 func (a *Activities) BuildJob(ctx context.Context, in JobInput) (control.JobSpec, error) {
-	ops, err := queries.Operators(in.Query, in.Parallelism)
+	ops, err := queries.OperatorsFor(in.Query, in.Parallelism, in.Params)
 	if err != nil {
 		return control.JobSpec{}, temporal.NewNonRetryableApplicationError(err.Error(), "BadQuery", err)
 	}

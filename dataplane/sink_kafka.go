@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"koala/dataplane/control"
 )
 
 // Kafka sink
@@ -34,6 +36,26 @@ const (
 	// (default: the job's brokers).
 	ParamKafkaSinkBrokers = "KafkaSinkBrokers"
 )
+
+// KindKafkaSink is the registered Kafka sink, for queries whose operators
+// are listed by kind (queries.Query): it writes to the job's
+// ParamKafkaSinkTopic, by default "<job topic>-<operator>".
+const KindKafkaSink = "kafka-sink"
+
+func init() {
+	MustRegisterOperator(KindKafkaSink, func(ctx OperatorContext) (Operator, error) {
+		return NewKafkaSinkFactory(KafkaSinkTopic(ctx.Job, ctx.Spec.Name))(ctx)
+	})
+}
+
+// KafkaSinkTopic is the topic KindKafkaSink operator op of job writes to
+// when the job sets no ParamKafkaSinkTopic.
+func KafkaSinkTopic(job control.JobSpec, op string) string {
+	if p := strings.TrimSpace(job.Params[ParamKafkaSinkTopic]); p != "" {
+		return p
+	}
+	return job.Topic + "-" + op
+}
 
 // KafkaSink ends the stream in a Kafka topic (see NewKafkaSinkFactory).
 func (s *Stream) KafkaSink(name, topic string) *QueryBuilder {

@@ -17,7 +17,7 @@ import (
 // started; `koala run` calls this first so that such a config fails at
 // once, without a stack.
 func CheckQuery(in workflows.ExperimentInput) error {
-	ops, err := queries.Operators(in.QueryName, nil)
+	ops, err := queries.OperatorsFor(in.QueryName, nil, in.Params)
 	if err != nil {
 		return err
 	}

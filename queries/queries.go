@@ -57,6 +57,12 @@ func Unchecked(name string) string { return registry[name].Unchecked }
 // from parallelism (operator name → tasks) where given. Unknown queries and
 // unknown operator names are errors naming what is allowed.
 func Operators(name string, parallelism map[string]int) ([]control.OperatorSpec, error) {
+	return OperatorsFor(name, parallelism, nil)
+}
+
+// OperatorsFor is Operators for a job with params: ParamSinkKind may
+// replace the query's sinks (sink_kind.go).
+func OperatorsFor(name string, parallelism map[string]int, params map[string]string) ([]control.OperatorSpec, error) {
 	q, ok := registry[name]
 	if !ok {
 		return nil, fmt.Errorf("QueryName %q is unknown (known: %s)", name, strings.Join(Names(), ", "))
@@ -87,7 +93,7 @@ func Operators(name string, parallelism map[string]int) ([]control.OperatorSpec,
 		}
 		return nil, fmt.Errorf("query %q has no operator %s (operators: %s)", name, strings.Join(unknown, ", "), strings.Join(names, ", "))
 	}
-	return ops, nil
+	return withSinkKind(name, ops, params)
 }
 
 // KindHelloMapper is the hello world's keyed stateless map.
