@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries"
 	"koala/workflows"
 )
@@ -38,5 +40,41 @@ func CheckQuery(in workflows.ExperimentInput) error {
 			errs = append(errs, fmt.Errorf("field \"TargetOperator\" in Reconfigurations[%d]: query %q has no operator %q (operators: %s)", i, in.QueryName, r.TargetOperator, known))
 		}
 	}
+	errs = append(errs, checkTransactionalSinks(in, ops)...)
 	return errors.Join(errs...)
+}
+
+// checkTransactionalSinks rejects reconfigurations of a Kafka sink that
+// writes transactionally (the job takes checkpoints). A sink task holds the
+// transaction of the records written since the last checkpoint and commits
+// it only when the next checkpoint completes; a rescale or a task move
+// stops the old task before that (or fences it with the moved task's
+// producer), aborting the transaction, and nothing replays those records,
+// so a read_committed consumer would never see them.
+func checkTransactionalSinks(in workflows.ExperimentInput, ops []control.OperatorSpec) []error {
+	if in.CheckpointIntervalSeconds <= 0 {
+		return nil
+	}
+	var errs []error
+	for i, r := range in.Reconfigurations {
+		for _, op := range ops {
+			if op.Kind != dataplane.KindKafkaSink {
+				continue
+			}
+			field := ""
+			switch {
+			case r.TargetOperator == op.Name:
+				field = "TargetOperator"
+			case r.TaskID != "" && strings.HasPrefix(r.TaskID, op.Name+"-"):
+				field = "TaskID"
+			default:
+				continue
+			}
+			errs = append(errs, fmt.Errorf("field %q in Reconfigurations[%d]: operator %q is a Kafka sink writing transactionally (checkpoints every %d s), "+
+				"and reconfiguring it would stop a sink task with its open transaction, losing the records it wrote since the last checkpoint; "+
+				"reconfigure another operator, or run without checkpoints (CheckpointIntervalSeconds 0) for an at-least-once sink",
+				field, i, op.Name, in.CheckpointIntervalSeconds))
+		}
+	}
+	return errs
 }
