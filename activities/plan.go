@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/workflows/plan"
 )
@@ -67,6 +68,32 @@ func (a *Activities) PlanScale(ctx context.Context, in PlanInput) (plan.Plan, er
 }
 
 func planFor(in PlanInput) (plan.Plan, error) {
+	p, err := planKind(in)
+	if err != nil {
+		return p, err
+	}
+	return p, transactionalSink(in.Current.Job, p.Operator)
+}
+
+// transactionalSink refuses to reconfigure a Kafka sink that writes
+// transactionally (the job takes checkpoints): each sink task commits the
+// records it wrote since the last checkpoint only when the next one
+// completes, and a task the reconfiguration stops or moves would abort
+// that transaction with nothing to replay its records. (`koala run`
+// rejects such configs before starting; this catches other starts.)
+func transactionalSink(job control.JobSpec, op string) error {
+	if job.Params[dataplane.ParamCheckpointStore] == "" {
+		return nil
+	}
+	for _, spec := range job.Operators {
+		if spec.Name == op && spec.Kind == dataplane.KindKafkaSink {
+			return fmt.Errorf("operator %q is a Kafka sink writing transactionally (the job takes checkpoints): reconfiguring it would stop a sink task with its open transaction, losing the records it wrote since the last checkpoint", op)
+		}
+	}
+	return nil
+}
+
+func planKind(in PlanInput) (plan.Plan, error) {
 	switch in.Kind {
 	case "", kindScaleUp, kindScaleDown:
 		return plan.Scale(in.Current, in.Operator, in.Parallelism, in.Workers)
