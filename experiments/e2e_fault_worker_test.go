@@ -5,12 +5,10 @@ package experiments_test
 // running.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -59,33 +57,7 @@ func TestFaultWorkerLost(t *testing.T) {
 	defer nc.Close()
 
 	// `koala run` follows the workflow until it ends.
-	cli := make(chan cliResult, 1)
-	cctx, ccancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer ccancel()
-	cmd := exec.CommandContext(cctx, koalaBinary(t), "run", path,
-		"--temporal", cfg.TemporalAddr(), "--kafka", strings.Join(cfg.KafkaBrokers(), ","),
-		"--results", t.TempDir(), "--id", id, "--ui", cfg.TemporalUIURL())
-	cmd.Env = append(cleanEnv(), cfg.Env()...)
-	cmd.Dir = t.TempDir()
-	cmd.WaitDelay = 10 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		start := time.Now()
-		err := cmd.Wait()
-		res := cliResult{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			res.exitCode = ee.ExitCode()
-		} else if err != nil {
-			res.exitCode = -1
-			res.stderr += "\n" + err.Error()
-		}
-		cli <- res
-	}()
+	cli := startRun(ctx, t, cfg, path, id)
 
 	// Once the job runs, pick a worker that hosts counter tasks.
 	var victim string
