@@ -151,7 +151,7 @@ func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.cache.fill(gen, mk, read)
+	p.cache.fill(gen, mk, read, miss)
 	if len(miss) == len(keys) {
 		return read, nil
 	}

@@ -1,6 +1,9 @@
 package statesvc
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+)
 
 // valueCache is a bounded cache of values in front of Pebble. A stateful
 // operator reads and writes the same hot keys batch after batch; in Pebble
@@ -50,7 +53,31 @@ type valueCache struct {
 	dirty      []*cachedValue
 	dirtyHead  int
 	dirtyBytes int64
+
+	// recent lists the entries of the last lookup's keys (filled in by
+	// fill), in key order. A stateful operator writes back the keys it
+	// just read, the same slices in the same order, so buffer and wrote
+	// find their entries here instead of hashing and comparing each key
+	// in the map a second time (after profiling, a fifth of the keyed
+	// counter's map cost). Entries are matched by the key's address and
+	// length and checked by content, so a different caller's keys, or a
+	// caller that reused a key buffer, simply take the map path.
+	recent []recentEntry
 }
+
+// recentEntry is one key of the last lookup: its bytes' address and
+// length, and its entry (nil when it was a miss not filled since).
+type recentEntry struct {
+	key *byte
+	n   int
+	e   *cachedValue
+}
+
+// recentLookahead is how many recent entries past the last match a write
+// looks at: written keys are the looked-up ones in order, minus those the
+// operator did not change, plus keys taken from other tasks (not looked
+// up here).
+const recentLookahead = 4
 
 const (
 	cacheWindow      = 1 << 14 // lookups per hit-rate decision
@@ -70,6 +97,7 @@ type cachedValue struct {
 	v       []byte
 	present bool
 	dirty   bool
+	gone    bool // evicted: no longer in the map (a stale recent entry)
 }
 
 // cacheEntryOverhead approximates the map entry, entry struct and string
@@ -96,8 +124,11 @@ func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool
 		return nil, c.gen, false
 	}
 	var buf []byte
+	clear(c.recent)
+	c.recent = c.recent[:0]
 	for i, k := range keys {
 		e := c.m[string(k)]
+		c.recent = append(c.recent, recentEntry{key: unsafe.SliceData(k), n: len(k), e: e})
 		if e == nil {
 			miss = append(miss, i)
 			continue
@@ -135,20 +166,88 @@ func (c *valueCache) switchOffLocked() {
 	c.gen++
 	clear(c.m)
 	c.bytes = 0
+	c.forgetRecentLocked()
+}
+
+func (c *valueCache) forgetRecentLocked() {
+	clear(c.recent)
+	c.recent = c.recent[:0]
+}
+
+// recentLocked returns k's entry if it is among the recent entries from
+// *next on (within recentLookahead) and still cached, advancing *next past
+// it; else nil.
+func (c *valueCache) recentLocked(k []byte, next *int) *cachedValue {
+	p := unsafe.SliceData(k)
+	end := min(*next+recentLookahead, len(c.recent))
+	for i := *next; i < end; i++ {
+		r := &c.recent[i]
+		if r.key != p || r.n != len(k) {
+			continue
+		}
+		if r.e == nil || r.e.gone || r.e.key != string(k) {
+			return nil
+		}
+		*next = i + 1
+		return r.e
+	}
+	return nil
+}
+
+// entryLocked returns k's entry, adding an empty one when k is unknown.
+func (c *valueCache) entryLocked(k []byte) *cachedValue {
+	if e := c.m[string(k)]; e != nil {
+		return e
+	}
+	return c.addLocked(string(k))
+}
+
+// addLocked adds an empty entry for s, counted in bytes as setEntryLocked
+// expects.
+func (c *valueCache) addLocked(s string) *cachedValue {
+	e := &cachedValue{key: s}
+	c.m[s] = e
+	c.bytes += e.size()
+	return e
+}
+
+// setBatchLocked caches a batch of writes, finding their entries among
+// the recent ones where it can.
+func (c *valueCache) setBatchLocked(kvs []KV, dirty bool) {
+	next := 0
+	for _, kv := range kvs {
+		e := c.recentLocked(kv.Key, &next)
+		if e == nil {
+			e = c.entryLocked(kv.Key)
+		}
+		c.setEntryLocked(e, kv.Value, dirty)
+	}
+	c.forgetRecentLocked() // used once: the next batch looks up again
 }
 
 // fill caches values read from Pebble at generation gen (nil = absent).
-func (c *valueCache) fill(gen uint64, keys, vals [][]byte) {
+// keys[j] was key miss[j] of the lookup (miss nil: the lookup's keys).
+func (c *valueCache) fill(gen uint64, keys, vals [][]byte, miss []int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen || c.off {
 		return // a write ran meanwhile (what was read may be older), or off
 	}
-	for i, k := range keys {
+	for j, k := range keys {
 		if c.m[string(k)] != nil {
 			continue // filled by a concurrent reader, as new as this
 		}
-		c.setLocked(k, vals[i], false)
+		e := c.addLocked(string(k))
+		c.setEntryLocked(e, vals[j], false)
+		i := j
+		if miss != nil {
+			i = miss[j]
+		}
+		// The recent entries may be another lookup's by now: note e only
+		// where this key was looked up.
+		if i < len(c.recent) && c.recent[i].key == unsafe.SliceData(k) && c.recent[i].n == len(k) {
+			c.recent[i].e = e
+		}
 	}
 	c.evictLocked()
 }
@@ -168,9 +267,7 @@ func (c *valueCache) wrote(kvs []KV) {
 	if c.off {
 		return
 	}
-	for _, kv := range kvs {
-		c.setLocked(kv.Key, kv.Value, false)
-	}
+	c.setBatchLocked(kvs, false)
 	c.evictLocked()
 }
 
@@ -185,9 +282,7 @@ func (c *valueCache) buffer(kvs []KV) bool {
 		return false
 	}
 	c.gen++
-	for _, kv := range kvs {
-		c.setLocked(kv.Key, kv.Value, true)
-	}
+	c.setBatchLocked(kvs, true)
 	c.evictLocked()
 	return true
 }
@@ -259,20 +354,15 @@ func (c *valueCache) reset() {
 	c.bytes = 0
 	clear(c.dirty)
 	c.dirty, c.dirtyHead, c.dirtyBytes = c.dirty[:0], 0, 0
+	c.forgetRecentLocked()
 }
 
-// setLocked caches v for k (nil = absent), dirty when written back later.
-func (c *valueCache) setLocked(k, v []byte, dirty bool) {
-	e := c.m[string(k)]
-	if e == nil {
-		s := string(k)
-		e = &cachedValue{key: s}
-		c.m[s] = e
-	} else {
-		c.bytes -= e.size()
-		if e.dirty {
-			c.dirtyBytes -= e.size()
-		}
+// setEntryLocked caches v (nil = absent) in e, an entry of the map (new
+// ones empty), dirty when written back later.
+func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
+	c.bytes -= e.size()
+	if e.dirty {
+		c.dirtyBytes -= e.size()
 	}
 	// Readers copy under the lock, so a known key's buffer is reused when
 	// the new value fits: no allocation per write of a hot key.
@@ -313,6 +403,7 @@ func (c *valueCache) evictLocked() {
 			continue
 		}
 		delete(c.m, k)
+		e.gone = true
 		c.bytes -= e.size()
 		if c.bytes <= target || c.bytes <= c.dirtyBytes {
 			return

@@ -23,7 +23,7 @@ func TestValueCacheCoherence(t *testing.T) {
 	// fill (an older value) must not be installed.
 	c.beginWrite()
 	c.wrote([]KV{{Key: k[0], Value: []byte("new")}})
-	c.fill(gen, k, [][]byte{[]byte("old")})
+	c.fill(gen, k, [][]byte{[]byte("old")}, nil)
 	vals, miss, _, _ := cachedLookup(c, k)
 	if len(miss) != 0 || string(vals[0]) != "new" {
 		t.Fatalf("after a racing fill: %q miss %v, want new", vals[0], miss)
@@ -69,7 +69,7 @@ func TestValueCacheBoundsAndSwitchesOff(t *testing.T) {
 			batch[j], vals[j] = key(i+j), make([]byte, 100)
 		}
 		_, _, gen, _ := cachedLookup(c, batch)
-		c.fill(gen, batch, vals)
+		c.fill(gen, batch, vals, nil)
 		if c.bytes > c.limit {
 			t.Fatalf("cache holds %d bytes, limit %d", c.bytes, c.limit)
 		}
@@ -85,7 +85,7 @@ func TestValueCacheBoundsAndSwitchesOff(t *testing.T) {
 			batch[j] = key(i + j)
 		}
 		_, _, gen, _ := cachedLookup(cold, batch)
-		cold.fill(gen, batch, make([][]byte, 1000))
+		cold.fill(gen, batch, make([][]byte, 1000), nil)
 	}
 	if cold.off {
 		t.Fatal("a filling cache switched off")
@@ -124,7 +124,7 @@ func TestValueCacheEvictsOnlyClean(t *testing.T) {
 			batch[j] = key(1_000_000 + i + j)
 		}
 		_, _, gen, _ := cachedLookup(c, batch)
-		c.fill(gen, batch, make([][]byte, 100))
+		c.fill(gen, batch, make([][]byte, 100), nil)
 		if c.bytes > c.limit {
 			t.Fatalf("cache holds %d bytes, limit %d", c.bytes, c.limit)
 		}
