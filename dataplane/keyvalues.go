@@ -26,7 +26,7 @@ type keyValues struct {
 }
 
 // shortKeyMax is the longest key held in a shortKey.
-const shortKeyMax = 23
+const shortKeyMax = 15
 
 // shortKey is a key of at most shortKeyMax bytes, zero-padded, with its
 // length in the last byte (so "a" and "a\x00" differ).
