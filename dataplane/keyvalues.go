@@ -13,15 +13,17 @@ const KindCollectSink = "collect-sink"
 // where values are little-endian uint64 counters.
 //
 // Keys up to shortKeyMax bytes (the generators' keys are 8) live in a map
-// keyed by a fixed-size array holding the bytes and the length, values
-// inline: a lookup hashes and compares within the map's own slots. With a
+// keyed by a fixed-size array holding the bytes and the length, whose
+// values index a dense slice of counters: one map access per record, and
+// the key comparison stays within the map's own slots. With a
 // string-keyed map, profiling of the steady keyed counter showed the key
 // comparisons (loading each key's bytes from elsewhere in memory) and the
 // probe as the sink's main cost. Longer keys go to a string-keyed map.
 // Both are exact: keys are compared in full, never by hash alone.
 type keyValues struct {
 	mu    sync.Mutex
-	short map[shortKey]uint64
+	short map[shortKey]int32 // index into vals
+	vals  []uint64
 	long  map[string]*uint64 // by pointer: updating a known key is a lookup
 }
 
@@ -42,7 +44,7 @@ func makeShortKey(b []byte) shortKey {
 func (k *shortKey) String() string { return string(k[:k[shortKeyMax]]) }
 
 func newKeyValues() *keyValues {
-	return &keyValues{short: map[shortKey]uint64{}, long: map[string]*uint64{}}
+	return &keyValues{short: map[shortKey]int32{}, long: map[string]*uint64{}}
 }
 
 func (kv *keyValues) observe(recs []Record) {
@@ -56,8 +58,11 @@ func (kv *keyValues) observe(recs []Record) {
 		key := recs[i].Key
 		if len(key) <= shortKeyMax {
 			k := makeShortKey(key)
-			if old, ok := kv.short[k]; !ok || v > old {
-				kv.short[k] = v
+			if i, ok := kv.short[k]; ok {
+				kv.vals[i] = max(kv.vals[i], v)
+			} else {
+				kv.short[k] = int32(len(kv.vals))
+				kv.vals = append(kv.vals, v)
 			}
 			continue
 		}
@@ -75,8 +80,8 @@ func (kv *keyValues) snapshot() map[string]uint64 {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	out := make(map[string]uint64, len(kv.short)+len(kv.long))
-	for k, v := range kv.short {
-		out[k.String()] = v
+	for k, i := range kv.short {
+		out[k.String()] = kv.vals[i]
 	}
 	for k, p := range kv.long {
 		out[k] = *p
@@ -89,7 +94,8 @@ func (kv *keyValues) replace(m map[string]uint64) {
 	next := newKeyValues()
 	for k, v := range m {
 		if len(k) <= shortKeyMax {
-			next.short[makeShortKey([]byte(k))] = v
+			next.short[makeShortKey([]byte(k))] = int32(len(next.vals))
+			next.vals = append(next.vals, v)
 			continue
 		}
 		p := new(uint64)
@@ -97,7 +103,7 @@ func (kv *keyValues) replace(m map[string]uint64) {
 		next.long[k] = p
 	}
 	kv.mu.Lock()
-	kv.short, kv.long = next.short, next.long
+	kv.short, kv.vals, kv.long = next.short, next.vals, next.long
 	kv.mu.Unlock()
 }
 
