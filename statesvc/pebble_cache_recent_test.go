@@ -3,6 +3,7 @@ package statesvc
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -62,7 +63,7 @@ func TestPebbleVolatileRecentOracle(t *testing.T) {
 		keys := make([][]byte, n)
 		seen := map[string]bool{}
 		for i := range keys {
-			k := []byte("state/" + string(rune('a'+rng.IntN(26))) + "/" + itoa(rng.IntN(nKeys)))
+			k := []byte("state/" + string(rune('a'+rng.IntN(26))) + "/" + strconv.Itoa(rng.IntN(nKeys)))
 			for seen[string(k)] {
 				k = append(k, 'x')
 			}
@@ -115,4 +116,3 @@ func TestPebbleVolatileRecentOracle(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return string(binary.AppendUvarint(nil, uint64(i))) }
