@@ -115,4 +115,3 @@ func TestPebbleVolatileRecentOracle(t *testing.T) {
 		}
 	}
 }
-
