@@ -56,7 +56,7 @@ type keyedState struct {
 	eager   bool     // a removed task handed keys over: migrate them all progressively
 	pending string   // reconfiguration whose keys are being migrated
 
-	lookupBuf []string // owners of a batch's keys ("" = local), reused
+	lookupBuf []uint32 // KLT refs of a batch's keys (0 = local), reused
 	batch     *State   // processKeyed's State, reset and reused per batch
 	local     []int    // key numbers of a batch read from the local store, reused
 	kvs       []statesvc.KV
@@ -169,17 +169,17 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 	lookStart := time.Now()
 	var remote map[string][][]byte
 	local := ks.local[:0]
-	ks.lookupBuf = ks.klt.LookupBatch(st.keys, ks.lookupBuf[:0])
+	refs, owners := ks.klt.LookupBatchRefs(st.keys, ks.lookupBuf[:0])
+	ks.lookupBuf = refs
 	for ki, k := range st.keys {
-		owner := ks.lookupBuf[ki]
-		if owner == "" {
+		if refs[ki] == 0 {
 			local = append(local, ki)
 			continue
 		}
 		if remote == nil {
 			remote = map[string][][]byte{}
 		}
-		for o := range strings.SplitSeq(owner, statesvc.OwnerSep) {
+		for o := range strings.SplitSeq(owners[refs[ki]-1], statesvc.OwnerSep) {
 			remote[o] = append(remote[o], k)
 		}
 	}

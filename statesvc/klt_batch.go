@@ -4,31 +4,70 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"slices"
-	"sync/atomic"
+	"strings"
+	"unsafe"
 )
 
-// LookupBatch looks up every key under one lock acquisition and appends the
-// owners to dst, aligned with keys; "" marks a key that is local. This is
-// the per-batch path of a stateful operator.
-func (k *KLT) LookupBatch(keys [][]byte, dst []string) []string {
+// LookupBatchRefs looks up every key under one lock acquisition — the
+// per-batch path of a stateful operator — and appends one ref per key to
+// dst: 0 for a key that is local, r > 0 for one whose value is held by
+// names[r-1] (several owners joined with OwnerSep when entries of several
+// match). Answering with refs, not owner strings, keeps the per-key output
+// to one 4-byte store; names is a snapshot, valid after the table changes.
+func (k *KLT) LookupBatchRefs(keys [][]byte, dst []uint32) (refs []uint32, names []string) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	k.flush()
-	if k.live == 0 {
-		for range keys {
-			dst = append(dst, "")
-		}
-		return dst
-	}
 	n := len(dst)
 	dst = slices.Grow(dst, len(keys))[:n+len(keys)]
-	var sink uint64
+	out := dst[n:]
+	if k.live == 0 {
+		clear(out)
+		return dst, nil
+	}
+	names = k.owners[:len(k.owners):len(k.owners)]
+	var slow []int
 	for base := 0; base < len(keys); base += kltGroupSize {
 		end := min(base+kltGroupSize, len(keys))
-		sink += k.lookupGroup(keys[base:end], dst[n+base:n+end])
+		slow = k.lookupGroup(keys[base:end], out[base:end], base, slow)
 	}
-	kltSink.Store(sink)
+	for _, i := range slow {
+		var r uint32
+		r, names = k.slowRef(keys[i], names)
+		out[i] = r
+	}
+	return dst, names
+}
+
+// LookupBatch is LookupBatchRefs answering with owner names ("" for a
+// local key), appended to dst.
+func (k *KLT) LookupBatch(keys [][]byte, dst []string) []string {
+	refs, names := k.LookupBatchRefs(keys, make([]uint32, 0, len(keys)))
+	for _, r := range refs {
+		if r == 0 {
+			dst = append(dst, "")
+		} else {
+			dst = append(dst, names[r-1])
+		}
+	}
 	return dst
+}
+
+// slowRef answers a key lookupGroup left to the general path, appending
+// to names a joined answer it does not hold yet.
+func (k *KLT) slowRef(key []byte, names []string) (uint32, []string) {
+	o := k.lookupLocked(key)
+	switch {
+	case o == "":
+		return 0, names
+	case !strings.Contains(o, OwnerSep):
+		return k.ownerIdx[o] + 1, names
+	}
+	if i := slices.Index(names[len(k.owners):], o); i >= 0 {
+		return uint32(len(k.owners) + i + 1), names
+	}
+	names = append(names, o) // copies: the snapshot's capacity is its length
+	return uint32(len(names)), names
 }
 
 // kltGroupSize is how many keys lookupGroup resolves together: enough for
@@ -36,34 +75,43 @@ func (k *KLT) LookupBatch(keys [][]byte, dst []string) []string {
 // arrays to stay in the L1 cache.
 const kltGroupSize = 64
 
-// kltSink receives lookupGroup's touch sums so the compiler keeps the loads.
-var kltSink atomic.Uint64
+// kltSlowGroup marks, in lookupGroup's group sizes, a key left to the
+// general path.
+const kltSlowGroup = ^uint32(0)
 
 // kltNoBucket stands for a bucket without entries in lookupGroup, so its
 // passes need no nil checks. It is never modified.
-var kltNoBucket = kltBucket{seq: emptyHashSeq}
+var kltNoBucket = newKLTNoBucket()
+
+func newKLTNoBucket() kltBucket {
+	b := kltBucket{seq: emptyHashSeq}
+	b.setPlain()
+	return b
+}
 
 // lookupGroup resolves up to kltGroupSize keys into out (as long as keys)
-// in passes, so the cache misses of different keys overlap (memory-level
-// parallelism) instead of queueing one behind the other: (1) hash every key
-// and find its group; (2) touch its directory record; (3) read the group
-// bounds, now in cache; (4) touch the group's remainders; (5) compare, now
-// in cache, and answer. The touching passes are tight loops of a few
-// instructions per key, so the out-of-order core's instruction window
-// holds the misses of many keys at once; a loop that also hashed or
-// computed bounds would fit only a few. It returns the sum of the touched
-// values (for kltSink).
+// in three passes, so the cache misses of different keys overlap
+// (memory-level parallelism) instead of queueing one behind the other:
+// (1) hash each key, read its group's bounds from the directory record;
+// (2) load the words holding the group's remainders; (3) compare, now in
+// cache, and answer. Keys of buckets that are not fast (several owners,
+// buffered additions, a wide directory) and of groups of more than
+// kltMatchWidth elements are appended to slow (as first+index) for the
+// general path; it returns slow.
 //
-// The passes read only a bucket's first cache line (kltBucket.plain,
-// owner0 and the hot fields of its sequence) unless a key needs more.
-// The scratch arrays are local (on the stack), so storing bucket pointers
-// in them needs no GC write barrier.
-func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
+// The passes read sequence memory through unsafe pointers, without bounds
+// checks, which they would otherwise pay several times per key. The
+// offsets are in bounds by construction: a group index is below
+// 1<<dbits, so its directory record lies inside the directory; a group
+// start is at most n, and the remainder words loaded for elements lo and
+// lo+2 end within hashSeqPad bytes of the remainders' end (rbits <= 28).
+// A slow key reads the first words of data (at least 64 bytes) instead.
+func (k *KLT) lookupGroup(keys [][]byte, out []uint32, first int, slow []int) []int {
 	var (
 		bs     [kltGroupSize]*kltBucket
 		hs     [kltGroupSize]uint32
-		gs     [kltGroupSize]uint32 // group of hs[i] in bs[i]'s sequence
-		lo, hi [kltGroupSize]uint32 // the group's elements: [lo, hi)
+		lo, ns [kltGroupSize]uint32
+		w0, w2 [kltGroupSize]uint64
 	)
 	keys = keys[:min(len(keys), kltGroupSize)]
 	out = out[:len(keys)]
@@ -89,113 +137,107 @@ func (k *KLT) lookupGroup(keys [][]byte, out []string) (sink uint64) {
 			b = &kltNoBucket
 		}
 		h := uint32(x >> 32)
-		bs[i], hs[i], gs[i] = b, h, uint32(uint64(h)>>(b.seq.rbits&63))
+		bs[i], hs[i] = b, h
+		if !b.fast {
+			lo[i], ns[i] = 0, kltSlowGroup
+			continue
+		}
+		s := &b.seq
+		g := uint32(uint64(h) >> (s.rbits & 63))
+		rec := unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.data)), uintptr(s.dirOff)+uintptr(g/hashSeqBlock*64))
+		j := uintptr(g % hashSeqBlock)
+		start := *(*uint32)(rec) // little-endian, as newHashSeq wrote it
+		l := start + uint32(*(*uint8)(unsafe.Add(rec, 4+j)))
+		lo[i], ns[i] = l, start+uint32(*(*uint8)(unsafe.Add(rec, 5+j)))-l
 	}
 	for i := range keys {
 		s := &bs[i].seq
-		g := gs[i]
-		sink += uint64(s.data[s.dirByte(g)])
-	}
-	for i := range keys {
-		s := &bs[i].seq
-		l, h := s.bounds(gs[i])
-		lo[i], hi[i] = l, h
-	}
-	for i := range keys {
-		s := &bs[i].seq
-		// Touch every byte kltMatch loads: the group's remainders may
-		// run into the next cache line.
-		p0, p2 := kltMatchWords(lo[i], hi[i], uint64(s.rbits))
-		sink += uint64(s.data[p0]) + uint64(s.data[p0+7]) + uint64(s.data[p2+7])
+		w0[i], w2[i] = kltGroupWords(s, lo[i], ns[i])
 	}
 	for i := range keys {
 		b := bs[i]
-		at, eq := kltMatch(&b.seq, hs[i], lo[i], hi[i])
+		n := ns[i]
+		var m uint64
 		switch {
-		case b.plain && eq == 0:
-			out[i] = ""
-		case b.plain: // one owner, every entry live
-			out[i] = k.owners[b.owner0]
-		case len(b.extra) > 0 || eq > 1:
-			// Unmerged additions (not after flush; kept for safety), or
-			// several entries with the hash, maybe of several owners.
-			out[i] = k.lookupLocked(keys[i])
-		case eq == 0 || b.isDead(int(at)):
-			out[i] = ""
+		case n <= kltMatchWidth:
+			m = kltGroupMatch(w0[i], w2[i], hs[i], uint64(b.seq.rbits), n)
+		case n == kltSlowGroup:
+			slow = append(slow, first+i)
+			continue
 		default:
-			out[i] = k.owners[b.ownerAt(int(at))]
+			m = kltScanGroup(&b.seq, hs[i], lo[i], n)
+		}
+		switch {
+		case m == 0:
+			out[i] = 0
+		case b.plain: // one owner, every entry live
+			out[i] = b.owner0 + 1
+		case m&(m-1) != 0: // several entries, some maybe removed
+			slow = append(slow, first+i)
+		case b.dead[(lo[i]+uint32(bits.TrailingZeros64(m)))>>6]>>((lo[i]+uint32(bits.TrailingZeros64(m)))&63)&1 != 0:
+			out[i] = 0
+		default:
+			out[i] = b.owner0 + 1
 		}
 	}
-	return sink
+	return slow
 }
 
-// kltMatchWidth is how many elements of a group kltMatch compares without
-// a loop: groups hold about 2 elements (about 3 when the key is present),
-// so nearly every lookup takes the loop-free path and no branch depends
-// on the group's size or contents.
+// kltMatchWidth is how many elements of a group kltGroupMatch compares:
+// groups hold about 2 elements (about 3 when the key is present), so
+// nearly every lookup takes the branch-free path.
 const kltMatchWidth = 4
 
-// kltMatch returns, for the elements [lo, hi) of s (the group of h), the
-// first element equal to h and how many are (eq 0: at is meaningless);
-// equal elements are adjacent. For up to kltMatchWidth elements of up to
-// 28 bits it reads them with two word loads (two elements each) and
-// compares without branches: (x ^ r) - 1 has its top bit set iff x == r
-// (both below 2^32); the bits of positions past hi are masked off.
-func kltMatch(s *hashSeq, h, lo, hi uint32) (at uint32, eq int) {
-	d, rb := s.data, uint64(s.rbits&63)
+// kltGroupWords loads the two little-endian words holding the remainders
+// of the group of n <= kltMatchWidth elements starting at lo, each shifted
+// so its first remainder starts at bit 0: elements lo and lo+1 in the
+// first, lo+2 and lo+3 in the second. A group of at most 2 elements loads
+// the first word twice, so it does not wait for a next cache line. See
+// lookupGroup for why the loads are in bounds; a slow key (n ==
+// kltSlowGroup, lo 0) loads the data's first bytes.
+func kltGroupWords(s *hashSeq, lo, n uint32) (w0, w2 uint64) {
+	p := unsafe.Pointer(unsafe.SliceData(s.data))
+	rb := uintptr(s.rbits & 63)
+	o := uintptr(lo) * rb
+	o2 := o + 2*rb
+	if n <= 2 {
+		o2 = o
+	}
+	w0 = *(*uint64)(unsafe.Add(p, o>>3)) >> (o & 7)
+	w2 = *(*uint64)(unsafe.Add(p, o2>>3)) >> (o2 & 7)
+	return w0, w2
+}
+
+// kltScanGroup is kltGroupMatch for a group of more than kltMatchWidth
+// elements (at most 255 with an unclustered directory): a bit per element
+// for the first 64, then, if one of the rest matches, bit 63 for it
+// (callers need only whether there are several matches and the first).
+func kltScanGroup(s *hashSeq, h uint32, lo, n uint32) (m uint64) {
+	p := unsafe.Pointer(unsafe.SliceData(s.data))
+	rb := uint64(s.rbits & 63)
 	mask := uint64(1)<<rb - 1
 	r := uint64(h) & mask
-	n := hi - lo
 	o := uint64(lo) * rb
-	if n <= kltMatchWidth && rb <= 28 {
-		p0, p2 := kltMatchWords(lo, hi, rb)
-		w0 := binary.LittleEndian.Uint64(d[p0:p0+8]) >> (o & 7)
-		w2 := binary.LittleEndian.Uint64(d[p2:p2+8]) >> ((o + 2*rb) & 7)
-		m := ((w0&mask)^r-1)>>63 |
-			((w0>>rb&mask)^r-1)>>63<<1 |
-			((w2&mask)^r-1)>>63<<2 |
-			((w2>>rb&mask)^r-1)>>63<<3
-		m &= 1<<n - 1
-		return lo + uint32(bits.TrailingZeros64(m)), bits.OnesCount8(uint8(m))
-	}
-	at = kltMiss
-	for i := lo; i < hi; i, o = i+1, o+rb {
-		p := o >> 3
-		if binary.LittleEndian.Uint64(d[p:p+8])>>(o&7)&mask == r {
-			at = min(at, i)
-			eq++
+	for i := uint32(0); i < n; i, o = i+1, o+rb {
+		if *(*uint64)(unsafe.Add(p, o>>3))>>(o&7)&mask == r {
+			m |= 1 << min(i, 63)
 		}
 	}
-	return at, eq
+	return m
 }
 
-// kltMatchWords returns the bytes at which kltMatch loads the two words
-// holding the remainders of a group [lo, hi) of up to 4 elements: the
-// second only for more than 2 elements, else the first again, so a small
-// group near the end of a cache line does not wait for the next line.
-func kltMatchWords(lo, hi uint32, rb uint64) (p0, p2 uint64) {
-	o := uint64(lo) * rb
-	p0, p2 = o>>3, o>>3
-	if hi-lo > 2 {
-		p2 = (o + 2*rb) >> 3
-	}
-	return p0, p2
-}
-
-// Markers lookupGroup stores instead of an element index (sequences hold
-// fewer than 2^32-2 elements).
-const (
-	kltMiss    = ^uint32(0)     // no element with the key's hash
-	kltSeveral = ^uint32(0) - 1 // more than one
-)
-
-// answer is the lookup answer for key given kltBucket.first's result.
-func (k *KLT) answer(key []byte, o uint32, ok, more bool) string {
-	switch {
-	case !ok:
-		return ""
-	case !more:
-		return k.owners[o]
-	}
-	return k.lookupLocked(key)
+// kltGroupMatch returns a bit per element of a group of n <=
+// kltMatchWidth elements (bit i: element lo+i) set iff its rb-bit
+// remainder (rb <= 28) equals h's, given kltGroupWords' words. It
+// compares without branches: (x ^ r) - 1 has its top bit set iff x == r
+// (both below 2^32); bits past n are masked off.
+func kltGroupMatch(w0, w2 uint64, h uint32, rb uint64, n uint32) uint64 {
+	rb &= 63
+	mask := uint64(1)<<rb - 1
+	r := uint64(h) & mask
+	m := ((w0&mask)^r-1)>>63 |
+		((w0>>rb&mask)^r-1)>>63<<1 |
+		((w2&mask)^r-1)>>63<<2 |
+		((w2>>rb&mask)^r-1)>>63<<3
+	return m & (1<<(n&63) - 1)
 }

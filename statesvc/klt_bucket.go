@@ -15,17 +15,20 @@ import (
 // burst of additions costs amortized O(log n) copies per entry and lookups
 // never scan an unsorted list.
 type kltBucket struct {
-	// plain: the bucket has one owner, owner0 (a KLT owner index), no
-	// removed entries and no buffered additions, so a batch lookup that
-	// finds one element with the key's hash answers owner0 without
-	// reading the fields after seq's first ones.
+	// Read by every batch lookup, so first (with seq's first fields, in
+	// about one cache line). fast: the bucket has at most one owner,
+	// owner0 (a KLT owner index), no buffered additions and an unclustered
+	// directory, so lookupGroup answers its keys from these fields; plain:
+	// fast and no removed entries, so a match needs no dead bit.
+	fast   bool
 	plain  bool
 	owner0 uint32
+	dead   []uint64 // one bit per seq element; nil until an element is removed
 	seq    hashSeq
+
 	owners []uint32 // bucket-local owner index → KLT owner index
 	obits  uint     // bits per packed owner
 	own    []uint64 // packed bucket-local owner of each seq element
-	dead   []uint64 // one bit per seq element; nil until an element is removed
 	nDead  int
 	extra  []uint64 // sorted hash<<32 | KLT owner index, not yet in seq
 }
@@ -37,12 +40,13 @@ const (
 
 func (b *kltBucket) live() int { return b.seq.n - b.nDead + len(b.extra) }
 
-// setPlain recomputes plain and owner0; every change of the bucket's
-// entries ends with it.
+// setPlain recomputes fast, plain and owner0; every change of the
+// bucket's entries ends with it.
 func (b *kltBucket) setPlain() {
-	b.plain = len(b.owners) == 1 && b.obits == 0 && b.nDead == 0 && len(b.extra) == 0
+	b.fast = len(b.owners) <= 1 && b.obits == 0 && len(b.extra) == 0 && !b.seq.wide
+	b.plain = b.fast && b.nDead == 0
 	b.owner0 = 0
-	if b.plain {
+	if b.fast && len(b.owners) == 1 {
 		b.owner0 = b.owners[0]
 	}
 }
@@ -72,7 +76,7 @@ func (b *kltBucket) kill(i int) {
 	}
 	b.dead[i>>6] |= 1 << (i & 63)
 	b.nDead++
-	b.plain = false
+	b.setPlain()
 }
 
 // extraStart returns the index of the first buffered entry with hash h.
@@ -141,7 +145,7 @@ func (b *kltBucket) add(h, owner uint32) {
 	e := uint64(h)<<32 | uint64(owner)
 	j, _ := slices.BinarySearch(b.extra, e)
 	b.extra = slices.Insert(b.extra, j, e)
-	b.plain = false
+	b.fast, b.plain = false, false
 	if len(b.extra) >= max(kltExtraMin, b.seq.n/kltExtraFrac) {
 		b.rebuild(-1)
 	}

@@ -51,8 +51,12 @@ type hashSeq struct {
 const (
 	hashSeqGroup      = 2  // average values per group the directory aims at
 	hashSeqBlock      = 59 // groups per directory record: 4 + 59 + 1 bytes
-	hashSeqPad        = 16 // bytes after the remainders, for whole-word loads (kltMatch's past a group's end too)
+	hashSeqPad        = 16 // bytes after the remainders, for whole-word loads (kltGroupWords' past a group's end too)
 	hashSeqMaxDirBits = 24 // directory of at most 16 Mi groups
+	// hashSeqMinDirBits keeps remainders to at most 28 bits, so two fit
+	// one word load at any bit offset (kltGroupMatch). It costs nothing:
+	// 16 groups fit the one directory record even an empty sequence has.
+	hashSeqMinDirBits = 4
 )
 
 // emptyHashSeq is the sequence of no values, shared (sequences are never
@@ -60,13 +64,14 @@ const (
 var emptyHashSeq = newHashSeq(nil)
 
 // hashSeqDirBits is the directory size (in bits of the value) for n values:
-// round(log2(n / hashSeqGroup)), at least 0.
+// round(log2(n / hashSeqGroup)), within [hashSeqMinDirBits,
+// hashSeqMaxDirBits].
 func hashSeqDirBits(n int) uint {
 	t := uint64(float64(n) * math.Sqrt2 / hashSeqGroup)
 	if t < 2 {
-		return 0
+		return hashSeqMinDirBits
 	}
-	return min(uint(bits.Len64(t))-1, hashSeqMaxDirBits)
+	return min(max(uint(bits.Len64(t))-1, hashSeqMinDirBits), hashSeqMaxDirBits)
 }
 
 // newHashSeq codes vals, which must be sorted ascending. An empty sequence

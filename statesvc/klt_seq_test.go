@@ -3,6 +3,7 @@ package statesvc
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -10,7 +11,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// TestHashSeq checks equalRange, kltMatch and each against the sorted input: random
+// TestHashSeq checks equalRange, kltGroupMatch and each against the sorted input: random
 // values with duplicates and both ends of the range at sizes around the
 // directory's steps, and the edge cases of the directory — no or one
 // element, every value in one group and clusters (which force the wide
@@ -115,10 +116,18 @@ func TestHashSeq(t *testing.T) {
 				t.Fatalf("%s: equalRange(%#x) = [%d, %d), want [%d, %d)", c.name, v, i, j, lo, hi)
 			}
 			// The batch path: group bounds from the directory, then the
-			// branch-free compare (or its loop for large groups).
+			// branch-free compare of groups of up to kltMatchWidth.
 			gl, gh := s.bounds(uint32(s.group(v)))
-			if at, eq := kltMatch(&s, v, gl, gh); eq != hi-lo || eq > 0 && int(at) != lo {
-				t.Fatalf("%s: kltMatch(%#x) = first %d, count %d, want first %d, count %d", c.name, v, at, eq, lo, hi-lo)
+			if s.rbits > 28 {
+				t.Fatalf("%s: %d-bit remainders, kltGroupMatch takes at most 28", c.name, s.rbits)
+			}
+			if n := gh - gl; n <= kltMatchWidth {
+				w0, w2 := kltGroupWords(&s, gl, n)
+				m := kltGroupMatch(w0, w2, v, uint64(s.rbits), n)
+				at, eq := int(gl)+bits.TrailingZeros64(m), bits.OnesCount64(m)
+				if eq != hi-lo || eq > 0 && at != lo {
+					t.Fatalf("%s: group match of %#x = first %d, count %d, want first %d, count %d", c.name, v, at, eq, lo, hi-lo)
+				}
 			}
 		}
 		for i, v := range vals {
