@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"koala/queries"
 )
 
 // Scaling with state: the keyed counter is warmed with W distinct keys (the
@@ -24,16 +26,24 @@ const TargetStateSpread = 0.20
 
 // StatePoint is one state size.
 type StatePoint struct {
-	WarmKeys   int `json:"warm_keys"`
-	ActiveKeys int `json:"active_keys"`
-	// TotalStateBytes is key + value bytes of every warm key;
-	// MovedStateBytes of those whose bucket moved to the added tasks;
-	// ActiveMovedBytes of the active keys the input touched whose bucket
-	// moved (the oracle of what fetch-on-demand should migrate).
+	// TargetStateBytes is the size asked for; WarmKeys keys of
+	// StateKeyBytes + ValueBytes each make it (StateSpec.WarmKeys).
+	TargetStateBytes uint64 `json:"target_state_bytes"`
+	WarmKeys         int    `json:"warm_keys"`
+	ActiveKeys       int    `json:"active_keys"`
+	ValueBytes       int    `json:"value_bytes"`
+	// TotalStateBytes is key + value bytes of every warm key, computed from
+	// the generator; MovedStateBytes of those whose bucket moved to the
+	// added tasks; ActiveMovedBytes of the active keys the input touched
+	// whose bucket moved (the oracle of what fetch-on-demand should
+	// migrate). DiskBytes is what the workers' data directories (Pebble
+	// sstables and logs) held after the warm-up.
 	TotalStateBytes  uint64  `json:"total_state_bytes"`
+	DiskBytes        uint64  `json:"disk_bytes"`
 	MovedStateBytes  uint64  `json:"moved_state_bytes"`
 	ActiveMovedBytes uint64  `json:"active_moved_bytes"`
 	BytesMigrated    uint64  `json:"bytes_migrated"`
+	KeysFetched      uint64  `json:"keys_fetched"`
 	KLTEntries       int     `json:"klt_entries"`
 	BuildSec         float64 `json:"build_sec"`    // warm-up: produce W keys until the sink saw them
 	ReconfigSec      float64 `json:"reconfig_sec"` // the lazy reconfiguration workflow
@@ -104,39 +114,123 @@ func (s StateScaling) markdown() string {
 }
 
 // EnvBenchState configures TestBenchStateScaling, which only `koala bench
-// --phases state` runs: "<warm keys>,<warm keys>…:<active keys>:<out.json>".
+// --phases state` runs: "<state bytes>,<state bytes>…:<active keys>:<value
+// bytes>:<out.json>" (FormatStateSpec).
 const EnvBenchState = "KOALA_BENCH_STATE"
 
+// State phase bounds. A state value is the counter's 8-byte count followed by
+// its pad (queries.ParamCounterPad), so it is at least 8 bytes.
+const (
+	StateKeyBytes      = 8 // dataplane.KeyName(i) for i < 10⁷
+	MinStateValueBytes = 8
+	MaxStateValueBytes = 8 + queries.MaxCounterPad
+	// MaxStateBytes bounds one size (each is built on this machine's disk).
+	MaxStateBytes = 64e9
+)
+
+// StateSpec is the phase's configuration.
+type StateSpec struct {
+	Sizes      []uint64 // total state per point, bytes (keys + values)
+	ActiveKeys int
+	ValueBytes int // per key: the 8-byte count and a pad of ValueBytes − 8
+	Out        string
+}
+
+// WarmKeys is the number of distinct keys whose key + value bytes make size.
+func (s StateSpec) WarmKeys(size uint64) int {
+	return int(size / uint64(StateKeyBytes+s.ValueBytes))
+}
+
+// Validate checks the bounds; errors name the field.
+func (s StateSpec) Validate() error {
+	if len(s.Sizes) == 0 {
+		return fmt.Errorf("state sizes: none given")
+	}
+	if s.ValueBytes < MinStateValueBytes || s.ValueBytes > MaxStateValueBytes {
+		return fmt.Errorf("state value bytes %d: want %d to %d (the 8-byte count and a pad of at most %d)", s.ValueBytes, MinStateValueBytes, MaxStateValueBytes, queries.MaxCounterPad)
+	}
+	if s.ActiveKeys <= 0 {
+		return fmt.Errorf("active keys %d: must be a positive integer", s.ActiveKeys)
+	}
+	for _, size := range s.Sizes {
+		if size > MaxStateBytes {
+			return fmt.Errorf("state size %s: at most %s", bytesText(float64(size)), bytesText(MaxStateBytes))
+		}
+		if w := s.WarmKeys(size); w < s.ActiveKeys {
+			return fmt.Errorf("state size %s holds %d keys of %d + %d bytes, fewer than the %d active keys", bytesText(float64(size)), w, StateKeyBytes, s.ValueBytes, s.ActiveKeys)
+		}
+	}
+	if s.Out == "" {
+		return fmt.Errorf("output path: empty")
+	}
+	return nil
+}
+
 // ParseStateSpec parses the EnvBenchState value.
-func ParseStateSpec(s string) (warm []int, active int, out string, err error) {
-	parts := strings.SplitN(s, ":", 3)
-	if len(parts) != 3 || parts[2] == "" {
-		return nil, 0, "", fmt.Errorf("%s=%q: want <warm keys>,…:<active keys>:<output path>", EnvBenchState, s)
+func ParseStateSpec(v string) (StateSpec, error) {
+	var s StateSpec
+	parts := strings.SplitN(v, ":", 4)
+	if len(parts) != 4 {
+		return s, fmt.Errorf("%s=%q: want <state bytes>,…:<active keys>:<value bytes>:<output path>", EnvBenchState, v)
 	}
-	for _, f := range strings.Split(parts[0], ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return nil, 0, "", fmt.Errorf("%s: warm key count %q must be a positive integer", EnvBenchState, f)
-		}
-		warm = append(warm, n)
+	sizes, err := ParseByteSizes(parts[0])
+	if err != nil {
+		return s, fmt.Errorf("%s: state sizes: %w", EnvBenchState, err)
 	}
-	active, err = strconv.Atoi(parts[1])
-	if err != nil || active <= 0 {
-		return nil, 0, "", fmt.Errorf("%s: active key count %q must be a positive integer", EnvBenchState, parts[1])
+	s.Sizes, s.Out = sizes, parts[3]
+	if s.ActiveKeys, err = strconv.Atoi(parts[1]); err != nil {
+		return s, fmt.Errorf("%s: active keys %q: not an integer", EnvBenchState, parts[1])
 	}
-	for _, w := range warm {
-		if active > w {
-			return nil, 0, "", fmt.Errorf("%s: active keys %d exceed warm keys %d", EnvBenchState, active, w)
-		}
+	if s.ValueBytes, err = strconv.Atoi(parts[2]); err != nil {
+		return s, fmt.Errorf("%s: value bytes %q: not an integer", EnvBenchState, parts[2])
 	}
-	return warm, active, parts[2], nil
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("%s: %w", EnvBenchState, err)
+	}
+	return s, nil
 }
 
 // FormatStateSpec builds the EnvBenchState value.
-func FormatStateSpec(warm []int, active int, out string) string {
-	ws := make([]string, len(warm))
-	for i, w := range warm {
-		ws[i] = strconv.Itoa(w)
+func FormatStateSpec(s StateSpec) string {
+	ss := make([]string, len(s.Sizes))
+	for i, b := range s.Sizes {
+		ss[i] = strconv.FormatUint(b, 10)
 	}
-	return strings.Join(ws, ",") + ":" + strconv.Itoa(active) + ":" + out
+	return strings.Join(ss, ",") + ":" + strconv.Itoa(s.ActiveKeys) + ":" + strconv.Itoa(s.ValueBytes) + ":" + s.Out
+}
+
+// ParseByteSizes parses a comma-separated list of ParseByteSize values.
+func ParseByteSizes(s string) ([]uint64, error) {
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		b, err := ParseByteSize(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// ParseByteSize parses a positive size: a number of bytes, or a decimal
+// number with a unit B, KB, MB or GB (powers of 1000, as the report prints
+// them), e.g. "4096", "512MB", "0.5GB".
+func ParseByteSize(s string) (uint64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	mult := 1.0
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	b := f * mult
+	if err != nil || math.IsNaN(b) || b < 1 || b > 1e18 {
+		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with a unit B, KB, MB or GB (e.g. 512MB, 0.5GB)", s)
+	}
+	return uint64(math.Round(b)), nil
 }

@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,18 +21,53 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/queries"
 	"koala/workflows"
 	"koala/workflows/plan"
 )
 
 func TestParseStateSpec(t *testing.T) {
-	w, a, out, err := ParseStateSpec(FormatStateSpec([]int{250000, 500000}, 50000, "/tmp/x.json"))
-	if err != nil || len(w) != 2 || w[1] != 500000 || a != 50000 || out != "/tmp/x.json" {
-		t.Errorf("good spec: %v %d %q %v", w, a, out, err)
+	want := StateSpec{Sizes: []uint64{500e6, 1e9}, ActiveKeys: 20000, ValueBytes: 4096, Out: "/tmp/x:y.json"}
+	got, err := ParseStateSpec(FormatStateSpec(want))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip: %+v %v, want %+v", got, err, want)
 	}
-	for _, bad := range []string{"", "1000:10", "x:10:/o", "1000:0:/o", "100:1000:/o", "1000,-5:10:/o"} {
-		if _, _, _, err := ParseStateSpec(bad); err == nil {
-			t.Errorf("ParseStateSpec(%q): no error", bad)
+	if w := want.WarmKeys(1e9); w != 1_000_000_000/(8+4096) {
+		t.Errorf("warm keys of 1 GB at 4096-byte values: %d", w)
+	}
+	for _, tc := range []struct{ spec, wantErr string }{
+		{"", "want <state bytes>"},
+		{"1000000:10:/o", "want <state bytes>"},
+		{"x:10:8:/o", "state sizes"},
+		{"1000000:0:8:/o", "active keys 0"},
+		{"1000000:x:8:/o", "active keys \"x\""},
+		{"1000000:10:7:/o", "state value bytes 7: want 8 to 1048584"},
+		{"1000000:10:1048585:/o", "state value bytes 1048585"},
+		{"1000000:10:-3:/o", "state value bytes -3"},
+		{"1000:100:8:/o", "fewer than the 100 active keys"},
+		{"100GB:10:8:/o", "at most 64.00 GB"},
+		{"1000000,-5:10:8:/o", `size "-5"`},
+		{"1000000:10:8:", "output path"},
+	} {
+		_, err := ParseStateSpec(tc.spec)
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("ParseStateSpec(%q): %v, want an error containing %q", tc.spec, err, tc.wantErr)
+		}
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+	}{{"4096", 4096}, {"512MB", 512e6}, {"0.5GB", 500e6}, {" 4 gb ", 4e9}, {"2KB", 2000}, {"10B", 10}} {
+		if got, err := ParseByteSize(tc.in); err != nil || got != tc.want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "GB", "-1GB", "0", "0.1", "1TB", "abc", "NaN"} {
+		if _, err := ParseByteSize(bad); err == nil || !strings.Contains(err.Error(), "unit B, KB, MB or GB") {
+			t.Errorf("ParseByteSize(%q): %v, want an error naming the units", bad, err)
 		}
 	}
 }
@@ -59,43 +99,44 @@ func TestStateScalingVerdict(t *testing.T) {
 // TestBenchStateScaling is the state phase of koala bench (see
 // bench_state.go); without EnvBenchState it is skipped.
 func TestBenchStateScaling(t *testing.T) {
-	spec := os.Getenv(EnvBenchState)
-	if spec == "" {
+	env := os.Getenv(EnvBenchState)
+	if env == "" {
 		t.Skip("run by koala bench --phases state (" + EnvBenchState + " unset)")
 	}
-	warm, active, out, err := ParseStateSpec(spec)
+	spec, err := ParseStateSpec(env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var res StateScaling
-	for _, w := range warm {
+	for _, size := range spec.Sizes {
 		var p StatePoint
-		t.Run(fmt.Sprintf("warm=%d", w), func(t *testing.T) {
-			p = stateScalingPoint(t, w, active)
+		t.Run(fmt.Sprintf("state=%d", size), func(t *testing.T) {
+			p = stateScalingPoint(t, spec, size)
 		})
 		if p.Error == "" && t.Failed() {
 			p.Error = "subtest failed (see test log)"
 		}
 		res.Points = append(res.Points, p)
-		t.Logf("warm %d active %d: total state %d B, moved %d B, active moved %d B, migrated %d B, build %.1f s, reconfig %.1f s, active %.1f s",
-			p.WarmKeys, p.ActiveKeys, p.TotalStateBytes, p.MovedStateBytes, p.ActiveMovedBytes, p.BytesMigrated, p.BuildSec, p.ReconfigSec, p.ActivePhaseSec)
+		t.Logf("state %d B (%d warm keys × %d + %d B) active %d: total state %d B, on disk %d B, moved %d B, active moved %d B, migrated %d B, build %.1f s, reconfig %.1f s, active %.1f s",
+			p.TargetStateBytes, p.WarmKeys, StateKeyBytes, p.ValueBytes, p.ActiveKeys, p.TotalStateBytes, p.DiskBytes, p.MovedStateBytes, p.ActiveMovedBytes, p.BytesMigrated, p.BuildSec, p.ReconfigSec, p.ActivePhaseSec)
 	}
 	data, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(out, data, 0o644); err != nil {
+	if err := os.WriteFile(spec.Out, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func stateScalingPoint(t *testing.T, warmKeys, activeKeys int) StatePoint {
-	const seed, valueBytes = 11, 8        // the counter's state value is 8 bytes
+func stateScalingPoint(t *testing.T, spec StateSpec, size uint64) StatePoint {
+	const seed = 11
+	warmKeys, activeKeys := spec.WarmKeys(size), spec.ActiveKeys
 	activeEvents := int64(5 * activeKeys) // touches ~99 % of the active keys
-	p := StatePoint{WarmKeys: warmKeys, ActiveKeys: activeKeys}
+	p := StatePoint{TargetStateBytes: size, WarmKeys: warmKeys, ActiveKeys: activeKeys, ValueBytes: spec.ValueBytes}
 	c := dptest.Start(t, dptest.Options{Workers: 3})
 	acts := &activities.Activities{NC: c.NC, RequestTimeout: 60 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	fail := func(what string, err error) StatePoint {
 		p.Error = what + ": " + err.Error()
@@ -108,9 +149,12 @@ func stateScalingPoint(t *testing.T, warmKeys, activeKeys int) StatePoint {
 		return fail("discover workers", err)
 	}
 	job, err := acts.BuildJob(ctx, activities.JobInput{
-		JobID: fmt.Sprintf("bench-state-%d", warmKeys), Query: "counter", Parallelism: map[string]int{"counter": 2},
+		JobID: fmt.Sprintf("bench-state-%d", size), Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 128, BatchSize: 2000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: "pebble",
-		Params: map[string]string{dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand},
+		Params: map[string]string{
+			dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand,
+			queries.ParamCounterPad:      strconv.Itoa(spec.ValueBytes - 8),
+		},
 	})
 	if err != nil {
 		return fail("build job", err)
@@ -139,10 +183,13 @@ func stateScalingPoint(t *testing.T, warmKeys, activeKeys int) StatePoint {
 	if err := acts.StartProducer(ctx, warm); err != nil {
 		return fail("start warm-up producer", err)
 	}
-	if err := stateWaitSink(ctx, acts, dep, uint64(warmKeys), 10*time.Minute); err != nil {
+	if err := stateWaitSink(ctx, acts, dep, uint64(warmKeys), 20*time.Minute); err != nil {
 		return fail("warm-up", err)
 	}
 	p.BuildSec = time.Since(t0).Seconds()
+	if p.DiskBytes, err = dirBytes(c.DataDirs); err != nil {
+		return fail("state on disk", err)
+	}
 	if _, err := acts.StopProducer(ctx, warm); err != nil {
 		return fail("stop warm-up producer", err)
 	}
@@ -185,7 +232,7 @@ func stateScalingPoint(t *testing.T, warmKeys, activeKeys int) StatePoint {
 	}
 	for i := range warmKeys {
 		key := dataplane.KeyName(i)
-		sz := uint64(len(key) + valueBytes)
+		sz := uint64(len(key) + spec.ValueBytes)
 		p.TotalStateBytes += sz
 		if !moved[dataplane.BucketOf([]byte(key), job.NumBuckets)] {
 			continue
@@ -200,8 +247,45 @@ func stateScalingPoint(t *testing.T, warmKeys, activeKeys int) StatePoint {
 	}
 	for _, st := range sts {
 		p.BytesMigrated += st.BytesMoved
+		p.KeysFetched += st.KeysFetched
+	}
+	// Every fetched entry is a key and its whole value: the values the
+	// counter stored have the configured size.
+	if want := p.KeysFetched * uint64(StateKeyBytes+spec.ValueBytes); p.KeysFetched == 0 || p.BytesMigrated != want {
+		return fail("migrated entries", fmt.Errorf("%d keys fetched, %d bytes migrated; want %d (key %d + value %d bytes each)", p.KeysFetched, p.BytesMigrated, want, StateKeyBytes, spec.ValueBytes))
 	}
 	return p
+}
+
+// dirBytes sums the sizes of the regular files under dirs.
+func dirBytes(dirs []string) (uint64, error) {
+	var n uint64
+	for _, d := range dirs {
+		err := filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // a file Pebble removed meanwhile
+				}
+				return err
+			}
+			if !e.Type().IsRegular() {
+				return nil
+			}
+			info, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			n += uint64(info.Size())
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("size of %s: %w", d, err)
+		}
+	}
+	return n, nil
 }
 
 func stateReconfigure(acts *activities.Activities, dep control.Deployment, workers []control.WorkerInfo, id string, par int) (control.Deployment, error) {

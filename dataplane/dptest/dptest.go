@@ -26,7 +26,10 @@ type Cluster struct {
 	NC      *nats.Conn
 	Brokers []string
 	Workers []*dataplane.Worker
-	stops   []func() // per worker: cancel its Run and wait for it
+	// DataDirs are the workers' data directories (Pebble state lives
+	// there), removed when the test ends.
+	DataDirs []string
+	stops    []func() // per worker: cancel its Run and wait for it
 }
 
 // StopWorker stops worker i (0-based) as if its process died: its tasks
@@ -76,8 +79,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{NATSURL: ns.ClientURL(), NC: nc, Brokers: kc.ListenAddrs()}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.LogLevel}))
 	for i := 1; i <= opts.Workers; i++ {
+		dir := t.TempDir()
 		w, err := dataplane.NewWorker(dataplane.Options{
-			ID: fmt.Sprintf("w%d", i), NATSURL: c.NATSURL, Listen: "127.0.0.1:0", DataDir: t.TempDir(), Logger: log,
+			ID: fmt.Sprintf("w%d", i), NATSURL: c.NATSURL, Listen: "127.0.0.1:0", DataDir: dir, Logger: log,
 			Recorder: opts.Recorder,
 		})
 		if err != nil {
@@ -99,6 +103,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 		t.Cleanup(stop)
 		c.Workers = append(c.Workers, w)
+		c.DataDirs = append(c.DataDirs, dir)
 		c.stops = append(c.stops, stop)
 	}
 	return c
