@@ -39,7 +39,8 @@ type benchOpts struct {
 	rssRate      int
 	rssSec       int
 	rssInterval  time.Duration
-	stateWarm    string
+	stateSizes   string
+	stateValue   int
 	stateActive  int
 
 	disruptionConfig, protocols string
@@ -78,7 +79,8 @@ func init() {
     stops itself) and drrs;
  5. state: scaling with state, in-process (go test TestBenchStateScaling):
     bytes migrated by a lazy fetch-on-demand 2→4 counter scale-out vs the
-    total state, at a fixed active key set;
+    total state (--state-sizes, default 0.5 to 4 GB of 4 KB values), at a
+    fixed active key set;
  6. rss: the counter offered far above its ceiling, every worker's VmRSS
     sampled each second; max RSS and its growth over the last half.
 
@@ -128,8 +130,9 @@ JSON under results/bench/.`,
 	f.IntVar(&o.rssRate, "rss-rate", 80_000, "offered rate of the RSS run (well above the query's ceiling)")
 	f.IntVar(&o.rssSec, "rss-seconds", 90, "runtime of the RSS run")
 	f.DurationVar(&o.rssInterval, "rss-interval", time.Second, "RSS sampling interval")
-	f.StringVar(&o.stateWarm, "state-warm-keys", "250000,1000000,2000000", "state phase: warm key counts (state sizes), comma-separated")
-	f.IntVar(&o.stateActive, "state-active-keys", 50000, "state phase: size of the fixed active key set")
+	f.StringVar(&o.stateSizes, "state-sizes", "0.5GB,1GB,2GB,4GB", "state phase: total state (keys + values) of each point, comma-separated, in bytes or with a unit B, KB, MB, GB (powers of 1000)")
+	f.IntVar(&o.stateValue, "state-value-bytes", 4096, fmt.Sprintf("state phase: bytes of counter state per key (the 8-byte count and a pad), %d to %d", experiments.MinStateValueBytes, experiments.MaxStateValueBytes))
+	f.IntVar(&o.stateActive, "state-active-keys", 20000, "state phase: size of the fixed active key set")
 	f.BoolVar(&o.profile, "profile", false, "save CPU profiles of the workers (steady state; needs `koala stack up --worker-pprof`) and of the micro-benchmarks, and summarise them in the report")
 	f.IntVar(&o.profileSec, "profile-seconds", 0, "with --profile: longest steady-state profile in seconds (0: the whole measurement window)")
 	f.StringVar(&o.phases, "phases", "all", "phases to run, comma-separated: all or any of "+strings.Join(experiments.BenchPhases, ","))
@@ -144,6 +147,12 @@ func runBench(ctx context.Context, o benchOpts) error {
 	phases, err := experiments.ParsePhases(o.phases)
 	if err != nil {
 		return err
+	}
+	if phases[experiments.PhaseState] {
+		// Bad state flags fail now, not after the phases before it ran.
+		if _, err := stateSpec(o, "-"); err != nil {
+			return err
+		}
 	}
 	rep := experiments.BenchReport{Started: time.Now(), Machine: machineText(), Load: loadAvg()}
 	for _, p := range experiments.BenchPhases {

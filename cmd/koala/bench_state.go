@@ -22,11 +22,6 @@ func benchState(ctx context.Context, o benchOpts) experiments.StateScaling {
 		res.Error = "go toolchain not on PATH: state phase skipped"
 		return res
 	}
-	warm, err := parseInts(o.stateWarm)
-	if err != nil {
-		res.Error = "--state-warm-keys: " + err.Error()
-		return res
-	}
 	if err := os.MkdirAll(o.resultsDir, 0o755); err != nil {
 		res.Error = err.Error()
 		return res
@@ -37,11 +32,12 @@ func benchState(ctx context.Context, o benchOpts) experiments.StateScaling {
 		return res
 	}
 	_ = os.Remove(out)
-	spec := experiments.FormatStateSpec(warm, o.stateActive, out)
-	if _, _, _, err := experiments.ParseStateSpec(spec); err != nil {
+	st, err := stateSpec(o, out)
+	if err != nil {
 		res.Error = err.Error()
 		return res
 	}
+	spec := experiments.FormatStateSpec(st)
 	args := []string{"test", "-count=1", "-run", "^TestBenchStateScaling$", "-v", "-timeout", "40m", "./experiments"}
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Env = append(os.Environ(), experiments.EnvBenchState+"="+spec)
@@ -63,23 +59,27 @@ func benchState(ctx context.Context, o benchOpts) experiments.StateScaling {
 		res.Error = fmt.Sprintf("go test: %v: %s", runErr, lastLines(string(logOut), 5))
 	}
 	for _, p := range res.Points {
-		fmt.Printf("[state] warm %d active %d: migrated %d B (active moved %d B, total state %d B), build %.1f s, reconfig %.1f s, active %.1f s %s\n",
-			p.WarmKeys, p.ActiveKeys, p.BytesMigrated, p.ActiveMovedBytes, p.TotalStateBytes, p.BuildSec, p.ReconfigSec, p.ActivePhaseSec, p.Error)
+		fmt.Printf("[state] %d warm keys × %d B values, active %d: migrated %d B (active moved %d B, total state %d B, on disk %d B), build %.1f s, reconfig %.1f s, active %.1f s %s\n",
+			p.WarmKeys, p.ValueBytes, p.ActiveKeys, p.BytesMigrated, p.ActiveMovedBytes, p.TotalStateBytes, p.DiskBytes, p.BuildSec, p.ReconfigSec, p.ActivePhaseSec, p.Error)
 	}
 	return res
 }
 
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range splitList(s) {
-		var n int
-		if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
-			return nil, fmt.Errorf("%q is not a positive integer", f)
-		}
-		out = append(out, n)
+// stateSpec checks the state phase's flags; errors name the flag.
+func stateSpec(o benchOpts, out string) (experiments.StateSpec, error) {
+	sizes, err := experiments.ParseByteSizes(o.stateSizes)
+	if err != nil {
+		return experiments.StateSpec{}, fmt.Errorf("--state-sizes %q: %w", o.stateSizes, err)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("empty")
+	s := experiments.StateSpec{Sizes: sizes, ActiveKeys: o.stateActive, ValueBytes: o.stateValue, Out: out}
+	switch {
+	case o.stateValue < experiments.MinStateValueBytes || o.stateValue > experiments.MaxStateValueBytes:
+		return s, fmt.Errorf("--state-value-bytes %d: want %d to %d (the 8-byte count and a pad)", o.stateValue, experiments.MinStateValueBytes, experiments.MaxStateValueBytes)
+	case o.stateActive <= 0:
+		return s, fmt.Errorf("--state-active-keys %d: must be a positive integer", o.stateActive)
 	}
-	return out, nil
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("--state-sizes %q with --state-value-bytes %d and --state-active-keys %d: %w", o.stateSizes, o.stateValue, o.stateActive, err)
+	}
+	return s, nil
 }
