@@ -9,16 +9,20 @@ import (
 	"koala/queries"
 )
 
-// Scaling with state: the keyed counter is warmed with W distinct keys (the
-// sequential generator, each key once), scaled out 2→4 with lazy
-// fetch-on-demand, then fed from a fixed active set of A ≪ W keys. Bytes
-// migrated should follow the active keys that moved, not the total state, so
-// across W they should stay within TargetStateSpread of each other.
+// Scaling with state: for each total state size S the keyed counter is
+// warmed with W = S / (8 + V) distinct keys (the sequential generator, each
+// key once), each key holding a V-byte value (the 8-byte count and a pad,
+// queries.ParamCounterPad), scaled out 2→4 with lazy fetch-on-demand, then
+// fed from a fixed active set of A ≪ W keys. Bytes migrated should follow
+// the active keys that moved, not the total state, so across S they should
+// stay within TargetStateSpread of each other.
 //
 // The phase runs in-process (an embedded NATS, kfake and three workers in the
-// go test binary: TestBenchStateScaling), not on the stack: warming millions
-// of keys through the stack's Kafka on this machine takes too long for a
-// 20-minute bench.
+// go test binary: TestBenchStateScaling), not on the stack: warming GBs of
+// state through the stack's Kafka on this machine takes too long for a
+// 20-minute bench. Large values make GB-scale state out of about a million
+// keys, which builds in about 20 s per GB here (Pebble's write throughput);
+// with 8-byte values a GB is ~60 M keys, too many for the bench's time.
 
 // TargetStateSpread is the allowed spread of bytes migrated across state
 // sizes: max ≤ (1 + spread) × min.
@@ -92,19 +96,23 @@ func (s StateScaling) markdown() string {
 		b.WriteString("Not run.\n")
 		return b.String()
 	}
-	b.WriteString("In-process cluster (embedded NATS, kfake Kafka, three workers, Pebble) in `go test`, not the stack. Each size: warm W keys once with the `sequential` generator, scale the counter out 2 → 4 (lazy, fetch-on-demand), then 5 × A events over a fixed active set of A keys. " +
-		"*active moved* is the oracle: key + 8-byte value of the active keys the input touched whose bucket moved. Target: bytes migrated within 20 % across sizes. " +
-		"A counter entry is an 8-byte key and an 8-byte value, so the default sizes (--state-warm-keys) are tens of MB of state, not GB: ~60 M keys per GB do not build within the bench's time on this machine; *build* shows what each size took.\n\n")
+	b.WriteString("In-process cluster (embedded NATS, kfake Kafka, three workers, Pebble) in `go test`, not the stack. Each size S (--state-sizes): warm W = S / (8 + V) keys once with the `sequential` generator, " +
+		"the counter keeping V bytes per 8-byte key (--state-value-bytes: its 8-byte count and a pseudo-random pad, job parameter DummyFieldSize = V − 8; its output stays the count), " +
+		"scale the counter out 2 → 4 (lazy, fetch-on-demand), then 5 × A events over a fixed active set of A keys. " +
+		"*total state* is key + value bytes of the warm keys, from the generator; *on disk* what the workers' data directories (Pebble sstables and logs) held right after the warm-up. " +
+		"*active moved* is the oracle: key + V bytes of the active keys the input touched whose bucket moved; every migrated entry is checked to be a key and a whole V-byte value. " +
+		"Target: bytes migrated within 20 % across sizes. *build* is the warm-up (Pebble writes, flushes and compactions of S bytes); *reconfiguration* grows with W because the handoff lists every key of a moved bucket in the key lookup table.\n\n")
 	if s.Command != "" {
 		fmt.Fprintf(&b, "`%s`\n\n", s.Command)
 	}
 	if s.Error != "" {
 		fmt.Fprintf(&b, "Error: %s\n\n", esc(s.Error))
 	}
-	b.WriteString("| warm keys | active keys | total state | moved state | active moved | bytes migrated | KLT entries | build | reconfiguration | active phase | error |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| total state | warm keys × value | on disk | active keys | moved state | active moved | bytes migrated | KLT entries | build | reconfiguration | active phase | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range s.Points {
-		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %d | %.1f s | %.1f s | %.1f s | %s |\n", p.WarmKeys, p.ActiveKeys,
-			bytesText(float64(p.TotalStateBytes)), bytesText(float64(p.MovedStateBytes)), bytesText(float64(p.ActiveMovedBytes)), bytesText(float64(p.BytesMigrated)),
+		fmt.Fprintf(&b, "| %s | %d × %d B | %s | %d | %s | %s | %s | %d | %.1f s | %.1f s | %.1f s | %s |\n",
+			bytesText(float64(p.TotalStateBytes)), p.WarmKeys, p.ValueBytes, bytesText(float64(p.DiskBytes)), p.ActiveKeys,
+			bytesText(float64(p.MovedStateBytes)), bytesText(float64(p.ActiveMovedBytes)), bytesText(float64(p.BytesMigrated)),
 			p.KLTEntries, p.BuildSec, p.ReconfigSec, p.ActivePhaseSec, esc(p.Error))
 	}
 	if sp, ok := s.Spread(); ok {
