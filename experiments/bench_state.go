@@ -10,7 +10,7 @@ import (
 )
 
 // Scaling with state: for each total state size S the keyed counter is
-// warmed with W = S / (8 + V) distinct keys (the sequential generator, each
+// warmed with W = ⌈S / (8 + V)⌉ distinct keys (the sequential generator, each
 // key once), each key holding a V-byte value (the 8-byte count and a pad,
 // queries.ParamCounterPad), scaled out 2→4 with lazy fetch-on-demand, then
 // fed from a fixed active set of A ≪ W keys. Bytes migrated should follow
@@ -96,7 +96,7 @@ func (s StateScaling) markdown() string {
 		b.WriteString("Not run.\n")
 		return b.String()
 	}
-	b.WriteString("In-process cluster (embedded NATS, kfake Kafka, three workers, Pebble) in `go test`, not the stack. Each size S (--state-sizes): warm W = S / (8 + V) keys once with the `sequential` generator, " +
+	b.WriteString("In-process cluster (embedded NATS, kfake Kafka, three workers, Pebble) in `go test`, not the stack. Each size S (--state-sizes): warm W = ⌈S / (8 + V)⌉ keys once with the `sequential` generator, " +
 		"the counter keeping V bytes per 8-byte key (--state-value-bytes: its 8-byte count and a pseudo-random pad, job parameter DummyFieldSize = V − 8; its output stays the count), " +
 		"scale the counter out 2 → 4 (lazy, fetch-on-demand), then 5 × A events over a fixed active set of A keys. " +
 		"*total state* is key + value bytes of the warm keys, from the generator; *on disk* what the workers' data directories (Pebble sstables and logs) held right after the warm-up. " +
@@ -144,9 +144,11 @@ type StateSpec struct {
 	Out        string
 }
 
-// WarmKeys is the number of distinct keys whose key + value bytes make size.
+// WarmKeys is the smallest number of distinct keys whose key + value bytes
+// reach size.
 func (s StateSpec) WarmKeys(size uint64) int {
-	return int(size / uint64(StateKeyBytes+s.ValueBytes))
+	entry := uint64(StateKeyBytes + s.ValueBytes)
+	return int((size + entry - 1) / entry)
 }
 
 // Validate checks the bounds; errors name the field.

@@ -32,7 +32,7 @@ func TestParseStateSpec(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip: %+v %v, want %+v", got, err, want)
 	}
-	if w := want.WarmKeys(1e9); w != 1_000_000_000/(8+4096) {
+	if w := want.WarmKeys(1e9); w != 243665 { // ⌈10⁹ / 4104⌉
 		t.Errorf("warm keys of 1 GB at 4096-byte values: %d", w)
 	}
 	for _, tc := range []struct{ spec, wantErr string }{
