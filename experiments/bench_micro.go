@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"bufio"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -69,4 +70,58 @@ func FindMicro(rs []MicroResult, name string) (MicroResult, bool) {
 		}
 	}
 	return MicroResult{}, false
+}
+
+// CollapseMicro merges the results a benchmark has from several runs (go
+// test -count, or a repeat run) into one per package and name, in order of
+// first appearance: each metric is the median of the runs that report it,
+// N their total iterations, and the merged result gains "runs",
+// "ns/op-min" and "ns/op-max". A single run is passed through unchanged.
+// On a shared machine one run can land in a burst of another tenant's
+// memory traffic; the median of several is the benchmark's usual cost.
+func CollapseMicro(rs []MicroResult) []MicroResult {
+	type key struct{ pkg, name string }
+	groups := map[key][]MicroResult{}
+	var order []key
+	for _, r := range rs {
+		k := key{r.Package, r.Name}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	out := make([]MicroResult, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		if len(g) == 1 {
+			out = append(out, g[0])
+			continue
+		}
+		m := MicroResult{Package: k.pkg, Name: k.name, Metrics: map[string]float64{}}
+		vals := map[string][]float64{}
+		for _, r := range g {
+			m.N += r.N
+			for unit, v := range r.Metrics {
+				vals[unit] = append(vals[unit], v)
+			}
+		}
+		for unit, vs := range vals {
+			m.Metrics[unit] = median(vs)
+		}
+		if ns := vals["ns/op"]; len(ns) > 0 {
+			m.Metrics["ns/op-min"], m.Metrics["ns/op-max"] = slices.Min(ns), slices.Max(ns)
+		}
+		m.Metrics["runs"] = float64(len(g))
+		out = append(out, m)
+	}
+	return out
+}
+
+// median of vs (not empty); the mean of the middle two for an even count.
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

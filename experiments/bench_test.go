@@ -237,3 +237,37 @@ func TestSteadyProducerCPUApart(t *testing.T) {
 		}
 	}
 }
+
+// TestCollapseMicro merges repeated runs of a benchmark into medians and
+// leaves single runs alone.
+func TestCollapseMicro(t *testing.T) {
+	out := `pkg: koala/statesvc
+BenchmarkKLTLookup/hit/batch-2 	 50000	 30000 ns/op	 30.00 ns/key
+BenchmarkKLTMemory-2 	 1	 2554236862 ns/op	 3.2 B/key-heap
+BenchmarkKLTLookup/hit/batch-2 	 40000	 90000 ns/op	 90.00 ns/key
+BenchmarkKLTLookup/hit/batch-2 	 45000	 35000 ns/op	 35.00 ns/key
+`
+	rs := CollapseMicro(ParseGoBench(out))
+	if len(rs) != 2 || rs[0].Name != "KLTLookup/hit/batch" || rs[1].Name != "KLTMemory" {
+		t.Fatalf("collapsed to %+v", rs)
+	}
+	m := rs[0]
+	want := map[string]float64{"ns/op": 35000, "ns/key": 35, "runs": 3, "ns/op-min": 30000, "ns/op-max": 90000}
+	for unit, v := range want {
+		if m.Metrics[unit] != v {
+			t.Errorf("%s = %v, want %v", unit, m.Metrics[unit], v)
+		}
+	}
+	if m.N != 135000 {
+		t.Errorf("N = %d, want 135000", m.N)
+	}
+	if _, ok := rs[1].Metrics["runs"]; ok {
+		t.Errorf("single run got a runs metric: %v", rs[1].Metrics)
+	}
+	if got := runsText(m); got != ", median of 3 runs, 30.0–90.0" {
+		t.Errorf("runsText = %q", got)
+	}
+	if median([]float64{4, 1, 3, 2}) != 2.5 {
+		t.Error("median of an even count is not the mean of the middle two")
+	}
+}

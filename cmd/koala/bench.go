@@ -27,6 +27,8 @@ type benchOpts struct {
 	runDir, resultsDir, mdPath                        string
 
 	microPkgs, microRegex, benchtime string
+	microRepeat                      string
+	microRepeatCount                 int
 
 	helloConfig, counterConfig, windowConfig string
 	helloRate, counterRate, windowRate       int
@@ -110,6 +112,8 @@ JSON under results/bench/.`,
 	f.StringVar(&o.microPkgs, "micro-packages", "./dataplane,./statesvc", "packages whose benchmarks run (comma-separated)")
 	f.StringVar(&o.microRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|Exchange$|KLTLookup|KLTMemory|PebbleMultiGetPut$", "go test -bench regexp")
 	f.StringVar(&o.benchtime, "benchtime", "1s", "go test -benchtime")
+	f.StringVar(&o.microRepeat, "micro-repeat", "KLTLookup/(hit|miss)/batch$", "go test -bench regexp of the micro-benchmarks run --micro-repeat-count more times, reported as the median of all their runs (empty: none)")
+	f.IntVar(&o.microRepeatCount, "micro-repeat-count", 4, "extra runs of the --micro-repeat benchmarks, 0 to 20")
 	f.StringVar(&o.helloConfig, "hello-config", "experiments/bench/hello-steady.json", "steady-state config of the stateless query")
 	f.StringVar(&o.counterConfig, "counter-config", "experiments/bench/counter-steady.json", "steady-state config of the keyed query")
 	f.IntVar(&o.helloRate, "hello-rate", 0, "producer rate of the stateless run (0: the config's)")
@@ -147,6 +151,9 @@ func runBench(ctx context.Context, o benchOpts) error {
 	phases, err := experiments.ParsePhases(o.phases)
 	if err != nil {
 		return err
+	}
+	if o.microRepeatCount < 0 || o.microRepeatCount > 20 {
+		return fmt.Errorf("--micro-repeat-count %d: want 0 to 20", o.microRepeatCount)
 	}
 	if phases[experiments.PhaseState] {
 		// Bad state flags fail now, not after the phases before it ran.
