@@ -27,7 +27,7 @@ import (
 // bit only once entries are removed, owner bits only when a bucket has
 // several owners): measured 3.2 B per key on the heap at 1 M keys in 128
 // buckets and 2.6 B at 10 M (BenchmarkKLTMemory, BenchmarkKLTMemory10M);
-// owner names are interned once. LookupBatch resolves a key with two
+// owner names are interned once. LookupBatchRefs resolves a key with two
 // dependent memory accesses (directory, then remainders), overlapped
 // across keys (see lookupGroup).
 type KLT struct {
@@ -41,7 +41,7 @@ type KLT struct {
 	ownerIdx map[string]uint32
 }
 
-// OwnerSep separates the owners LookupBatch reports for a key whose hash
+// OwnerSep separates the owners LookupBatch and LookupBatchRefs report for a key whose hash
 // matches entries of several owners. Owner names never contain it.
 const OwnerSep = "\x00"
 
