@@ -41,8 +41,9 @@ type KLT struct {
 	ownerIdx map[string]uint32
 }
 
-// OwnerSep separates the owners LookupBatch and LookupBatchRefs report for a key whose hash
-// matches entries of several owners. Owner names never contain it.
+// OwnerSep separates the owners Lookup and the batch lookups report for a
+// key whose hash matches entries of several owners. Owner names never
+// contain it.
 const OwnerSep = "\x00"
 
 // SplitOwners splits an owner reported by Lookup or LookupBatch into the
