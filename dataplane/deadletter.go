@@ -98,15 +98,7 @@ type DeadLetters struct {
 
 // MaxRecordBytesOf reads ParamMaxRecordBytes of a job.
 func MaxRecordBytesOf(job control.JobSpec) (int, error) {
-	s, ok := job.Params[ParamMaxRecordBytes]
-	if !ok || s == "" {
-		return DefaultMaxRecordBytes, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 1 || n > maxMaxRecordBytes {
-		return 0, fmt.Errorf("job param %s %q: want a whole number of bytes between 1 and %d", ParamMaxRecordBytes, s, maxMaxRecordBytes)
-	}
-	return int(n), nil
+	return IntParam(job, ParamMaxRecordBytes, DefaultMaxRecordBytes, 1, maxMaxRecordBytes, "bytes")
 }
 
 // newDeadLetters builds the dead-letter path of one task. The Kafka client

@@ -36,19 +36,20 @@ const (
 
 // sourceFetchOpts returns the fetch options a job's source tasks use.
 func sourceFetchOpts(job control.JobSpec) ([]kgo.Opt, error) {
-	minBytes, err := intParam(job, ParamSourceFetchMinBytes, DefaultSourceFetchMinBytes, 1, maxSourceFetchMinBytes, "bytes")
+	minBytes, err := IntParam(job, ParamSourceFetchMinBytes, DefaultSourceFetchMinBytes, 1, maxSourceFetchMinBytes, "bytes")
 	if err != nil {
 		return nil, err
 	}
-	waitMs, err := intParam(job, ParamSourceFetchMaxWaitMs, DefaultSourceFetchMaxWaitMs, 1, maxSourceFetchMaxWaitMs, "milliseconds")
+	waitMs, err := IntParam(job, ParamSourceFetchMaxWaitMs, DefaultSourceFetchMaxWaitMs, 1, maxSourceFetchMaxWaitMs, "milliseconds")
 	if err != nil {
 		return nil, err
 	}
 	return []kgo.Opt{kgo.FetchMinBytes(int32(minBytes)), kgo.FetchMaxWait(time.Duration(waitMs) * time.Millisecond)}, nil
 }
 
-// intParam reads a whole-number job parameter within [lo, hi], def when unset.
-func intParam(job control.JobSpec, name string, def, lo, hi int, unit string) (int, error) {
+// IntParam reads a whole-number job parameter within [lo, hi], def when
+// unset; its error names the parameter, its unit and the range.
+func IntParam(job control.JobSpec, name string, def, lo, hi int, unit string) (int, error) {
 	s, ok := job.Params[name]
 	if !ok || s == "" {
 		return def, nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"strconv"
 
 	"koala/dataplane"
 	"koala/dataplane/control"
@@ -31,13 +30,9 @@ const MaxCounterPad = 1 << 20
 type keyedCounter struct{ pad int }
 
 func newKeyedCounter(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
-	v, ok := ctx.Job.Params[ParamCounterPad]
-	if !ok || v == "" {
-		return keyedCounter{}, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > MaxCounterPad {
-		return nil, fmt.Errorf("operator %s: parameter %s %q: want a whole number of bytes between 0 and %d", ctx.Spec.Name, ParamCounterPad, v, MaxCounterPad)
+	n, err := dataplane.IntParam(ctx.Job, ParamCounterPad, 0, 0, MaxCounterPad, "bytes")
+	if err != nil {
+		return nil, fmt.Errorf("operator %s: %w", ctx.Spec.Name, err)
 	}
 	return keyedCounter{pad: n}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 
 	"koala/dataplane"
 )
@@ -50,15 +49,11 @@ func buildQ6(src *dataplane.Stream, sink Sink) {
 type sellerAverage struct{ pad int }
 
 func sellerAverageFactory(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
-	op := &sellerAverage{}
-	if v := ctx.Job.Params[ParamDummyField]; v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > maxDummyFieldSize {
-			return nil, fmt.Errorf("operator %s: parameter %s %q: want a whole number of bytes between 0 and %d", ctx.Spec.Name, ParamDummyField, v, maxDummyFieldSize)
-		}
-		op.pad = n
+	n, err := dataplane.IntParam(ctx.Job, ParamDummyField, 0, 0, maxDummyFieldSize, "bytes")
+	if err != nil {
+		return nil, fmt.Errorf("operator %s: %w", ctx.Spec.Name, err)
 	}
-	return op, nil
+	return &sellerAverage{pad: n}, nil
 }
 
 func (s *sellerAverage) StateNames() []string { return []string{PricesState} }

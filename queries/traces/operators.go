@@ -224,15 +224,7 @@ const maxDummyFieldSize = 1 << 20
 
 // dummyFieldSize reads ParamDummyFieldSize from the job.
 func dummyFieldSize(ctx dataplane.OperatorContext) (int, error) {
-	v, ok := ctx.Job.Params[ParamDummyFieldSize]
-	if !ok || v == "" {
-		return DefaultDummyFieldSize, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > maxDummyFieldSize {
-		return 0, fmt.Errorf("job parameter %s=%q: want a whole number of bytes between 0 and %d", ParamDummyFieldSize, v, maxDummyFieldSize)
-	}
-	return n, nil
+	return dataplane.IntParam(ctx.Job, ParamDummyFieldSize, DefaultDummyFieldSize, 0, maxDummyFieldSize, "bytes")
 }
 
 // newPad returns n incompressible bytes, fixed per operator, so padded
