@@ -174,7 +174,7 @@ func (k *KLT) lookupGroup(keys [][]byte, out []uint32, first int, slow []int) []
 			out[i] = b.owner0 + 1
 		case m&(m-1) != 0: // several entries, some maybe removed
 			slow = append(slow, first+i)
-		case b.dead[(lo[i]+uint32(bits.TrailingZeros64(m)))>>6]>>((lo[i]+uint32(bits.TrailingZeros64(m)))&63)&1 != 0:
+		case b.isDead(int(lo[i]) + bits.TrailingZeros64(m)):
 			out[i] = 0
 		default:
 			out[i] = b.owner0 + 1
