@@ -14,6 +14,9 @@ import (
 // names[r-1] (several owners joined with OwnerSep when entries of several
 // match). Answering with refs, not owner strings, keeps the per-key output
 // to one 4-byte store; names is a snapshot, valid after the table changes.
+//
+// On amd64 the keys go through the assembly passes of lookupBatchFast;
+// elsewhere (or built with the purego tag) through lookupGroup.
 func (k *KLT) LookupBatchRefs(keys [][]byte, dst []uint32) (refs []uint32, names []string) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
@@ -26,8 +29,8 @@ func (k *KLT) LookupBatchRefs(keys [][]byte, dst []uint32) (refs []uint32, names
 		return dst, nil
 	}
 	names = k.owners[:len(k.owners):len(k.owners)]
-	var slow []int
-	for base := 0; base < len(keys); base += kltGroupSize {
+	slow, done := k.lookupBatchFast(keys, out, nil)
+	for base := 0; !done && base < len(keys); base += kltGroupSize {
 		end := min(base+kltGroupSize, len(keys))
 		slow = k.lookupGroup(keys[base:end], out[base:end], base, slow)
 	}
@@ -94,10 +97,12 @@ func newKLTNoBucket() kltBucket {
 // (memory-level parallelism) instead of queueing one behind the other:
 // (1) hash each key, read its group's bounds from the directory record;
 // (2) load the words holding the group's remainders; (3) compare, now in
-// cache, and answer. Keys of buckets that are not fast (several owners,
-// buffered additions, a wide directory) and of groups of more than
-// kltMatchWidth elements are appended to slow (as first+index) for the
-// general path; it returns slow.
+// cache, and answer. Groups of more than kltMatchWidth elements are
+// scanned (kltScanGroup); keys of buckets that are not fast (several
+// owners, buffered additions, a wide directory) are appended to slow (as
+// first+index) for the general path; it returns slow. It is the portable
+// path, which lookupBatchFast's assembly mirrors, and the one the keys
+// that assembly leaves take.
 //
 // The passes read sequence memory through unsafe pointers, without bounds
 // checks, which they would otherwise pay several times per key. The
