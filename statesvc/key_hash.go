@@ -26,45 +26,54 @@ func keyHash(key []byte) uint64 {
 	if n >= 32 {
 		return xxhash.Sum64(key)
 	}
+	// Straight-line code, no loops: the steps a length needs are known
+	// from its bits, and each branch goes the same way for keys of one
+	// length (a batch's keys usually share theirs).
 	h := xxPrime5 + uint64(n)
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		k := bits.RotateLeft64(binary.LittleEndian.Uint64(key[i:i+8])*xxPrime2, 31) * xxPrime1
-		h = bits.RotateLeft64(h^k, 27)*xxPrime1 + xxPrime4
+	if n >= 8 {
+		h = xxMerge8(h, binary.LittleEndian.Uint64(key))
+		if n >= 16 {
+			h = xxMerge8(h, binary.LittleEndian.Uint64(key[8:]))
+			if n >= 24 {
+				h = xxMerge8(h, binary.LittleEndian.Uint64(key[16:]))
+			}
+		}
 	}
-	if i+4 <= n {
-		h ^= uint64(binary.LittleEndian.Uint32(key[i:i+4])) * xxPrime1
+	t := key[n&^7:]
+	if n&4 != 0 {
+		h ^= uint64(binary.LittleEndian.Uint32(t)) * xxPrime1
 		h = bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3
-		i += 4
+		t = t[4:]
 	}
-	for ; i < n; i++ {
-		h ^= uint64(key[i]) * xxPrime5
-		h = bits.RotateLeft64(h, 11) * xxPrime1
+	if len(t) > 0 {
+		h = xxMerge1(h, t[0])
+		if len(t) > 1 {
+			h = xxMerge1(h, t[1])
+			if len(t) > 2 {
+				h = xxMerge1(h, t[2])
+			}
+		}
 	}
-	h ^= h >> 33
-	h *= xxPrime2
-	h ^= h >> 29
-	h *= xxPrime3
-	h ^= h >> 32
-	return h
+	return xxAvalanche(h)
 }
 
 // keyHash8 is keyHash of an 8-byte key whose little-endian value is v,
 // small enough to be inlined into the batch lookup's hashing loop.
-func keyHash8(v uint64) uint64 {
-	h := bits.RotateLeft64((xxPrime5+8)^xxRound(v), 27)*xxPrime1 + xxPrime4
-	return xxAvalanche(h)
-}
+func keyHash8(v uint64) uint64 { return xxAvalanche(xxMerge8(xxPrime5+8, v)) }
 
 // keyHash16 is keyHash of a 16-byte key whose little-endian halves are v0
 // and v1.
-func keyHash16(v0, v1 uint64) uint64 {
-	h := bits.RotateLeft64((xxPrime5+16)^xxRound(v0), 27)*xxPrime1 + xxPrime4
-	h = bits.RotateLeft64(h^xxRound(v1), 27)*xxPrime1 + xxPrime4
-	return xxAvalanche(h)
-}
+func keyHash16(v0, v1 uint64) uint64 { return xxAvalanche(xxMerge8(xxMerge8(xxPrime5+16, v0), v1)) }
 
 func xxRound(v uint64) uint64 { return bits.RotateLeft64(v*xxPrime2, 31) * xxPrime1 }
+
+// xxMerge8 and xxMerge1 are XXH64's steps for a remaining 8-byte word and
+// a remaining byte of a short input.
+func xxMerge8(h, v uint64) uint64 { return bits.RotateLeft64(h^xxRound(v), 27)*xxPrime1 + xxPrime4 }
+
+func xxMerge1(h uint64, c byte) uint64 {
+	return bits.RotateLeft64(h^uint64(c)*xxPrime5, 11) * xxPrime1
+}
 
 func xxAvalanche(h uint64) uint64 {
 	h ^= h >> 33
