@@ -151,8 +151,13 @@ func (r BenchReport) Targets() []TargetRow {
 			verdict(f >= TargetLagSpeedup), "disruption")
 	}
 	if m, ok := FindMicro(r.Micro, "KLTLookup/hit/batch"); ok {
+		// Both batches of present and of absent keys must make it: a
+		// stateful task's batches hold both.
 		ns := m.Metrics["ns/op"]
-		add("KLT lookup ≤ 40 µs per 1000-key batch (1 M-key table)", fmt.Sprintf("%.1f µs (hit%s); %s", ns/1000, runsText(m), missText(r.Micro)), verdict(ns <= TargetKLTBatchNs), "go test statesvc")
+		if miss, ok := FindMicro(r.Micro, "KLTLookup/miss/batch"); ok {
+			ns = max(ns, miss.Metrics["ns/op"])
+		}
+		add("KLT lookup ≤ 40 µs per 1000-key batch (1 M-key table; present and absent keys)", fmt.Sprintf("%.1f µs (hit%s); %s", m.Metrics["ns/op"]/1000, runsText(m), missText(r.Micro)), verdict(ns <= TargetKLTBatchNs), "go test statesvc")
 	} else {
 		add("KLT lookup ≤ 40 µs per 1000-key batch", "n/a", VerdictUnknown, "go test statesvc")
 	}

@@ -271,3 +271,29 @@ BenchmarkKLTLookup/hit/batch-2 	 45000	 35000 ns/op	 35.00 ns/key
 		t.Error("median of an even count is not the mean of the middle two")
 	}
 }
+
+// TestBenchReportKLTNeedsMiss: the KLT lookup target holds only if the
+// batches of absent keys make it too, not those of present keys alone.
+func TestBenchReportKLTNeedsMiss(t *testing.T) {
+	for _, c := range []struct {
+		missNs float64
+		want   string
+	}{{30_000, VerdictMet}, {45_000, VerdictMissed}} {
+		r := BenchReport{Micro: []MicroResult{
+			{Package: "koala/statesvc", Name: "KLTLookup/hit/batch", Metrics: map[string]float64{"ns/op": 21_000}},
+			{Package: "koala/statesvc", Name: "KLTLookup/miss/batch", Metrics: map[string]float64{"ns/op": c.missNs}},
+		}}
+		found := false
+		for _, row := range r.Targets() {
+			if strings.Contains(row.Target, "KLT lookup") {
+				found = true
+				if row.Verdict != c.want {
+					t.Errorf("miss %.0f ns: verdict %s, want %s (%s)", c.missNs, row.Verdict, c.want, row.Measured)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no KLT lookup row")
+		}
+	}
+}
