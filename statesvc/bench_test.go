@@ -211,15 +211,15 @@ func BenchmarkKLTLookup(b *testing.B) {
 	// Batch keys live in one buffer per batch, as after decoding a batch.
 	var hits, misses [][][]byte
 	for _, batch := range benchBatches(ks, 64) {
-		var buf []byte
+		var buf, mbuf []byte
 		for _, key := range batch {
 			buf = append(buf, key...)
+			mbuf = append(append(mbuf, 'x'), key...) // absent: 9 bytes
 		}
 		var h, m [][]byte
 		for i := range batch {
-			key := buf[8*i : 8*i+8 : 8*i+8]
-			h = append(h, key)
-			m = append(m, append([]byte("x"), key...)) // absent: 9 bytes
+			h = append(h, buf[8*i:8*i+8:8*i+8])
+			m = append(m, mbuf[9*i:9*i+9:9*i+9])
 		}
 		hits, misses = append(hits, h), append(misses, m)
 	}

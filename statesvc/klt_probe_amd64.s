@@ -234,3 +234,100 @@ rare3:
 
 done3:
 	RET
+
+// kltHashKeys is keyHash (XXH64, seed 0) of each key shorter than 32
+// bytes, the constants kept in registers: SI the slice headers, DI xs,
+// R11 the index, DX the hash, BX and CX the bytes left, R8 scratch; R12
+// xxPrime1, R13 xxPrime2, R10 xxPrime3, R14 xxPrime4.
+//
+// func kltHashKeys(keys *[]byte, n int, xs *uint64) (long uint64)
+TEXT ·kltHashKeys(SB), NOSPLIT, $0-32
+	MOVQ keys+0(FP), SI
+	MOVQ n+8(FP), R9
+	MOVQ xs+16(FP), DI
+	MOVQ $0, long+24(FP)
+	MOVQ $0x9E3779B185EBCA87, R12
+	MOVQ $0xC2B2AE3D27D4EB4F, R13
+	MOVQ $0x165667B19E3779F9, R10
+	MOVQ $0x85EBCA77C2B2AE63, R14
+	XORQ R11, R11
+
+hashKey:
+	CMPQ  R11, R9
+	JGE   hashDone
+	LEAQ  (R11)(R11*2), AX
+	MOVQ  (SI)(AX*8), BX   // the key's bytes
+	MOVQ  8(SI)(AX*8), CX  // its length
+	CMPQ  CX, $32
+	JAE   hashLong
+	MOVQ  $0x27D4EB2F165667C5, DX
+	ADDQ  CX, DX
+	CMPQ  CX, $8
+	JB    hashTail4
+
+hashWord:
+	MOVQ  (BX), R8
+	IMULQ R13, R8
+	ROLQ  $31, R8
+	IMULQ R12, R8
+	XORQ  R8, DX
+	ROLQ  $27, DX
+	IMULQ R12, DX
+	ADDQ  R14, DX
+	ADDQ  $8, BX
+	SUBQ  $8, CX
+	CMPQ  CX, $8
+	JAE   hashWord
+
+hashTail4:
+	CMPQ    CX, $4
+	JB      hashTail1
+	MOVLQZX (BX), R8
+	IMULQ   R12, R8
+	XORQ    R8, DX
+	ROLQ    $23, DX
+	IMULQ   R13, DX
+	ADDQ    R10, DX
+	ADDQ    $4, BX
+	SUBQ    $4, CX
+
+hashTail1:
+	TESTQ CX, CX
+	JZ    hashAvalanche
+
+hashByte:
+	MOVBQZX (BX), R8
+	MOVQ    $0x27D4EB2F165667C5, AX
+	IMULQ   AX, R8
+	XORQ    R8, DX
+	ROLQ    $11, DX
+	IMULQ   R12, DX
+	INCQ    BX
+	DECQ    CX
+	JNZ     hashByte
+
+hashAvalanche:
+	MOVQ  DX, R8
+	SHRQ  $33, R8
+	XORQ  R8, DX
+	IMULQ R13, DX
+	MOVQ  DX, R8
+	SHRQ  $29, R8
+	XORQ  R8, DX
+	IMULQ R10, DX
+	MOVQ  DX, R8
+	SHRQ  $32, R8
+	XORQ  R8, DX
+	MOVQ  DX, (DI)(R11*8)
+	INCQ  R11
+	JMP   hashKey
+
+hashLong:
+	MOVQ long+24(FP), R8
+	BTSQ R11, R8
+	MOVQ R8, long+24(FP)
+	INCQ R11
+	JMP  hashKey
+
+hashDone:
+	RET
