@@ -214,7 +214,7 @@ dead3:
 
 	// A group of 5 to 8 elements (about 1 lookup in 8): two more words.
 long3:
-	CMPQ    BX, $8
+	CMPQ    BX, $const_kltMatchWidth8
 	JHI     rare3
 	LEAQ    (R12)(CX*4), DX
 	PAIR(4)
