@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // Benchmarks of the operator families on the real task loop: one task of
@@ -76,7 +77,7 @@ func (p *opBenchPipe) run(b *testing.B, mk func(i int) Record, from func(i int) 
 		maxTs = max(maxTs, r.EventTime)
 		batch = append(batch, r)
 		if len(batch) == opBenchBatch || i == b.N-1 {
-			f := &Frame{Kind: FrameData, JobID: p.op.jobID, FromTask: from(i), ToTask: p.op.id, Records: batch}
+			f := &wire.Frame{Kind: wire.FrameData, JobID: p.op.jobID, FromTask: from(i), ToTask: p.op.id, Records: batch}
 			if err := p.op.handleFrame(ctx, f); err != nil {
 				b.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // Hot-path benchmarks of the data plane, run by `make bench` (koala bench)
@@ -40,8 +41,8 @@ func benchBatch() []Record {
 	return recs
 }
 
-func benchFrame() *Frame {
-	return &Frame{Kind: FrameData, JobID: "counter-20261129-093019", FromTask: "source-0", ToTask: "counter-1", Records: benchBatch()}
+func benchFrame() *wire.Frame {
+	return &wire.Frame{Kind: wire.FrameData, JobID: "counter-20261129-093019", FromTask: "source-0", ToTask: "counter-1", Records: benchBatch()}
 }
 
 func reportPerRecord(b *testing.B) {
@@ -51,12 +52,12 @@ func reportPerRecord(b *testing.B) {
 // BenchmarkFrameEncode encodes one 1000-record data frame into a reused buffer.
 func BenchmarkFrameEncode(b *testing.B) {
 	f := benchFrame()
-	buf := AppendFrame(nil, f)
+	buf := wire.AppendFrame(nil, f)
 	b.SetBytes(int64(len(buf)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		buf = AppendFrame(buf[:0], f)
+		buf = wire.AppendFrame(buf[:0], f)
 	}
 	reportPerRecord(b)
 	b.ReportMetric(float64(len(buf))/benchRecords, "B/record")
@@ -76,17 +77,17 @@ func BenchmarkFrameDecodeNoRelease(b *testing.B) {
 }
 
 func benchDecode(b *testing.B, release bool) {
-	data := AppendFrame(nil, benchFrame())
+	data := wire.AppendFrame(nil, benchFrame())
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		f, err := DecodeFrame(data)
+		f, err := wire.DecodeFrame(data)
 		if err != nil || len(f.Records) != benchRecords {
 			b.Fatalf("decode: %v", err)
 		}
 		if release {
-			f.release()
+			f.Release()
 		}
 	}
 	reportPerRecord(b)
@@ -179,7 +180,7 @@ func BenchmarkOutputsBatching(b *testing.B) {
 				for _, id := range o.order { // flush without delivery
 					f := o.pending[id]
 					sent += len(f.Records)
-					f.release() // as the receiving task does once it processed f
+					f.Release() // as the receiving task does once it processed f
 					delete(o.pending, id)
 				}
 				o.order = o.order[:0]
@@ -200,12 +201,12 @@ func BenchmarkFrameRoundTrip(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		buf = AppendFrame(buf[:0], f)
-		g, err := DecodeFrame(buf)
+		buf = wire.AppendFrame(buf[:0], f)
+		g, err := wire.DecodeFrame(buf)
 		if err != nil {
 			b.Fatal(err)
 		}
-		g.release()
+		g.Release()
 	}
 	reportPerRecord(b)
 }

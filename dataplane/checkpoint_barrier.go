@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // Aligned checkpoint barriers (Chandy–Lamport with alignment).
@@ -112,15 +113,15 @@ func (c *checkpointState) abort(id string) {
 type checkpointAlign struct {
 	id    string
 	seen  map[string]bool // upstream tasks whose barrier arrived
-	held  []*Frame        // their later frames, in arrival order
+	held  []*wire.Frame   // their later frames, in arrival order
 	start time.Time
 }
 
 // holdForCheckpoint keeps f for after the checkpoint when its sender
 // already sent the barrier being aligned.
-func (t *task) holdForCheckpoint(f *Frame) bool {
+func (t *task) holdForCheckpoint(f *wire.Frame) bool {
 	a := t.ckpt.align
-	if a == nil || f.FromTask == "" || !a.seen[f.FromTask] || f.Kind == frameControl {
+	if a == nil || f.FromTask == "" || !a.seen[f.FromTask] || f.Kind == wire.FrameControl {
 		return false
 	}
 	a.held = append(a.held, f)
@@ -130,7 +131,7 @@ func (t *task) holdForCheckpoint(f *Frame) bool {
 // onCheckpointBarrier aligns checkpoint barrier f; when every upstream
 // sent it, the task writes its part, forwards the barrier and processes
 // what it held.
-func (t *task) onCheckpointBarrier(ctx context.Context, view *taskView, f *Frame) error {
+func (t *task) onCheckpointBarrier(ctx context.Context, view *taskView, f *wire.Frame) error {
 	if slices.Contains(t.ckpt.aborted, f.BarrierID) {
 		return nil
 	}
@@ -159,7 +160,7 @@ func (t *task) onCheckpointBarrier(ctx context.Context, view *taskView, f *Frame
 	ack := t.writeCheckpointPart(ctx, view, a.id)
 	ack.AlignMillis = millis(align)
 	t.commitCheckpointAck(ctx, view, a.id, ack)
-	if err := broadcast(ctx, t.w, view, t.jobID, t.id, FrameCheckpoint, a.id); err != nil {
+	if err := broadcast(ctx, t.w, view, t.jobID, t.id, wire.FrameCheckpoint, a.id); err != nil {
 		return err
 	}
 	return t.releaseCheckpointHold(ctx)
@@ -316,7 +317,7 @@ func (t *task) injectCheckpoint(ctx context.Context, id string) (map[int32]int64
 	if err := store.CommitTask(ctx, t.jobID, id, CheckpointTaskAck{TaskID: t.id, Operator: t.opName, Kind: "source", Offsets: offsets}); err != nil {
 		return nil, err
 	}
-	if err := broadcast(ctx, t.w, view, t.jobID, t.id, FrameCheckpoint, id); err != nil {
+	if err := broadcast(ctx, t.w, view, t.jobID, t.id, wire.FrameCheckpoint, id); err != nil {
 		return nil, err
 	}
 	return offsets, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // newAlignTestSink is a sink task with two upstream tasks, "a" and "b",
@@ -26,15 +27,15 @@ func newAlignTestSink(t *testing.T) *task {
 	return tk
 }
 
-func dataFrame(from string, key string, count uint64, offset int64) *Frame {
+func dataFrame(from string, key string, count uint64, offset int64) *wire.Frame {
 	v := make([]byte, 8)
 	binary.LittleEndian.PutUint64(v, count)
-	return &Frame{Kind: FrameData, JobID: "align", FromTask: from, ToTask: "sink-0",
+	return &wire.Frame{Kind: wire.FrameData, JobID: "align", FromTask: from, ToTask: "sink-0",
 		Records: []Record{{Key: []byte(key), Value: v, Partition: 0, Offset: offset}}}
 }
 
-func barrierFrame(from, id string) *Frame {
-	return &Frame{Kind: FrameCheckpoint, JobID: "align", FromTask: from, ToTask: "sink-0", BarrierID: id}
+func barrierFrame(from, id string) *wire.Frame {
+	return &wire.Frame{Kind: wire.FrameCheckpoint, JobID: "align", FromTask: from, ToTask: "sink-0", BarrierID: id}
 }
 
 // TestCheckpointBarrierAlignment feeds a two-input sink interleaved
@@ -46,7 +47,7 @@ func TestCheckpointBarrierAlignment(t *testing.T) {
 	ctx := context.Background()
 	tk := newAlignTestSink(t)
 	steps := []struct {
-		f            *Frame
+		f            *wire.Frame
 		wantReceived uint64 // ledger count after the frame
 		wantHeld     int
 	}{
@@ -101,7 +102,7 @@ func TestCheckpointBarrierAlignment(t *testing.T) {
 	}
 	// Replaying the records after the cut into the restored sink gives the
 	// same output as the original: nothing lost, nothing counted twice.
-	for _, f := range []*Frame{dataFrame("a", "k1", 2, 1), dataFrame("a", "k1", 3, 3), dataFrame("b", "k2", 2, 4)} {
+	for _, f := range []*wire.Frame{dataFrame("a", "k1", 2, 1), dataFrame("a", "k1", 3, 3), dataFrame("b", "k2", 2, 4)} {
 		if err := restored.handleFrame(ctx, f); err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +123,7 @@ func TestCheckpointBarrierAlignment(t *testing.T) {
 func TestCheckpointBarrierAbort(t *testing.T) {
 	ctx := context.Background()
 	tk := newAlignTestSink(t)
-	for _, f := range []*Frame{barrierFrame("a", "cp-000001"), dataFrame("a", "k1", 1, 0)} {
+	for _, f := range []*wire.Frame{barrierFrame("a", "cp-000001"), dataFrame("a", "k1", 1, 0)} {
 		if err := tk.handleFrame(ctx, f); err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func TestCheckpointBarrierAbort(t *testing.T) {
 	}
 	// A newer barrier from an input that skipped the one being aligned
 	// abandons it (with a refused ack) and aligns on the newer one.
-	for _, f := range []*Frame{barrierFrame("a", "cp-000002"), barrierFrame("b", "cp-000003")} {
+	for _, f := range []*wire.Frame{barrierFrame("a", "cp-000002"), barrierFrame("b", "cp-000003")} {
 		if err := tk.handleFrame(ctx, f); err != nil {
 			t.Fatal(err)
 		}

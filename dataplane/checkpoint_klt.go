@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -116,7 +117,7 @@ func (ks *keyedState) saveServed(dir, id string) (uint64, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	data := appendByteSlices(appendByteSlices(nil, keys), vals)
+	data := wire.AppendByteSlices(wire.AppendByteSlices(nil, keys), vals)
 	if err := os.WriteFile(filepath.Join(dir, checkpointServedFile), data, 0o644); err != nil {
 		return 0, fmt.Errorf("served values: %w", err)
 	}
@@ -132,13 +133,13 @@ func loadServed(dir string) (keys, vals [][]byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("served values: %w", err)
 	}
-	d := decoder{buf: data}
-	keys, vals = d.byteSlices(), d.byteSlices()
+	d := wire.NewDecoder(data)
+	keys, vals = d.ByteSlices(), d.ByteSlices()
 	switch {
-	case d.err != nil:
-		return nil, nil, fmt.Errorf("decode %s: %w", filepath.Join(dir, checkpointServedFile), d.err)
-	case len(d.buf) != 0 || len(keys) != len(vals):
-		return nil, nil, fmt.Errorf("decode %s: %d keys, %d values, %d trailing bytes", filepath.Join(dir, checkpointServedFile), len(keys), len(vals), len(d.buf))
+	case d.Err() != nil:
+		return nil, nil, fmt.Errorf("decode %s: %w", filepath.Join(dir, checkpointServedFile), d.Err())
+	case len(d.Rest()) != 0 || len(keys) != len(vals):
+		return nil, nil, fmt.Errorf("decode %s: %d keys, %d values, %d trailing bytes", filepath.Join(dir, checkpointServedFile), len(keys), len(vals), len(d.Rest()))
 	}
 	return keys, vals, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -97,7 +98,7 @@ func (c *kltCkptCluster) part(t *testing.T, id, cp string) CheckpointTaskAck {
 func (c *kltCkptCluster) count(t *testing.T, key string) {
 	t.Helper()
 	tk := c.tasks["count-1"]
-	f := &Frame{Kind: FrameData, JobID: c.dep.Job.JobID, FromTask: "source-0", ToTask: tk.id, Records: []Record{{Key: []byte(key)}}}
+	f := &wire.Frame{Kind: wire.FrameData, JobID: c.dep.Job.JobID, FromTask: "source-0", ToTask: tk.id, Records: []Record{{Key: []byte(key)}}}
 	if err := tk.handleFrame(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}

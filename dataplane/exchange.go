@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"koala/dataplane/wire"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -27,10 +28,10 @@ func (frameCodec) Name() string { return "koala-frame" }
 
 func (frameCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
-	case *Frame:
-		buf := frameBufs.Get(FrameSize(m))
-		*buf = AppendFrame((*buf)[:0], m)
-		return mem.BufferSlice{mem.NewBuffer(buf, &frameBufs)}, nil
+	case *wire.Frame:
+		buf := wire.FrameBufs.Get(wire.FrameSize(m))
+		*buf = wire.AppendFrame((*buf)[:0], m)
+		return mem.BufferSlice{mem.NewBuffer(buf, &wire.FrameBufs)}, nil
 	case *exchangeAck:
 		return mem.BufferSlice{mem.SliceBuffer{m.status}}, nil
 	case *fetchRequest:
@@ -46,8 +47,8 @@ func (frameCodec) Unmarshal(msg mem.BufferSlice, v any) error {
 	// values alias data, so data is a copy of our own.
 	data := msg.Materialize()
 	switch m := v.(type) {
-	case *Frame:
-		f, err := DecodeFrame(data)
+	case *wire.Frame:
+		f, err := wire.DecodeFrame(data)
 		if err != nil {
 			return err
 		}
@@ -83,7 +84,7 @@ type exchangeAck struct{ status byte }
 
 // frameHandler receives frames that arrive at this worker.
 type frameHandler interface {
-	deliverLocal(ctx context.Context, f *Frame) error
+	deliverLocal(ctx context.Context, f *wire.Frame) error
 }
 
 const exchangeMethod = "/koala.Exchange/Send"
@@ -110,7 +111,7 @@ var exchangeDesc = grpc.ServiceDesc{
 		Handler: func(srv any, stream grpc.ServerStream) error {
 			h := srv.(frameHandler)
 			for {
-				f := new(Frame)
+				f := new(wire.Frame)
 				if err := stream.RecvMsg(f); err != nil {
 					if errors.Is(err, io.EOF) {
 						return stream.SendMsg(&exchangeAck{})
@@ -139,7 +140,7 @@ func newExchangeServer(h frameHandler, creds credentials.TransportCredentials) *
 type peer struct {
 	addr   string
 	creds  credentials.TransportCredentials
-	queue  chan *Frame
+	queue  chan *wire.Frame
 	log    *slog.Logger
 	sent   atomic.Uint64
 	failed atomic.Uint64
@@ -164,7 +165,7 @@ func (ps *peers) get(addr string) *peer {
 	defer ps.mu.Unlock()
 	p, ok := ps.byAdr[addr]
 	if !ok {
-		p = &peer{addr: addr, creds: ps.creds, queue: make(chan *Frame, 256), log: ps.log, done: make(chan struct{})}
+		p = &peer{addr: addr, creds: ps.creds, queue: make(chan *wire.Frame, 256), log: ps.log, done: make(chan struct{})}
 		ps.byAdr[addr] = p
 		go p.run(ps.ctx)
 	}
@@ -173,7 +174,7 @@ func (ps *peers) get(addr string) *peer {
 
 // send queues f; it blocks when the peer is behind, which is how
 // backpressure reaches the sending task.
-func (p *peer) send(ctx context.Context, f *Frame) error {
+func (p *peer) send(ctx context.Context, f *wire.Frame) error {
 	select {
 	case p.queue <- f:
 		return nil
@@ -184,7 +185,7 @@ func (p *peer) send(ctx context.Context, f *Frame) error {
 
 func (p *peer) run(ctx context.Context) {
 	defer close(p.done)
-	var pendingFrame *Frame
+	var pendingFrame *wire.Frame
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		err := p.stream(ctx, &pendingFrame)
@@ -205,7 +206,7 @@ func (p *peer) run(ctx context.Context) {
 
 // stream opens one stream and sends until it fails. A frame whose send
 // failed is kept in *pending and sent first on the next stream.
-func (p *peer) stream(ctx context.Context, pending **Frame) error {
+func (p *peer) stream(ctx context.Context, pending **wire.Frame) error {
 	conn, err := grpc.NewClient(p.addr,
 		grpc.WithTransportCredentials(orPlaintext(p.creds)),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(frameCodec{}), grpc.MaxCallSendMsgSize(maxMessageBytes)),
@@ -238,6 +239,6 @@ func (p *peer) stream(ctx context.Context, pending **Frame) error {
 		}
 		*pending = nil
 		p.sent.Add(1)
-		f.release() // encoded: the record array can be reused (outputs.emitTo)
+		f.Release() // encoded: the record array can be reused (outputs.emitTo)
 	}
 }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"koala/dataplane/wire"
 	"log/slog"
 	"net"
 	"sync/atomic"
@@ -28,10 +29,10 @@ type ExchangeLoopback struct {
 // loopbackReceiver is the receiving side's frame handler: it counts.
 type loopbackReceiver struct {
 	frames, records atomic.Uint64
-	onFrame         func(*Frame)
+	onFrame         func(*wire.Frame)
 }
 
-func (r *loopbackReceiver) deliverLocal(_ context.Context, f *Frame) error {
+func (r *loopbackReceiver) deliverLocal(_ context.Context, f *wire.Frame) error {
 	if r.onFrame != nil {
 		r.onFrame(f)
 	}
@@ -44,7 +45,7 @@ func (r *loopbackReceiver) deliverLocal(_ context.Context, f *Frame) error {
 // 127.0.0.1 port and the sending peer stream to it (plaintext). onFrame,
 // when not nil, sees every frame received, in arrival order, on the
 // server's stream goroutine, before it is counted. Close stops both.
-func StartExchangeLoopback(onFrame func(*Frame)) (*ExchangeLoopback, error) {
+func StartExchangeLoopback(onFrame func(*wire.Frame)) (*ExchangeLoopback, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("exchange loopback: listen on 127.0.0.1: %w", err)
@@ -64,7 +65,7 @@ func (l *ExchangeLoopback) Addr() string { return l.addr }
 // Send queues f on the sending peer's stream, blocking while the stream is
 // behind (the exchange's backpressure). f is encoded when the stream sends
 // it, so the caller must not change it until it has been received.
-func (l *ExchangeLoopback) Send(ctx context.Context, f *Frame) error {
+func (l *ExchangeLoopback) Send(ctx context.Context, f *wire.Frame) error {
 	return l.peer.send(ctx, f)
 }
 

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"koala/dataplane/wire"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestExchangeLoopbackDeliversEachRecordOnce(t *testing.T) {
 	lastFrame := int64(-1)
 	all := make(chan struct{})
 	got := 0
-	l, err := StartExchangeLoopback(func(f *Frame) {
+	l, err := StartExchangeLoopback(func(f *wire.Frame) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(f.Records) == 0 {
@@ -58,7 +59,7 @@ func TestExchangeLoopbackDeliversEachRecordOnce(t *testing.T) {
 			recs[j] = base[j]
 			recs[j].Offset = int64(i*benchRecords + j)
 		}
-		if err := l.Send(ctx, &Frame{Kind: FrameData, JobID: "j", FromTask: "a-0", ToTask: "b-0", Records: recs}); err != nil {
+		if err := l.Send(ctx, &wire.Frame{Kind: wire.FrameData, JobID: "j", FromTask: "a-0", ToTask: "b-0", Records: recs}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,11 +92,11 @@ func TestExchangeLoopbackDeliversEachRecordOnce(t *testing.T) {
 //	go test -run '^$' -bench Exchange ./dataplane
 func BenchmarkExchange(b *testing.B) {
 	f := benchFrame()
-	b.SetBytes(int64(len(AppendFrame(nil, f))))
+	b.SetBytes(int64(len(wire.AppendFrame(nil, f))))
 	var mu sync.Mutex
 	want, got := uint64(0), uint64(0)
 	done := make(chan struct{}, 1)
-	l, err := StartExchangeLoopback(func(f *Frame) {
+	l, err := StartExchangeLoopback(func(f *wire.Frame) {
 		mu.Lock()
 		got += uint64(len(f.Records))
 		if want > 0 && got >= want {

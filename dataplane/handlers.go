@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // requestTimeout bounds the work of one control request on the worker.
@@ -298,7 +299,7 @@ func (w *Worker) onTaskGoroutines(ctx context.Context, jobID string, ids []strin
 		}
 		item := &controlItem{fn: fn, reply: make(chan error, 1)}
 		select {
-		case t.inbox <- &Frame{Kind: frameControl, ctl: item}:
+		case t.inbox <- &wire.Frame{Kind: wire.FrameControl, Ctl: item}:
 		case <-ctx.Done():
 			return fmt.Errorf("task %s: %w", t.id, ctx.Err())
 		}
@@ -373,4 +374,12 @@ func (w *Worker) removeJobDir(jobID string) error {
 		return fmt.Errorf("job %s: removing its data directory: %w", jobID, err)
 	}
 	return nil
+}
+
+// controlItem is work a control request needs done on a task goroutine, so
+// it is ordered with the records the task processes and emits. It rides in
+// a wire.FrameControl frame's Ctl.
+type controlItem struct {
+	fn    func(ctx context.Context, t *task) error
+	reply chan error
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -91,12 +92,12 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 // entries are still being sent.
 type handoffQueue struct {
 	mu      sync.Mutex
-	pending []*Frame
+	pending []*wire.Frame
 	done    bool
 }
 
 // offer queues f unless the handoff finished; it reports whether it did.
-func (q *handoffQueue) offer(f *Frame) bool {
+func (q *handoffQueue) offer(f *wire.Frame) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.done {
@@ -122,13 +123,13 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 				// Every frame starts by naming its first owner.
 				chunk[0].Value = []byte(encodeOwner(ownerAt(entries, start)))
 			}
-			f := &Frame{Kind: FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID, Records: chunk}
+			f := &wire.Frame{Kind: wire.FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID, Records: chunk}
 			if err := t.w.deliver(ctx, target, f); err != nil {
 				return err
 			}
 		}
 		// The end names this task's address: the new owner acks there.
-		end := &Frame{Kind: FrameKLTEnd, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID,
+		end := &wire.Frame{Kind: wire.FrameKLTEnd, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID,
 			Records: []Record{{Key: []byte(kltFromKey), Value: []byte(encodeOwner(me)), Offset: -1}}}
 		if eager {
 			end.Records = append(end.Records, Record{Key: []byte("eager"), Offset: -1})
@@ -275,7 +276,7 @@ func decodeOwner(s []byte) (control.TaskRef, error) {
 }
 
 // installKLT takes lookup entries handed over by an old owner.
-func (t *task) installKLT(f *Frame) error {
+func (t *task) installKLT(f *wire.Frame) error {
 	if t.keyed == nil {
 		return fmt.Errorf("task %s: KLT frame from %s, but the operator keeps no keyed state", t.id, f.FromTask)
 	}
@@ -307,7 +308,7 @@ func (t *task) installKLT(f *Frame) error {
 	return nil
 }
 
-func (t *task) endKLT(ctx context.Context, f *Frame) error {
+func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 	if t.keyed == nil {
 		return nil
 	}
@@ -362,7 +363,7 @@ func (t *task) applyRouting(ctx context.Context, req control.RoutingRequest) err
 		senders = append(senders, Record{Key: []byte(id), Offset: -1})
 	}
 	for _, target := range targets {
-		f := &Frame{Kind: FrameRouteBarrier, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: req.BarrierID, Records: senders}
+		f := &wire.Frame{Kind: wire.FrameRouteBarrier, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: req.BarrierID, Records: senders}
 		if err := t.w.deliver(ctx, target, f); err != nil {
 			return err
 		}
@@ -374,7 +375,7 @@ func (t *task) applyRouting(ctx context.Context, req control.RoutingRequest) err
 // record routed with the old table can still arrive here. A barrier that
 // names its senders is aligned over them; one that does not, over the
 // upstream tasks of the view.
-func (t *task) onRouteBarrier(ctx context.Context, view *taskView, f *Frame) error {
+func (t *task) onRouteBarrier(ctx context.Context, view *taskView, f *wire.Frame) error {
 	// Everything f's sender routed here with the old table is processed
 	// and, where forwarded, queued ahead of this marker.
 	if err := t.sendRouteDrained(ctx, f.BarrierID, f.FromTask, false); err != nil {

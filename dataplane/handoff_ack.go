@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // Handoff acknowledgements close the checkpoint window of a handoff.
@@ -83,7 +84,7 @@ func (t *task) ackKLT(ctx context.Context, from control.TaskRef, reconfigID stri
 	if from.ID == "" {
 		return
 	}
-	f := &Frame{Kind: FrameKLTAck, JobID: t.jobID, FromTask: t.id, ToTask: from.ID, BarrierID: reconfigID,
+	f := &wire.Frame{Kind: wire.FrameKLTAck, JobID: t.jobID, FromTask: t.id, ToTask: from.ID, BarrierID: reconfigID,
 		Records: []Record{{Key: []byte(t.keyed.lastCheckpoint), Offset: -1}}}
 	go func() {
 		if err := t.w.deliver(ctx, from, f); err != nil && ctx.Err() == nil {
@@ -93,7 +94,7 @@ func (t *task) ackKLT(ctx context.Context, from control.TaskRef, reconfigID stri
 }
 
 // onKLTAck takes a new owner's ack of a handoff from this task.
-func (t *task) onKLTAck(f *Frame) error {
+func (t *task) onKLTAck(f *wire.Frame) error {
 	if len(f.Records) != 1 {
 		return fmt.Errorf("task %s: KLT ack from %s with %d records, want 1", t.id, f.FromTask, len(f.Records))
 	}

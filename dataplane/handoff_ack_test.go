@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -36,10 +37,10 @@ func (c *kltCkptCluster) handoffTo(moved []int) (dep control.Deployment) {
 }
 
 // waitFrames polls task id's inbox until it holds n frames and returns them.
-func (c *kltCkptCluster) waitFrames(t *testing.T, id string, n int) []*Frame {
+func (c *kltCkptCluster) waitFrames(t *testing.T, id string, n int) []*wire.Frame {
 	t.Helper()
 	tk := c.tasks[id]
-	var got []*Frame
+	var got []*wire.Frame
 	deadline := time.Now().Add(10 * time.Second)
 	for len(got) < n {
 		select {
@@ -54,8 +55,8 @@ func (c *kltCkptCluster) waitFrames(t *testing.T, id string, n int) []*Frame {
 	return got
 }
 
-func kinds(fs []*Frame) []FrameKind {
-	var out []FrameKind
+func kinds(fs []*wire.Frame) []wire.FrameKind {
+	var out []wire.FrameKind
 	for _, f := range fs {
 		out = append(out, f.Kind)
 	}
@@ -120,7 +121,7 @@ func TestCheckpointHandoffWindow(t *testing.T) {
 	}
 	// In the window: a record of a moved bucket reaches count-0, which
 	// forwards it behind the entries (the handoff queue is flushed).
-	if err := old.handleFrame(ctx, &Frame{Kind: FrameData, JobID: c.dep.Job.JobID, FromTask: "source-0", ToTask: old.id, Records: []Record{{Key: []byte(a)}}}); err != nil {
+	if err := old.handleFrame(ctx, &wire.Frame{Kind: wire.FrameData, JobID: c.dep.Job.JobID, FromTask: "source-0", ToTask: old.id, Records: []Record{{Key: []byte(a)}}}); err != nil {
 		t.Fatal(err)
 	}
 	if ack := c.part(t, "count-1", "cp-000001"); ack.Error != "" {
@@ -134,7 +135,7 @@ func TestCheckpointHandoffWindow(t *testing.T) {
 	// Count-1 installs the entries (and counts the forwarded record); its
 	// ack reaches count-0.
 	in := c.waitFrames(t, "count-1", 3)
-	if got := kinds(in); !slices.Equal(got, []FrameKind{FrameKLT, FrameKLTEnd, FrameData}) {
+	if got := kinds(in); !slices.Equal(got, []wire.FrameKind{wire.FrameKLT, wire.FrameKLTEnd, wire.FrameData}) {
 		t.Fatalf("count-1 received %v, want klt, klt-end, data", got)
 	}
 	for _, f := range in {
@@ -143,7 +144,7 @@ func TestCheckpointHandoffWindow(t *testing.T) {
 		}
 	}
 	acks := c.waitFrames(t, "count-0", 1)
-	if acks[0].Kind != FrameKLTAck {
+	if acks[0].Kind != wire.FrameKLTAck {
 		t.Fatalf("count-0 received %v, want the install ack", acks[0].Kind)
 	}
 	if err := old.handleFrame(ctx, acks[0]); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"koala/dataplane/wire"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -36,7 +37,7 @@ func InputOf(r Record) int {
 // tagInputs marks the records of a data frame with the input they came
 // from, for operators with more than one input. Records an old owner of
 // the same operator forwards keep the tag they got on first arrival.
-func (t *task) tagInputs(f *Frame) []Record {
+func (t *task) tagInputs(f *wire.Frame) []Record {
 	if len(t.spec.Inputs) < 2 {
 		return f.Records
 	}

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"koala/dataplane/wire"
 	"math/rand/v2"
 	"reflect"
 	"sort"
@@ -25,12 +26,12 @@ func TestInputIndexAndTags(t *testing.T) {
 		}
 	}
 	tk := &task{spec: specWithInputs(ins)}
-	f := &Frame{FromTask: "auctions-by-seller-3", Records: []Record{{Partition: 2}}}
+	f := &wire.Frame{FromTask: "auctions-by-seller-3", Records: []Record{{Partition: 2}}}
 	if recs := tk.tagInputs(f); InputOf(recs[0]) != 1 {
 		t.Fatalf("record from input 1 tagged %d", InputOf(recs[0]))
 	}
 	// Forwarded by a sibling: the tag stays.
-	f = &Frame{FromTask: "op-1", Records: []Record{tagged(0, "k", 1, "")}}
+	f = &wire.Frame{FromTask: "op-1", Records: []Record{tagged(0, "k", 1, "")}}
 	if recs := tk.tagInputs(f); InputOf(recs[0]) != 0 {
 		t.Fatal("forwarded record lost its tag")
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // Per-key order across a lazy handoff.
@@ -67,9 +68,9 @@ type drainGate struct {
 // it cannot stop reading one sender without also stopping the old owner's
 // marker. The number held is logged when it grows past heldWarn.
 type routeGates struct {
-	from   map[string]*drainGate // old owner → gate
-	held   map[string][]*Frame   // sender → frames held, in arrival order
-	n      int                   // records held
+	from   map[string]*drainGate    // old owner → gate
+	held   map[string][]*wire.Frame // sender → frames held, in arrival order
+	n      int                      // records held
 	warned bool
 }
 
@@ -82,7 +83,7 @@ func (t *task) openGate(oldOwner string, buckets map[int]bool) {
 		return
 	}
 	if t.gates == nil {
-		t.gates = &routeGates{from: map[string]*drainGate{}, held: map[string][]*Frame{}}
+		t.gates = &routeGates{from: map[string]*drainGate{}, held: map[string][]*wire.Frame{}}
 	}
 	t.gates.from[oldOwner] = &drainGate{buckets: buckets, drained: map[string]bool{}}
 }
@@ -90,12 +91,12 @@ func (t *task) openGate(oldOwner string, buckets map[int]bool) {
 // gateable reports whether f comes straight from an upstream task and is
 // subject to the gates: frames of the task's own operator (forwarded
 // records, lookup entries, markers) never are.
-func (t *task) gateable(view *taskView, f *Frame) bool {
+func (t *task) gateable(view *taskView, f *wire.Frame) bool {
 	if t.gates == nil || (len(t.gates.from) == 0 && t.gates.n == 0 && len(t.gates.held) == 0) {
 		return false
 	}
 	switch f.Kind {
-	case FrameData, FrameBarrier, FrameEOS, FrameWatermark:
+	case wire.FrameData, wire.FrameBarrier, wire.FrameEOS, wire.FrameWatermark:
 	default:
 		return false
 	}
@@ -122,7 +123,7 @@ func (g *routeGates) holds(b int, sender string) bool {
 
 // admit returns the part of f to process now (nil: nothing) and holds the
 // rest behind the sender's earlier held frames.
-func (t *task) admit(view *taskView, f *Frame) *Frame {
+func (t *task) admit(view *taskView, f *wire.Frame) *wire.Frame {
 	g := t.gates
 	s := f.FromTask
 	if len(g.held[s]) > 0 {
@@ -130,7 +131,7 @@ func (t *task) admit(view *taskView, f *Frame) *Frame {
 		g.n += len(f.Records)
 		return nil
 	}
-	if f.Kind != FrameData || view.self == nil {
+	if f.Kind != wire.FrameData || view.self == nil {
 		return f
 	}
 	var now, later []Record
@@ -163,7 +164,7 @@ func (t *task) admit(view *taskView, f *Frame) *Frame {
 // onRouteDrained takes an old owner's marker and processes what it
 // releases. A marker seen again, or from an old owner whose gate is gone,
 // changes nothing.
-func (t *task) onRouteDrained(ctx context.Context, f *Frame) error {
+func (t *task) onRouteDrained(ctx context.Context, f *wire.Frame) error {
 	if t.gates == nil {
 		return nil
 	}
@@ -223,7 +224,7 @@ func (t *task) sendRouteDrained(ctx context.Context, barrierID, sender string, a
 		recs = append(recs, Record{Key: []byte(drainAll), Offset: -1})
 	}
 	for _, target := range t.drainTo {
-		f := &Frame{Kind: FrameRouteDrained, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: barrierID, Records: recs}
+		f := &wire.Frame{Kind: wire.FrameRouteDrained, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: barrierID, Records: recs}
 		if err := t.out.send(ctx, t.w, target, f); err != nil {
 			return err
 		}
@@ -236,7 +237,7 @@ func (t *task) sendRouteDrained(ctx context.Context, barrierID, sender string, a
 
 // send delivers one frame to target behind the frames already sent or
 // waiting in target's handoff queue.
-func (o *outputs) send(ctx context.Context, w *Worker, target control.TaskRef, f *Frame) error {
+func (o *outputs) send(ctx context.Context, w *Worker, target control.TaskRef, f *wire.Frame) error {
 	if q := o.diverted[target.ID]; q != nil {
 		if q.offer(f) {
 			return nil

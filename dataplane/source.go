@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"koala/dataplane/wire"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,7 +149,7 @@ func (t *task) runSource(ctx context.Context) error {
 			switch cmd.kind {
 			case "pause":
 				s.paused.Store(true)
-				cmd.reply <- broadcast(ctx, t.w, view, t.jobID, t.id, FrameBarrier, cmd.barrierID)
+				cmd.reply <- broadcast(ctx, t.w, view, t.jobID, t.id, wire.FrameBarrier, cmd.barrierID)
 			case "resume":
 				s.paused.Store(false)
 				cmd.reply <- nil
@@ -167,7 +168,7 @@ func (t *task) runSource(ctx context.Context) error {
 			if err := t.sourceWatermark(ctx, true); err != nil {
 				return err
 			}
-			if err := broadcast(ctx, t.w, t.view.Load(), t.jobID, t.id, FrameEOS, finishID); err != nil {
+			if err := broadcast(ctx, t.w, t.view.Load(), t.jobID, t.id, wire.FrameEOS, finishID); err != nil {
 				return err
 			}
 			finished = true

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -219,84 +220,48 @@ func (w *Worker) pullState(ctx context.Context, jobID string, owner control.Task
 }
 
 func appendFetchRequest(buf []byte, r *fetchRequest) []byte {
-	buf = appendString(buf, r.JobID)
-	buf = appendString(buf, r.Task)
-	buf = appendByteSlices(buf, r.Keys)
-	buf = appendUvarint(buf, uint64(r.Bucket))
-	buf = appendUvarint(buf, uint64(r.Limit))
-	return appendString(buf, r.After)
+	buf = wire.AppendString(buf, r.JobID)
+	buf = wire.AppendString(buf, r.Task)
+	buf = wire.AppendByteSlices(buf, r.Keys)
+	buf = wire.AppendUvarint(buf, uint64(r.Bucket))
+	buf = wire.AppendUvarint(buf, uint64(r.Limit))
+	return wire.AppendString(buf, r.After)
 }
 
 func decodeFetchRequest(data []byte) (*fetchRequest, error) {
-	d := decoder{buf: data}
-	r := &fetchRequest{JobID: d.string(), Task: d.string()}
-	r.Keys = d.byteSlices()
-	bucket, limit := d.uvarint(), d.uvarint()
-	r.After = d.string()
+	d := wire.NewDecoder(data)
+	r := &fetchRequest{JobID: d.Str(), Task: d.Str()}
+	r.Keys = d.ByteSlices()
+	bucket, limit := d.Uvarint(), d.Uvarint()
+	r.After = d.Str()
 	switch {
-	case d.err != nil:
-		return nil, fmt.Errorf("decode fetch request: %w", d.err)
-	case len(d.buf) != 0:
-		return nil, fmt.Errorf("decode fetch request: %d trailing bytes", len(d.buf))
+	case d.Err() != nil:
+		return nil, fmt.Errorf("decode fetch request: %w", d.Err())
+	case len(d.Rest()) != 0:
+		return nil, fmt.Errorf("decode fetch request: %d trailing bytes", len(d.Rest()))
 	case bucket >= statesvc.MaxBuckets:
 		return nil, fmt.Errorf("decode fetch request: bucket %d, allowed [0, %d)", bucket, statesvc.MaxBuckets)
-	case limit > MaxFrameRecords:
-		return nil, fmt.Errorf("decode fetch request: pull limit %d, at most %d allowed", limit, MaxFrameRecords)
+	case limit > wire.MaxFrameRecords:
+		return nil, fmt.Errorf("decode fetch request: pull limit %d, at most %d allowed", limit, wire.MaxFrameRecords)
 	}
 	r.Bucket, r.Limit = int(bucket), int(limit)
 	return r, nil
 }
 
 func appendFetchReply(buf []byte, r *fetchReply) []byte {
-	buf = appendByteSlices(buf, r.Values)
-	return appendByteSlices(buf, r.Keys)
+	buf = wire.AppendByteSlices(buf, r.Values)
+	return wire.AppendByteSlices(buf, r.Keys)
 }
 
 func decodeFetchReply(data []byte) (*fetchReply, error) {
-	d := decoder{buf: data}
-	r := &fetchReply{Values: d.byteSlices(), Keys: d.byteSlices()}
-	if d.err == nil && len(d.buf) != 0 {
-		d.err = fmt.Errorf("%d trailing bytes", len(d.buf))
+	d := wire.NewDecoder(data)
+	r := &fetchReply{Values: d.ByteSlices(), Keys: d.ByteSlices()}
+	if d.Err() == nil && len(d.Rest()) != 0 {
+		d.Fail(fmt.Errorf("%d trailing bytes", len(d.Rest())))
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("decode fetch reply: %w", d.err)
+	if d.Err() != nil {
+		return nil, fmt.Errorf("decode fetch reply: %w", d.Err())
 	}
 	return r, nil
 }
 
-// appendByteSlices encodes a list of optional byte strings: a presence
-// byte, then the bytes, so nil and empty stay distinct.
-func appendByteSlices(buf []byte, list [][]byte) []byte {
-	buf = appendUvarint(buf, uint64(len(list)))
-	for _, b := range list {
-		if b == nil {
-			buf = append(buf, 0)
-			continue
-		}
-		buf = append(buf, 1)
-		buf = appendBytes(buf, b)
-	}
-	return buf
-}
-
-func (d *decoder) byteSlices() [][]byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.buf)) {
-		d.err = fmt.Errorf("list of %d entries larger than the message", n)
-		return nil
-	}
-	out := make([][]byte, n)
-	for i := range out {
-		if d.byte() == 1 {
-			b := d.bytes()
-			out[i] = append(make([]byte, 0, len(b)), b...) // present, possibly empty
-		}
-		if d.err != nil {
-			return nil
-		}
-	}
-	return out
-}

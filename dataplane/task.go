@@ -10,6 +10,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/dataplane/wire"
 )
 
 // taskView is a task's immutable view of the deployment; a routing update
@@ -104,11 +105,11 @@ type task struct {
 	viewMu sync.Mutex // serialises mergeView
 	stats  taskStats
 
-	inbox   chan *Frame  // processing tasks
-	source  *sourceState // source tasks
-	ledger  *sinkLedger  // terminal tasks
-	latency *sinkLatency // terminal tasks: producer → sink latency
-	op      Operator     // processing tasks
+	inbox   chan *wire.Frame // processing tasks
+	source  *sourceState     // source tasks
+	ledger  *sinkLedger      // terminal tasks
+	latency *sinkLatency     // terminal tasks: producer → sink latency
+	op      Operator         // processing tasks
 	// routeDone remembers aligned route barriers for retried swaps.
 	routeDone sync.Map
 	// bucketIn counts the records a keyed task kept, per bucket: the
@@ -251,7 +252,7 @@ func (t *task) runProcessor(ctx context.Context) error {
 	}
 }
 
-func (t *task) handleFrame(ctx context.Context, f *Frame) error {
+func (t *task) handleFrame(ctx context.Context, f *wire.Frame) error {
 	if t.holdForCheckpoint(f) { // checkpoint_barrier.go
 		return nil
 	}
@@ -264,9 +265,9 @@ func (t *task) handleFrame(ctx context.Context, f *Frame) error {
 	return t.dispatch(ctx, view, f)
 }
 
-func (t *task) dispatch(ctx context.Context, view *taskView, f *Frame) error {
+func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) error {
 	switch f.Kind {
-	case FrameData:
+	case wire.FrameData:
 		start := time.Now()
 		t.out.begin(view, t.index, t.jobID, t.id, len(f.Records))
 		recs := t.tagInputs(f) // two-input operators: which input (join.go)
@@ -302,30 +303,31 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *Frame) error {
 		if err != nil {
 			return err
 		}
-		f.release() // the batch is done: its record array can be reused
+		f.Release() // the batch is done: its record array can be reused
 		if t.keyed != nil {
 			return t.afterBatch(ctx)
 		}
 		return nil
-	case FrameBarrier, FrameEOS:
+	case wire.FrameBarrier, wire.FrameEOS:
 		return t.onBarrier(ctx, view, f)
-	case FrameRouteBarrier:
+	case wire.FrameRouteBarrier:
 		return t.onRouteBarrier(ctx, view, f)
-	case FrameRouteDrained:
+	case wire.FrameRouteDrained:
 		return t.onRouteDrained(ctx, f)
-	case FrameCheckpoint:
+	case wire.FrameCheckpoint:
 		return t.onCheckpointBarrier(ctx, view, f) // checkpoint_barrier.go
-	case FrameWatermark:
+	case wire.FrameWatermark:
 		return t.onWatermark(ctx, view, f) // watermark.go
-	case FrameKLT:
+	case wire.FrameKLT:
 		return t.installKLT(f)
-	case FrameKLTEnd:
+	case wire.FrameKLTEnd:
 		return t.endKLT(ctx, f)
-	case FrameKLTAck:
+	case wire.FrameKLTAck:
 		return t.onKLTAck(f) // handoff_ack.go
-	case frameControl:
-		err := f.ctl.fn(ctx, t)
-		f.ctl.reply <- err
+	case wire.FrameControl:
+		item := f.Ctl.(*controlItem)
+		err := item.fn(ctx, t)
+		item.reply <- err
 		return nil
 	}
 	return fmt.Errorf("task %s: unexpected frame kind %v", t.id, f.Kind)
@@ -333,13 +335,13 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *Frame) error {
 
 // onBarrier aligns barrier f over all upstream tasks, then forwards it
 // downstream or, at a sink, announces it on NATS.
-func (t *task) onBarrier(ctx context.Context, view *taskView, f *Frame) error {
+func (t *task) onBarrier(ctx context.Context, view *taskView, f *wire.Frame) error {
 	if !t.align(view, f) {
 		return nil
 	}
 	t.dead.flush(ctx) // records rejected outside a data batch (e.g. on a watermark)
 	if len(view.routes) == 0 {
-		if tp, ok := t.twoPhase(); ok && f.Kind == FrameEOS {
+		if tp, ok := t.twoPhase(); ok && f.Kind == wire.FrameEOS {
 			// The input ended: the output is final (checkpoint_commit.go).
 			if err := tp.finishInput(ctx); err != nil {
 				return err
@@ -353,7 +355,7 @@ func (t *task) onBarrier(ctx context.Context, view *taskView, f *Frame) error {
 
 // align records barrier f from its sender and reports whether every
 // upstream task has now sent it.
-func (t *task) align(view *taskView, f *Frame) bool {
+func (t *task) align(view *taskView, f *wire.Frame) bool {
 	if t.barriers == nil {
 		t.barriers = map[string]map[string]bool{}
 	}
@@ -400,10 +402,10 @@ func (t *task) forwardForeign(view *taskView, recs []Record) []Record {
 }
 
 // broadcast sends a barrier to every task of every downstream operator.
-func broadcast(ctx context.Context, w *Worker, view *taskView, jobID, from string, kind FrameKind, barrierID string) error {
+func broadcast(ctx context.Context, w *Worker, view *taskView, jobID, from string, kind wire.FrameKind, barrierID string) error {
 	for _, rt := range view.routes {
 		for _, target := range rt.tasks {
-			f := &Frame{Kind: kind, JobID: jobID, FromTask: from, ToTask: target.ID, BarrierID: barrierID}
+			f := &wire.Frame{Kind: kind, JobID: jobID, FromTask: from, ToTask: target.ID, BarrierID: barrierID}
 			if err := w.deliver(ctx, target, f); err != nil {
 				return err
 			}
@@ -468,7 +470,7 @@ type outputs struct {
 	from    int
 	jobID   string
 	taskID  string
-	pending map[string]*Frame
+	pending map[string]*wire.Frame
 	targets map[string]control.TaskRef
 	order   []string
 	count   int
@@ -483,7 +485,7 @@ type outputs struct {
 	// target, and comparing the route's task pointer is cheaper than a map
 	// lookup by task id per record. Reset by begin and flush.
 	lastRef   *control.TaskRef
-	lastFrame *Frame
+	lastFrame *wire.Frame
 }
 
 // divert makes frames for task id wait in q until its handoff is done.
@@ -498,7 +500,7 @@ func (o *outputs) divert(id string, q *handoffQueue) {
 func (o *outputs) begin(view *taskView, fromIndex int, jobID, taskID string, expect int) {
 	o.view, o.from, o.jobID, o.taskID, o.expect = view, fromIndex, jobID, taskID, expect
 	if o.pending == nil {
-		o.pending = map[string]*Frame{}
+		o.pending = map[string]*wire.Frame{}
 		o.targets = map[string]control.TaskRef{}
 	}
 	o.count = 0
@@ -518,14 +520,14 @@ func (o *outputs) emit(r Record) {
 }
 
 // emitTo adds r to the pending frame for target and returns that frame.
-func (o *outputs) emitTo(target control.TaskRef, r Record) *Frame {
+func (o *outputs) emitTo(target control.TaskRef, r Record) *wire.Frame {
 	f := o.pending[target.ID]
 	if f == nil {
-		f = &Frame{Kind: FrameData, JobID: o.jobID, FromTask: o.taskID, ToTask: target.ID}
+		f = &wire.Frame{Kind: wire.FrameData, JobID: o.jobID, FromTask: o.taskID, ToTask: target.ID}
 		// A batch's records mostly go to one target or spread over a few;
 		// room for the whole batch avoids growing the array record by record.
 		// Receivers release pooled arrays once processed (Frame.release).
-		f.Records, f.pooled = outputRecords(o.expect)
+		f.ReserveRecords(o.expect)
 		o.pending[target.ID] = f
 		o.targets[target.ID] = target
 		o.order = append(o.order, target.ID)

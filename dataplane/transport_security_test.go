@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"koala/dataplane/dptest/testpki"
+	"koala/dataplane/wire"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -262,10 +263,10 @@ func TestWorkerLogsNoPassword(t *testing.T) {
 // recvFrames collects the frames an exchange server receives.
 type recvFrames struct {
 	mu     sync.Mutex
-	frames []*Frame
+	frames []*wire.Frame
 }
 
-func (r *recvFrames) deliverLocal(_ context.Context, f *Frame) error {
+func (r *recvFrames) deliverLocal(_ context.Context, f *wire.Frame) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.frames = append(r.frames, f)
@@ -316,8 +317,8 @@ func TestExchangeOverTLS(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	frame := func(i int) *Frame {
-		return &Frame{Kind: FrameData, JobID: "j", FromTask: "a", ToTask: "b", Records: []Record{{Key: []byte("k"), Value: []byte{byte(i)}, Offset: int64(i)}}}
+	frame := func(i int) *wire.Frame {
+		return &wire.Frame{Kind: wire.FrameData, JobID: "j", FromTask: "a", ToTask: "b", Records: []Record{{Key: []byte("k"), Value: []byte{byte(i)}, Offset: int64(i)}}}
 	}
 
 	// Refused: each stream attempt must fail and deliver nothing.
@@ -334,9 +335,9 @@ func TestExchangeOverTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &peer{addr: addr, creds: creds, queue: make(chan *Frame, 4), log: slog.New(slog.DiscardHandler), done: make(chan struct{})}
+		p := &peer{addr: addr, creds: creds, queue: make(chan *wire.Frame, 4), log: slog.New(slog.DiscardHandler), done: make(chan struct{})}
 		p.queue <- frame(0)
-		var pending *Frame
+		var pending *wire.Frame
 		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 		err = p.stream(sctx, &pending)
 		scancel()

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -349,7 +350,7 @@ func broadcastWatermark(ctx context.Context, t *task, wm int64, idle bool) error
 	}
 	for _, rt := range view.routes {
 		for _, target := range rt.tasks {
-			f := &Frame{Kind: FrameWatermark, JobID: t.jobID, FromTask: t.id, ToTask: target.ID,
+			f := &wire.Frame{Kind: wire.FrameWatermark, JobID: t.jobID, FromTask: t.id, ToTask: target.ID,
 				Records: []Record{{EventTime: wm, Offset: flag, Partition: -1}}}
 			if err := t.w.deliver(ctx, target, f); err != nil {
 				return err
@@ -360,7 +361,7 @@ func broadcastWatermark(ctx context.Context, t *task, wm int64, idle bool) error
 }
 
 // onWatermark handles a watermark from an upstream task.
-func (t *task) onWatermark(ctx context.Context, view *taskView, f *Frame) error {
+func (t *task) onWatermark(ctx context.Context, view *taskView, f *wire.Frame) error {
 	if len(f.Records) != 1 {
 		return fmt.Errorf("task %s: watermark frame from %s holds %d records, want 1", t.id, f.FromTask, len(f.Records))
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 func specWithInputs(inputs []string) control.OperatorSpec {
@@ -33,19 +34,19 @@ func terminalTask(op Operator, ups ...string) *task {
 	return t
 }
 
-func wmFrame(from string, wm int64, idle bool) *Frame {
+func wmFrame(from string, wm int64, idle bool) *wire.Frame {
 	var flag int64
 	if idle {
 		flag = 1
 	}
-	return &Frame{Kind: FrameWatermark, FromTask: from, Records: []Record{{EventTime: wm, Offset: flag}}}
+	return &wire.Frame{Kind: wire.FrameWatermark, FromTask: from, Records: []Record{{EventTime: wm, Offset: flag}}}
 }
 
 func TestWatermarkMinOverUpstreams(t *testing.T) {
 	rec := &wmRecorder{}
 	tk := terminalTask(rec, "a-0", "a-1")
 	ctx := context.Background()
-	step := func(f *Frame) {
+	step := func(f *wire.Frame) {
 		t.Helper()
 		if err := tk.handleFrame(ctx, f); err != nil {
 			t.Fatal(err)
@@ -72,7 +73,7 @@ func TestWatermarkMinOverUpstreams(t *testing.T) {
 	if got := tk.wm.pub.Load(); got != 300 {
 		t.Fatalf("published watermark %d, want 300", got)
 	}
-	if err := tk.handleFrame(ctx, &Frame{Kind: FrameWatermark, FromTask: "a-0"}); err == nil {
+	if err := tk.handleFrame(ctx, &wire.Frame{Kind: wire.FrameWatermark, FromTask: "a-0"}); err == nil {
 		t.Fatal("a watermark frame without its record was accepted")
 	}
 }
@@ -80,11 +81,11 @@ func TestWatermarkMinOverUpstreams(t *testing.T) {
 func TestWatermarkFrameRoundTrip(t *testing.T) {
 	f := wmFrame("src-0", MaxWatermark, true)
 	f.JobID, f.ToTask = "j", "op-1"
-	got, err := DecodeFrame(AppendFrame(nil, f))
+	got, err := wire.DecodeFrame(wire.AppendFrame(nil, f))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Kind != FrameWatermark || got.Records[0].EventTime != MaxWatermark || got.Records[0].Offset != 1 || got.Kind.String() != "watermark" {
+	if got.Kind != wire.FrameWatermark || got.Records[0].EventTime != MaxWatermark || got.Records[0].Offset != 1 || got.Kind.String() != "watermark" {
 		t.Fatalf("round trip: %+v", got)
 	}
 }

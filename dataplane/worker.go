@@ -20,6 +20,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/dataplane/wire"
 )
 
 // Options configure a worker.
@@ -230,7 +231,7 @@ func (w *Worker) heartbeat() {
 
 // deliverLocal hands a frame to a task on this worker, blocking while the
 // task's inbox is full (backpressure).
-func (w *Worker) deliverLocal(ctx context.Context, f *Frame) error {
+func (w *Worker) deliverLocal(ctx context.Context, f *wire.Frame) error {
 	w.mu.Lock()
 	t := w.tasks[f.JobID+"/"+f.ToTask]
 	w.mu.Unlock()
@@ -270,7 +271,7 @@ func (w *Worker) jobStopped(jobID string) bool {
 // redeploys the job from a checkpoint, which replays that input anyway).
 // It is counted and logged, not sent back as a stream error: that would
 // reset the stream and lose the frames queued behind it.
-func (w *Worker) dropStale(f *Frame) {
+func (w *Worker) dropStale(f *wire.Frame) {
 	n := w.staleFrames.Add(1)
 	if n == 1 || n%1000 == 0 {
 		w.log.Warn("dropped frames for stopped tasks", "total", n, "job", f.JobID, "task", f.ToTask, "from", f.FromTask, "kind", f.Kind, "records", len(f.Records))
@@ -278,7 +279,7 @@ func (w *Worker) dropStale(f *Frame) {
 }
 
 // deliver sends f to target, in memory when it lives here, else over gRPC.
-func (w *Worker) deliver(ctx context.Context, target control.TaskRef, f *Frame) error {
+func (w *Worker) deliver(ctx context.Context, target control.TaskRef, f *wire.Frame) error {
 	if target.WorkerID == w.opts.ID {
 		return w.deliverLocal(ctx, f)
 	}
@@ -398,7 +399,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 	}
 	t.op = op
-	t.inbox = make(chan *Frame, 64)
+	t.inbox = make(chan *wire.Frame, 64)
 	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
 		t.ledger = newSinkLedger()
 		t.latency = newSinkLatency()

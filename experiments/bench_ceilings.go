@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"koala/dataplane"
+	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -113,12 +114,12 @@ func ceilingRecords(n int) []dataplane.Record {
 // MeasureCodec encodes and decodes 1000-record data frames for d.
 func MeasureCodec(d time.Duration) Ceiling {
 	c := Ceiling{Component: CeilCodec, What: "dataplane.AppendFrame + DecodeFrame of 1000-record data frames, one goroutine"}
-	f := &dataplane.Frame{Kind: dataplane.FrameData, JobID: "bench", FromTask: "source-0", ToTask: "sink-0", Records: ceilingRecords(1000)}
+	f := &wire.Frame{Kind: wire.FrameData, JobID: "bench", FromTask: "source-0", ToTask: "sink-0", Records: ceilingRecords(1000)}
 	var buf []byte
 	start := time.Now()
 	for time.Since(start) < d {
-		buf = dataplane.AppendFrame(buf[:0], f)
-		if _, err := dataplane.DecodeFrame(buf); err != nil {
+		buf = wire.AppendFrame(buf[:0], f)
+		if _, err := wire.DecodeFrame(buf); err != nil {
 			c.Error = "decode: " + err.Error()
 			return c
 		}
@@ -142,7 +143,7 @@ func MeasureExchange(d time.Duration) Ceiling {
 		return c
 	}
 	defer l.Close()
-	f := &dataplane.Frame{Kind: dataplane.FrameData, JobID: "bench", FromTask: "source-0", ToTask: "sink-0", Records: ceilingRecords(1000)}
+	f := &wire.Frame{Kind: wire.FrameData, JobID: "bench", FromTask: "source-0", ToTask: "sink-0", Records: ceilingRecords(1000)}
 	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 	defer cancel()
 	var sent uint64

@@ -1,4 +1,4 @@
-package dataplane
+package wire
 
 import (
 	"bytes"
@@ -38,7 +38,7 @@ func TestDecodeFrameRejectsBadInput(t *testing.T) {
 	cases := map[string][]byte{
 		"empty":             nil,
 		"unknown kind":      append([]byte{99}, good[1:]...),
-		"internal kind":     append([]byte{byte(frameControl)}, good[1:]...),
+		"internal kind":     append([]byte{byte(FrameControl)}, good[1:]...),
 		"truncated":         good[:len(good)-2],
 		"trailing bytes":    append(append([]byte(nil), good...), 0),
 		"huge record count": {byte(FrameData), 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
@@ -71,31 +71,6 @@ func FuzzDecodeFrame(f *testing.F) {
 	})
 }
 
-func TestFetchMessagesRoundTrip(t *testing.T) {
-	req := &fetchRequest{JobID: "j", Task: "counter-1", Keys: [][]byte{[]byte("a"), {}, []byte("c")}, After: "cp-000007"}
-	got, err := decodeFetchRequest(appendFetchRequest(nil, req))
-	if err != nil || got.JobID != "j" || got.Task != "counter-1" || len(got.Keys) != 3 || string(got.Keys[2]) != "c" || got.After != "cp-000007" {
-		t.Fatalf("fetch request round trip: %+v, %v", got, err)
-	}
-	pull := &fetchRequest{JobID: "j", Task: "counter-1", Bucket: 77, Limit: 4096}
-	if got, err := decodeFetchRequest(appendFetchRequest(nil, pull)); err != nil || got.Bucket != 77 || got.Limit != 4096 || len(got.Keys) != 0 || got.After != "" {
-		t.Fatalf("bucket pull round trip: %+v, %v", got, err)
-	}
-	for name, bad := range map[string]*fetchRequest{
-		"bucket": {Bucket: 1 << 16},
-		"limit":  {Limit: MaxFrameRecords + 1},
-	} {
-		if _, err := decodeFetchRequest(appendFetchRequest(nil, bad)); err == nil {
-			t.Errorf("fetch request with a bad %s decoded", name)
-		}
-	}
-	rep := &fetchReply{Values: [][]byte{nil, {}, []byte("v")}, Keys: [][]byte{[]byte("k")}}
-	gotRep, err := decodeFetchReply(appendFetchReply(nil, rep))
-	if err != nil || len(gotRep.Values) != 3 || gotRep.Values[0] != nil || gotRep.Values[1] == nil || string(gotRep.Values[2]) != "v" || len(gotRep.Keys) != 1 || string(gotRep.Keys[0]) != "k" {
-		t.Fatalf("fetch reply round trip keeps nil and empty apart: %+v, %v", gotRep, err)
-	}
-}
-
 // FrameSize is exact, so the exchange encodes into a buffer it never grows.
 func TestFrameSizeMatchesEncoding(t *testing.T) {
 	big := make([]byte, 300)
@@ -118,7 +93,7 @@ func TestFrameSizeMatchesEncoding(t *testing.T) {
 // The frame buffer pool hands out buffers of the asked length and takes
 // back only buffers of its own classes.
 func TestFrameBufPool(t *testing.T) {
-	var p frameBufPool
+	var p FrameBufPool
 	for _, n := range []int{0, 1, 1023, 1024, 1025, 70000} {
 		b := p.Get(n)
 		if len(*b) != n || cap(*b) < n {
