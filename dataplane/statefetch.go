@@ -264,4 +264,3 @@ func decodeFetchReply(data []byte) (*fetchReply, error) {
 	}
 	return r, nil
 }
-

@@ -6,7 +6,7 @@
 package wire
 
 import (
-		"encoding/binary"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
