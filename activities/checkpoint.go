@@ -47,7 +47,7 @@ func DefaultCheckpointStore() (string, error) {
 // withCheckpointStore sets the job's ParamCheckpointStore to the default
 // when it names none, and checks that the store opens.
 func withCheckpointStore(job *control.JobSpec) error {
-	if job.Params[dataplane.ParamCheckpointStore] == "" {
+	if job.Params[control.ParamCheckpointStore] == "" {
 		loc, err := DefaultCheckpointStore()
 		if err != nil {
 			return err
@@ -56,10 +56,10 @@ func withCheckpointStore(job *control.JobSpec) error {
 		if params == nil {
 			params = map[string]string{}
 		}
-		params[dataplane.ParamCheckpointStore] = loc
+		params[control.ParamCheckpointStore] = loc
 		job.Params = params
 	}
-	_, err := dataplane.OpenCheckpointStore(job.Params[dataplane.ParamCheckpointStore])
+	_, err := dataplane.OpenCheckpointStore(job.Params[control.ParamCheckpointStore])
 	return err
 }
 
@@ -77,7 +77,7 @@ type InjectReply struct {
 }
 
 func (a *Activities) checkpointStore(dep control.Deployment) (dataplane.CheckpointStore, error) {
-	st, err := dataplane.OpenCheckpointStore(dep.Job.Params[dataplane.ParamCheckpointStore])
+	st, err := dataplane.OpenCheckpointStore(dep.Job.Params[control.ParamCheckpointStore])
 	if err != nil {
 		return nil, badConfig(err)
 	}
@@ -94,9 +94,9 @@ func (a *Activities) InjectCheckpoint(ctx context.Context, in CheckpointInput) (
 	}
 	order, groups := tasksByWorker(in.Deployment, isSource(in.Deployment))
 	for _, wid := range order {
-		var r dataplane.CheckpointInjectReply
-		req := dataplane.CheckpointRequest{CheckpointID: in.CheckpointID, TaskIDs: groups[wid]}
-		if err := a.request(ctx, wid, dataplane.VerbCheckpointInject, in.Deployment.Job.JobID, "", req, &r); err != nil {
+		var r control.CheckpointInjectReply
+		req := control.CheckpointRequest{CheckpointID: in.CheckpointID, TaskIDs: groups[wid]}
+		if err := a.request(ctx, wid, control.VerbCheckpointInject, in.Deployment.Job.JobID, "", req, &r); err != nil {
 			return rep, err
 		}
 		for p, o := range r.Offsets {
@@ -108,7 +108,7 @@ func (a *Activities) InjectCheckpoint(ctx context.Context, in CheckpointInput) (
 
 // AwaitReply is every task's ack of a checkpoint.
 type AwaitReply struct {
-	Acks []dataplane.CheckpointTaskAck `json:"acks"`
+	Acks []control.CheckpointTaskAck `json:"acks"`
 	// DurationMillis runs from the injection to the last ack seen.
 	DurationMillis float64 `json:"duration_millis"`
 }
@@ -133,7 +133,7 @@ func (a *Activities) AwaitCheckpoint(ctx context.Context, in AwaitCheckpointInpu
 		timeout = time.Minute
 	}
 	deadline := time.Now().Add(timeout)
-	acks := map[string]dataplane.CheckpointTaskAck{}
+	acks := map[string]control.CheckpointTaskAck{}
 	jobID := in.Deployment.Job.JobID
 	for {
 		var missing []string
@@ -185,13 +185,13 @@ func (a *Activities) AwaitCheckpoint(ctx context.Context, in AwaitCheckpointInpu
 
 // CompleteCheckpointInput is everything the manifest of a checkpoint holds.
 type CompleteCheckpointInput struct {
-	Deployment     control.Deployment            `json:"deployment"`
-	CheckpointID   string                        `json:"checkpoint_id"`
-	Seq            int                           `json:"seq"`
-	Offsets        map[int32]int64               `json:"offsets"`
-	Acks           []dataplane.CheckpointTaskAck `json:"acks"`
-	StartedAt      time.Time                     `json:"started_at"`
-	DurationMillis float64                       `json:"duration_millis"`
+	Deployment     control.Deployment          `json:"deployment"`
+	CheckpointID   string                      `json:"checkpoint_id"`
+	Seq            int                         `json:"seq"`
+	Offsets        map[int32]int64             `json:"offsets"`
+	Acks           []control.CheckpointTaskAck `json:"acks"`
+	StartedAt      time.Time                   `json:"started_at"`
+	DurationMillis float64                     `json:"duration_millis"`
 }
 
 // CompleteCheckpoint writes the manifest, which makes the checkpoint count
@@ -254,8 +254,8 @@ func (a *Activities) CommitCheckpoint(ctx context.Context, in CheckpointInput) e
 	order, groups := tasksByWorker(in.Deployment, func(t control.TaskRef) bool { return sinks[t.Operator] })
 	var errs []string
 	for _, wid := range order {
-		req := dataplane.CheckpointRequest{CheckpointID: in.CheckpointID, TaskIDs: groups[wid]}
-		if err := a.request(ctx, wid, dataplane.VerbCheckpointCommit, in.Deployment.Job.JobID, "", req, nil); err != nil {
+		req := control.CheckpointRequest{CheckpointID: in.CheckpointID, TaskIDs: groups[wid]}
+		if err := a.request(ctx, wid, control.VerbCheckpointCommit, in.Deployment.Job.JobID, "", req, nil); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -272,8 +272,8 @@ func (a *Activities) AbortCheckpoint(ctx context.Context, in CheckpointInput) er
 	order, groups := tasksByWorker(in.Deployment, nil)
 	var errs []string
 	for _, wid := range order {
-		req := dataplane.CheckpointRequest{CheckpointID: in.CheckpointID, TaskIDs: groups[wid]}
-		if err := a.request(ctx, wid, dataplane.VerbCheckpointAbort, in.Deployment.Job.JobID, "", req, nil); err != nil {
+		req := control.CheckpointRequest{CheckpointID: in.CheckpointID, TaskIDs: groups[wid]}
+		if err := a.request(ctx, wid, control.VerbCheckpointAbort, in.Deployment.Job.JobID, "", req, nil); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -319,13 +319,13 @@ type RestoreInput struct {
 
 // RestoreCheckpoint loads each stateful task's part (keyed state, sink
 // ledger) on its worker.
-func (a *Activities) RestoreCheckpoint(ctx context.Context, in RestoreInput) ([]dataplane.CheckpointTaskAck, error) {
+func (a *Activities) RestoreCheckpoint(ctx context.Context, in RestoreInput) ([]control.CheckpointTaskAck, error) {
 	order, groups := tasksByWorker(in.Deployment, func(t control.TaskRef) bool { return !isSource(in.Deployment)(t) })
-	var out []dataplane.CheckpointTaskAck
+	var out []control.CheckpointTaskAck
 	for _, wid := range order {
-		var r dataplane.CheckpointRestoreReply
-		req := dataplane.CheckpointRequest{CheckpointID: in.CheckpointID, TaskIDs: groups[wid], From: in.From}
-		if err := a.request(ctx, wid, dataplane.VerbCheckpointRestore, in.Deployment.Job.JobID, "", req, &r); err != nil {
+		var r control.CheckpointRestoreReply
+		req := control.CheckpointRequest{CheckpointID: in.CheckpointID, TaskIDs: groups[wid], From: in.From}
+		if err := a.request(ctx, wid, control.VerbCheckpointRestore, in.Deployment.Job.JobID, "", req, &r); err != nil {
 			return out, err
 		}
 		out = append(out, r.Tasks...)

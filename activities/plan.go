@@ -6,19 +6,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/workflows/plan"
-)
-
-// Reconfiguration kinds PlanScale dispatches on (the values of
-// workflows.ReconfigSpec.Type; repeated here because workflows imports
-// this package).
-const (
-	kindScaleUp       = "scaleup"
-	kindScaleDown     = "scaledown"
-	kindRebalance     = "rebalance"
-	kindTaskMigration = "task-migration"
 )
 
 // PlanInput asks for the plan of one reconfiguration of one operator.
@@ -50,7 +39,7 @@ type PlanInput struct {
 func (a *Activities) PlanScale(ctx context.Context, in PlanInput) (plan.Plan, error) {
 	var p plan.Plan
 	err := a.step(ctx, in.Step, func() error {
-		if in.Kind == kindRebalance && len(in.BucketLoad) == 0 {
+		if in.Kind == plan.KindRebalance && len(in.BucketLoad) == 0 {
 			load, err := a.measureBucketLoad(ctx, in.Current, in.Operator, in.MeasureSecs)
 			if err != nil {
 				return err
@@ -82,11 +71,11 @@ func planFor(in PlanInput) (plan.Plan, error) {
 // that transaction with nothing to replay its records. (`koala run`
 // rejects such configs before starting; this catches other starts.)
 func transactionalSink(job control.JobSpec, op string) error {
-	if job.Params[dataplane.ParamCheckpointStore] == "" {
+	if job.Params[control.ParamCheckpointStore] == "" {
 		return nil
 	}
 	for _, spec := range job.Operators {
-		if spec.Name == op && spec.Kind == dataplane.KindKafkaSink {
+		if spec.Name == op && spec.Kind == control.KindKafkaSink {
 			return fmt.Errorf("operator %q is a Kafka sink writing transactionally (the job takes checkpoints): reconfiguring it would stop a sink task with its open transaction, losing the records it wrote since the last checkpoint", op)
 		}
 	}
@@ -95,14 +84,14 @@ func transactionalSink(job control.JobSpec, op string) error {
 
 func planKind(in PlanInput) (plan.Plan, error) {
 	switch in.Kind {
-	case "", kindScaleUp, kindScaleDown:
+	case "", plan.KindScaleUp, plan.KindScaleDown:
 		return plan.Scale(in.Current, in.Operator, in.Parallelism, in.Workers)
-	case kindRebalance:
+	case plan.KindRebalance:
 		if len(in.BucketLoad) == 0 {
 			return plan.Plan{}, fmt.Errorf("rebalance of operator %q: no per-bucket load given (BucketLoad is empty)", in.Operator)
 		}
 		return plan.Rebalance(in.Current, in.Operator, in.BucketLoad, in.Workers)
-	case kindTaskMigration:
+	case plan.KindTaskMigration:
 		if in.TaskID == "" || in.TargetWorker == "" {
 			return plan.Plan{}, fmt.Errorf("task-migration needs TaskID and TargetWorker (got %q, %q)", in.TaskID, in.TargetWorker)
 		}
@@ -112,5 +101,5 @@ func planKind(in PlanInput) (plan.Plan, error) {
 		}
 		return p, err
 	}
-	return plan.Plan{}, fmt.Errorf("reconfiguration type %q is unknown (known: %s, %s, %s, %s)", in.Kind, kindScaleUp, kindScaleDown, kindRebalance, kindTaskMigration)
+	return plan.Plan{}, fmt.Errorf("reconfiguration type %q is unknown (known: %s, %s, %s, %s)", in.Kind, plan.KindScaleUp, plan.KindScaleDown, plan.KindRebalance, plan.KindTaskMigration)
 }

@@ -4,17 +4,16 @@ import (
 	"strings"
 	"testing"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 )
 
 func TestTransactionalSinkNotReconfigured(t *testing.T) {
 	ops := []control.OperatorSpec{
 		{Name: "counter", Kind: "keyed-counter"},
-		{Name: "sink", Kind: dataplane.KindKafkaSink},
-		{Name: "collect", Kind: dataplane.KindCollectSink},
+		{Name: "sink", Kind: control.KindKafkaSink},
+		{Name: "collect", Kind: control.KindCollectSink},
 	}
-	withCP := map[string]string{dataplane.ParamCheckpointStore: "file:///tmp/cp"}
+	withCP := map[string]string{control.ParamCheckpointStore: "file:///tmp/cp"}
 	for _, tc := range []struct {
 		name    string
 		params  map[string]string

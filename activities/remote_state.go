@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/statesvc"
 )
@@ -19,7 +18,7 @@ func (a *Activities) DropRemoteState(ctx context.Context, job control.JobSpec) e
 	if job.StateBackend != statesvc.BackendRemotePebble {
 		return nil
 	}
-	addrs := statesvc.ParseAddrs(job.Params[dataplane.ParamRemotePebbleAddrs])
+	addrs := statesvc.ParseAddrs(job.Params[control.ParamRemotePebbleAddrs])
 	r, err := statesvc.OpenRemote(addrs, statesvc.RemoteOptions{Namespace: job.JobID, Creds: a.StateCreds})
 	if err != nil {
 		return fmt.Errorf("drop remote state of job %s: %w", job.JobID, err)

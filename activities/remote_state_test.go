@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/statesvc"
 )
@@ -22,7 +21,7 @@ func TestDropRemoteState(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	job := func(id string) control.JobSpec {
 		return control.JobSpec{JobID: id, StateBackend: statesvc.BackendRemotePebble,
-			Params: map[string]string{dataplane.ParamRemotePebbleAddrs: srv.Addr()}}
+			Params: map[string]string{control.ParamRemotePebbleAddrs: srv.Addr()}}
 	}
 	open := func(id string) *statesvc.Remote {
 		r, err := statesvc.OpenRemote([]string{srv.Addr()}, statesvc.RemoteOptions{Namespace: id})

@@ -10,7 +10,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 )
 
@@ -73,8 +72,8 @@ func (a *Activities) LoadSnapshot(ctx context.Context, in SnapshotInput) (Snapsh
 	defer keepAlive(ctx)()
 	order, groups := tasksByWorker(dep, func(t control.TaskRef) bool { return want[t.Operator] })
 	for _, wid := range order {
-		var reply dataplane.SnapshotReply
-		if err := a.request(ctx, wid, dataplane.VerbSnapshotLoad, dep.Job.JobID, "", dataplane.SnapshotRequest{TaskIDs: groups[wid], Dir: dir}, &reply); err != nil {
+		var reply control.SnapshotReply
+		if err := a.request(ctx, wid, control.VerbSnapshotLoad, dep.Job.JobID, "", control.SnapshotRequest{TaskIDs: groups[wid], Dir: dir}, &reply); err != nil {
 			return m, err
 		}
 		heartbeat(ctx, wid)

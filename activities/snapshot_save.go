@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 )
 
@@ -35,12 +34,12 @@ type SnapshotManifest struct {
 
 // OperatorSnapshot is one stateful operator of a snapshot.
 type OperatorSnapshot struct {
-	Operator    string                   `json:"operator"`
-	Parallelism int                      `json:"parallelism"`
-	BucketTask  []int                    `json:"bucket_task"` // bucket → task index
-	Keys        uint64                   `json:"keys"`
-	Bytes       uint64                   `json:"bytes"`
-	Tasks       []dataplane.TaskSnapshot `json:"tasks"`
+	Operator    string                 `json:"operator"`
+	Parallelism int                    `json:"parallelism"`
+	BucketTask  []int                  `json:"bucket_task"` // bucket → task index
+	Keys        uint64                 `json:"keys"`
+	Bytes       uint64                 `json:"bytes"`
+	Tasks       []control.TaskSnapshot `json:"tasks"`
 }
 
 // SnapshotInput names the job and where its snapshot lives: Dir, or by
@@ -103,10 +102,10 @@ func (a *Activities) SnapshotState(ctx context.Context, in SnapshotInput) (Snaps
 		op, _ := dep.Job.Operator(t.Operator)
 		return op.Keyed
 	})
-	byOp := map[string][]dataplane.TaskSnapshot{}
+	byOp := map[string][]control.TaskSnapshot{}
 	for _, wid := range order {
-		var reply dataplane.SnapshotReply
-		if err := a.request(ctx, wid, dataplane.VerbSnapshotSave, dep.Job.JobID, "", dataplane.SnapshotRequest{TaskIDs: groups[wid], Dir: tmp}, &reply); err != nil {
+		var reply control.SnapshotReply
+		if err := a.request(ctx, wid, control.VerbSnapshotSave, dep.Job.JobID, "", control.SnapshotRequest{TaskIDs: groups[wid], Dir: tmp}, &reply); err != nil {
 			return m, err
 		}
 		for _, ts := range reply.Tasks {
@@ -122,7 +121,7 @@ func (a *Activities) SnapshotState(ctx context.Context, in SnapshotInput) (Snaps
 		if len(tasks) == 0 {
 			continue
 		}
-		slices.SortFunc(tasks, func(x, y dataplane.TaskSnapshot) int { return x.Index - y.Index })
+		slices.SortFunc(tasks, func(x, y control.TaskSnapshot) int { return x.Index - y.Index })
 		table, _ := dep.Table(op.Name)
 		osnap := OperatorSnapshot{Operator: op.Name, Parallelism: len(dep.TasksOf(op.Name)), BucketTask: table.Buckets, Tasks: tasks}
 		for _, ts := range tasks {

@@ -104,7 +104,7 @@ func (q *QueryBuilder) Source(name string, parallelism int) *Stream {
 	if parallelism < 1 {
 		q.fail(fmt.Errorf("source %q: parallelism %d must be ≥ 1", name, parallelism))
 	}
-	return q.add(control.OperatorSpec{Name: name, Kind: KindKafkaSource, Parallelism: parallelism}, nil)
+	return q.add(control.OperatorSpec{Name: name, Kind: control.KindKafkaSource, Parallelism: parallelism}, nil)
 }
 
 // Name is the name of the operator producing the stream.
@@ -223,21 +223,21 @@ func (s *Stream) Join(name string, right *Stream, spec JoinSpec) *Stream {
 // Sink ends the stream in the runtime's counting sink (the exactness ledger
 // counts records by source partition and offset).
 func (s *Stream) Sink(name string) *QueryBuilder {
-	s.q.add(control.OperatorSpec{Name: name, Kind: KindCountSink, Inputs: []string{s.Name()}, Keyed: true}, nil)
+	s.q.add(control.OperatorSpec{Name: name, Kind: control.KindCountSink, Inputs: []string{s.Name()}, Keyed: true}, nil)
 	return s.q
 }
 
 // CollectSink ends the stream in the sink that keeps the largest
 // little-endian uint64 value per key (TaskStatus.KeyValues).
 func (s *Stream) CollectSink(name string) *QueryBuilder {
-	s.q.add(control.OperatorSpec{Name: name, Kind: KindCollectSink, Inputs: []string{s.Name()}, Keyed: true}, nil)
+	s.q.add(control.OperatorSpec{Name: name, Kind: control.KindCollectSink, Inputs: []string{s.Name()}, Keyed: true}, nil)
 	return s.q
 }
 
 // RecordSink ends the stream in a sink that keeps the records in memory
 // (see CollectedRecords): for tests and examples.
 func (s *Stream) RecordSink(name string) *QueryBuilder {
-	s.q.add(control.OperatorSpec{Name: name, Kind: KindRecordSink, Inputs: []string{s.Name()}, Keyed: true}, nil)
+	s.q.add(control.OperatorSpec{Name: name, Kind: control.KindRecordSink, Inputs: []string{s.Name()}, Keyed: true}, nil)
 	return s.q
 }
 
@@ -261,7 +261,7 @@ func (q *QueryBuilder) Build() ([]control.OperatorSpec, error) {
 	if q.err != nil {
 		return nil, q.err
 	}
-	if len(q.ops) == 0 || q.ops[0].Kind != KindKafkaSource {
+	if len(q.ops) == 0 || q.ops[0].Kind != control.KindKafkaSource {
 		return nil, fmt.Errorf("query %q: must start with a Source", q.name)
 	}
 	downstream := map[string]bool{}
@@ -337,11 +337,6 @@ func (s *statefulFunc) ProcessKeyed(in []Record, st *State, emit Emit) error {
 	return nil
 }
 
-// KindRecordSink keeps every record it receives in memory, per job, for
-// CollectedRecords (tests, examples). It keeps at most MaxCollectedRecords
-// per job and counts the rest as dropped.
-const KindRecordSink = "record-sink"
-
 // MaxCollectedRecords bounds the memory a record sink uses per job.
 const MaxCollectedRecords = 1 << 20
 
@@ -393,7 +388,7 @@ func (s recordSink) Counters() map[string]uint64 {
 }
 
 func init() {
-	MustRegisterOperator(KindRecordSink, func(ctx OperatorContext) (Operator, error) {
+	MustRegisterOperator(control.KindRecordSink, func(ctx OperatorContext) (Operator, error) {
 		return recordSink{buf: recordBufferOf(ctx.Job.JobID)}, nil
 	})
 }

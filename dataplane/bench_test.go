@@ -139,7 +139,7 @@ func benchDeployment(parallel int) control.Deployment {
 	job := control.JobSpec{
 		JobID: "bench", Query: "counter", NumBuckets: benchBucketsOf, BatchSize: benchRecords,
 		Operators: []control.OperatorSpec{
-			{Name: "source", Kind: KindKafkaSource, Parallelism: 1},
+			{Name: "source", Kind: control.KindKafkaSource, Parallelism: 1},
 			{Name: "counter", Kind: "keyed-counter", Parallelism: parallel, Inputs: []string{"source"}, Keyed: true, Stateful: true},
 		},
 	}

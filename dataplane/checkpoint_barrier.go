@@ -65,33 +65,6 @@ import (
 // refusals; the checks here are what make the rule hold whatever the
 // controller does.
 
-// Verbs of checkpoints.
-const (
-	// VerbCheckpointInject makes the named source tasks (all of the job
-	// here when empty) emit checkpoint barrier CheckpointID.
-	VerbCheckpointInject = "checkpoint.inject" // CheckpointRequest → CheckpointInjectReply
-	// VerbCheckpointAbort stops a task aligning on CheckpointID, releasing
-	// what it holds (the checkpoint failed, e.g. a source never injected).
-	VerbCheckpointAbort = "checkpoint.abort" // CheckpointRequest
-	// VerbCheckpointRestore loads each named, not yet started task's part
-	// of checkpoint CheckpointID (sources get their offsets at deploy).
-	VerbCheckpointRestore = "checkpoint.restore" // CheckpointRequest → CheckpointRestoreReply
-)
-
-// CheckpointRequest names a checkpoint and tasks of a job.
-type CheckpointRequest struct {
-	CheckpointID string   `json:"checkpoint_id"`
-	TaskIDs      []string `json:"task_ids,omitempty"`
-	// From maps a task id to the task whose part it loads (restore only;
-	// default: the same id).
-	From map[string]string `json:"from,omitempty"`
-}
-
-// CheckpointInjectReply has the offsets the sources recorded.
-type CheckpointInjectReply struct {
-	Offsets map[int32]int64 `json:"offsets"`
-}
-
 // checkpointState is a task's side of checkpoints; owned by the task goroutine.
 type checkpointState struct {
 	align *checkpointAlign // the barrier being aligned, if any
@@ -139,7 +112,7 @@ func (t *task) onCheckpointBarrier(ctx context.Context, view *taskView, f *wire.
 		// The sender skipped the checkpoint being aligned (its source never
 		// injected it): that one cannot complete any more.
 		t.w.log.Warn("checkpoint abandoned: a newer barrier arrived first", "task", t.id, "checkpoint", a.id, "newer", f.BarrierID, "from", f.FromTask)
-		t.commitCheckpointAck(ctx, view, a.id, CheckpointTaskAck{Error: fmt.Sprintf("abandoned: barrier %s arrived from %s first", f.BarrierID, f.FromTask)})
+		t.commitCheckpointAck(ctx, view, a.id, control.CheckpointTaskAck{Error: fmt.Sprintf("abandoned: barrier %s arrived from %s first", f.BarrierID, f.FromTask)})
 		t.ckpt.abort(a.id)
 		if err := t.releaseCheckpointHold(ctx); err != nil {
 			return err
@@ -186,10 +159,10 @@ func (t *task) releaseCheckpointHold(ctx context.Context) error {
 
 // writeCheckpointPart saves the task's state for checkpoint id and returns
 // its ack (with Error set when it could not).
-func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id string) CheckpointTaskAck {
+func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id string) control.CheckpointTaskAck {
 	start := time.Now()
-	ack := CheckpointTaskAck{Kind: "stateless"}
-	fail := func(err error) CheckpointTaskAck {
+	ack := control.CheckpointTaskAck{Kind: "stateless"}
+	fail := func(err error) control.CheckpointTaskAck {
 		ack.Error = err.Error()
 		return ack
 	}
@@ -207,7 +180,7 @@ func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id strin
 	if why := t.migrationInProgress(view, id); why != "" {
 		return fail(fmt.Errorf("a reconfiguration's migration is in progress on this task (%s); checkpoints wait until this step has ended", why))
 	}
-	store, err := OpenCheckpointStore(view.job.Params[ParamCheckpointStore])
+	store, err := OpenCheckpointStore(view.job.Params[control.ParamCheckpointStore])
 	if err != nil {
 		return fail(err)
 	}
@@ -278,9 +251,9 @@ func (t *task) migrationInProgress(view *taskView, id string) string {
 
 // commitCheckpointAck records ack in the store; a failure to do so is
 // logged (the checkpoint then times out, which the controller reports).
-func (t *task) commitCheckpointAck(ctx context.Context, view *taskView, id string, ack CheckpointTaskAck) {
+func (t *task) commitCheckpointAck(ctx context.Context, view *taskView, id string, ack control.CheckpointTaskAck) {
 	ack.TaskID, ack.Operator = t.id, t.opName
-	store, err := OpenCheckpointStore(view.job.Params[ParamCheckpointStore])
+	store, err := OpenCheckpointStore(view.job.Params[control.ParamCheckpointStore])
 	if err == nil {
 		err = store.CommitTask(ctx, t.jobID, id, ack)
 	}
@@ -298,7 +271,7 @@ func (t *task) commitCheckpointAck(ctx context.Context, view *taskView, id strin
 func (t *task) injectCheckpoint(ctx context.Context, id string) (map[int32]int64, error) {
 	view := t.view.Load()
 	offsets := t.source.positions()
-	store, err := OpenCheckpointStore(view.job.Params[ParamCheckpointStore])
+	store, err := OpenCheckpointStore(view.job.Params[control.ParamCheckpointStore])
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +287,7 @@ func (t *task) injectCheckpoint(ctx context.Context, id string) (map[int32]int64
 	} else if err := writeJSONAtomic(filepath.Join(dir, checkpointSourceFile), offsets); err != nil {
 		return nil, err
 	}
-	if err := store.CommitTask(ctx, t.jobID, id, CheckpointTaskAck{TaskID: t.id, Operator: t.opName, Kind: "source", Offsets: offsets}); err != nil {
+	if err := store.CommitTask(ctx, t.jobID, id, control.CheckpointTaskAck{TaskID: t.id, Operator: t.opName, Kind: "source", Offsets: offsets}); err != nil {
 		return nil, err
 	}
 	if err := broadcast(ctx, t.w, view, t.jobID, t.id, wire.FrameCheckpoint, id); err != nil {
@@ -326,11 +299,11 @@ func (t *task) injectCheckpoint(ctx context.Context, id string) (map[int32]int64
 // dispatchCheckpoint serves the checkpoint verbs; ok is false for others.
 func (w *Worker) dispatchCheckpoint(ctx context.Context, verb string, env control.Envelope) (body any, ok bool, err error) {
 	switch verb {
-	case VerbCheckpointInject, VerbCheckpointAbort, VerbCheckpointRestore, VerbCheckpointCommit:
+	case control.VerbCheckpointInject, control.VerbCheckpointAbort, control.VerbCheckpointRestore, control.VerbCheckpointCommit:
 	default:
 		return nil, false, nil
 	}
-	req, err := decodeBody[CheckpointRequest](env)
+	req, err := decodeBody[control.CheckpointRequest](env)
 	if err != nil {
 		return nil, true, err
 	}
@@ -338,10 +311,10 @@ func (w *Worker) dispatchCheckpoint(ctx context.Context, verb string, env contro
 		return nil, true, fmt.Errorf("%s: checkpoint_id is required", verb)
 	}
 	switch verb {
-	case VerbCheckpointCommit:
+	case control.VerbCheckpointCommit:
 		return nil, true, w.commitCheckpoint(ctx, env.JobID, req) // checkpoint_commit.go
-	case VerbCheckpointInject:
-		reply := CheckpointInjectReply{Offsets: map[int32]int64{}}
+	case control.VerbCheckpointInject:
+		reply := control.CheckpointInjectReply{Offsets: map[int32]int64{}}
 		for _, t := range w.jobTasks(env.JobID, req.TaskIDs) {
 			if t.source == nil {
 				continue
@@ -363,7 +336,7 @@ func (w *Worker) dispatchCheckpoint(ctx context.Context, verb string, env contro
 			}
 		}
 		return reply, true, nil
-	case VerbCheckpointAbort:
+	case control.VerbCheckpointAbort:
 		var running []string
 		for _, t := range w.jobTasks(env.JobID, req.TaskIDs) {
 			if t.started.Load() && t.source == nil {

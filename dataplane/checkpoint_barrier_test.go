@@ -17,7 +17,7 @@ import (
 func newAlignTestSink(t *testing.T) *task {
 	t.Helper()
 	store := t.TempDir()
-	job := control.JobSpec{JobID: "align", Params: map[string]string{ParamCheckpointStore: store}}
+	job := control.JobSpec{JobID: "align", Params: map[string]string{control.ParamCheckpointStore: store}}
 	tk := &task{
 		w: &Worker{log: slog.New(slog.DiscardHandler)}, jobID: job.JobID, id: "sink-0", opName: "sink",
 		ledger: newSinkLedger(), latency: newSinkLatency(), values: newKeyValues(),
@@ -74,7 +74,7 @@ func TestCheckpointBarrierAlignment(t *testing.T) {
 			t.Fatalf("step %d: %d frames held, want %d", i, held, s.wantHeld)
 		}
 	}
-	store, err := OpenCheckpointStore(tk.view.Load().job.Params[ParamCheckpointStore])
+	store, err := OpenCheckpointStore(tk.view.Load().job.Params[control.ParamCheckpointStore])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestCheckpointBarrierAbort(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store, _ := OpenCheckpointStore(tk.view.Load().job.Params[ParamCheckpointStore])
+	store, _ := OpenCheckpointStore(tk.view.Load().job.Params[control.ParamCheckpointStore])
 	ack, ok, _ := store.TaskAck(ctx, "align", "cp-000002", "sink-0")
 	if !ok || ack.Error == "" {
 		t.Fatalf("abandoned checkpoint: ack %+v (ok %v), want a refusal", ack, ok)

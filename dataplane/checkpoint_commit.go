@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"koala/dataplane/control"
 	"strings"
 )
 
@@ -18,10 +19,6 @@ import (
 // the next barrier arrives. A restored sink commits its part's pre-commit
 // itself before it starts, since the report may have been lost with the
 // worker.
-
-// VerbCheckpointCommit reports checkpoint CheckpointID complete to the
-// named tasks (all of the job's tasks on the worker when empty).
-const VerbCheckpointCommit = "checkpoint.commit" // CheckpointRequest
 
 // twoPhaseSink is implemented by sinks that commit their output with
 // checkpoints. Every method runs on the task goroutine.
@@ -54,7 +51,7 @@ func (t *task) twoPhase() (twoPhaseSink, bool) {
 // commitCheckpoint serves VerbCheckpointCommit: every running task of the
 // job here with a two-phase sink commits. Failing to commit fails the
 // task as well, since its output can no longer be exact.
-func (w *Worker) commitCheckpoint(ctx context.Context, jobID string, req CheckpointRequest) error {
+func (w *Worker) commitCheckpoint(ctx context.Context, jobID string, req control.CheckpointRequest) error {
 	var ids []string
 	for _, t := range w.jobTasks(jobID, req.TaskIDs) {
 		if _, ok := t.twoPhase(); ok && t.started.Load() {
@@ -74,10 +71,10 @@ func (w *Worker) commitCheckpoint(ctx context.Context, jobID string, req Checkpo
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", VerbCheckpointCommit, req.CheckpointID, err)
+		return fmt.Errorf("%s %s: %w", control.VerbCheckpointCommit, req.CheckpointID, err)
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%s %s: %s", VerbCheckpointCommit, req.CheckpointID, strings.Join(failed, "; "))
+		return fmt.Errorf("%s %s: %s", control.VerbCheckpointCommit, req.CheckpointID, strings.Join(failed, "; "))
 	}
 	return nil
 }

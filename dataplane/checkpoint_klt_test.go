@@ -44,7 +44,7 @@ func newKLTCkptCluster(t *testing.T, store string, moved ...int) *kltCkptCluster
 	}
 	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*producer{}}
 	job := control.JobSpec{JobID: "klt-ckpt", Operators: ops, NumBuckets: kltCkptBuckets, BatchSize: 100, StateBackend: "pebble",
-		Params: map[string]string{ParamMigrationMode: ModeFetchOnDemand, ParamCheckpointStore: store}}
+		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand, control.ParamCheckpointStore: store}}
 	dep := control.Deployment{Job: job, Epoch: 1}
 	if len(moved) > 0 {
 		dep.Epoch = 2
@@ -85,7 +85,7 @@ func newKLTCkptCluster(t *testing.T, store string, moved ...int) *kltCkptCluster
 }
 
 // part writes task id's part of checkpoint cp as at its barrier.
-func (c *kltCkptCluster) part(t *testing.T, id, cp string) CheckpointTaskAck {
+func (c *kltCkptCluster) part(t *testing.T, id, cp string) control.CheckpointTaskAck {
 	t.Helper()
 	tk := c.tasks[id]
 	view := tk.view.Load()
@@ -110,7 +110,7 @@ func restoredCounts(t *testing.T, store, cp string, moved ...int) (map[string]ui
 	t.Helper()
 	c := newKLTCkptCluster(t, store, moved...)
 	ids := []string{"count-0", "count-1"}
-	if _, err := c.w.restoreCheckpoint(context.Background(), c.dep.Job.JobID, CheckpointRequest{CheckpointID: cp, TaskIDs: ids}); err != nil {
+	if _, err := c.w.restoreCheckpoint(context.Background(), c.dep.Job.JobID, control.CheckpointRequest{CheckpointID: cp, TaskIDs: ids}); err != nil {
 		t.Fatalf("restore %s: %v", cp, err)
 	}
 	counts, where := map[string]uint64{}, map[string]string{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"koala/dataplane/control"
 	"os"
 	"path/filepath"
 )
@@ -20,11 +21,6 @@ import (
 // aborts its open transaction on failure. Output visible outside the job
 // is not rolled back: the Kafka sink commits it with checkpoints instead
 // (sink_kafka_txn.go), so read_committed consumers see it exactly once.
-
-// CheckpointRestoreReply lists what each task loaded.
-type CheckpointRestoreReply struct {
-	Tasks []CheckpointTaskAck `json:"tasks"`
-}
 
 // sinkState is a sink's part of a checkpoint.
 type sinkState struct {
@@ -101,24 +97,24 @@ func (t *task) loadSinkState(dir string) error {
 
 // restoreCheckpoint loads the parts of checkpoint req.CheckpointID into the
 // named tasks, which must be deployed and not started.
-func (w *Worker) restoreCheckpoint(ctx context.Context, jobID string, req CheckpointRequest) (CheckpointRestoreReply, error) {
-	var reply CheckpointRestoreReply
+func (w *Worker) restoreCheckpoint(ctx context.Context, jobID string, req control.CheckpointRequest) (control.CheckpointRestoreReply, error) {
+	var reply control.CheckpointRestoreReply
 	if len(req.TaskIDs) == 0 {
-		return reply, fmt.Errorf("%s: task_ids are required", VerbCheckpointRestore)
+		return reply, fmt.Errorf("%s: task_ids are required", control.VerbCheckpointRestore)
 	}
 	tasks := w.jobTasks(jobID, req.TaskIDs)
 	if len(tasks) != len(req.TaskIDs) {
-		return reply, fmt.Errorf("%s: worker %s has %d of the tasks %v of job %q", VerbCheckpointRestore, w.opts.ID, len(tasks), req.TaskIDs, jobID)
+		return reply, fmt.Errorf("%s: worker %s has %d of the tasks %v of job %q", control.VerbCheckpointRestore, w.opts.ID, len(tasks), req.TaskIDs, jobID)
 	}
 	for _, t := range tasks {
 		if t.started.Load() {
-			return reply, fmt.Errorf("%s: task %s is already running; a checkpoint is loaded before a task starts", VerbCheckpointRestore, t.id)
+			return reply, fmt.Errorf("%s: task %s is already running; a checkpoint is loaded before a task starts", control.VerbCheckpointRestore, t.id)
 		}
 		from := t.id
 		if f := req.From[t.id]; f != "" {
 			from = f
 		}
-		store, err := OpenCheckpointStore(t.view.Load().job.Params[ParamCheckpointStore])
+		store, err := OpenCheckpointStore(t.view.Load().job.Params[control.ParamCheckpointStore])
 		if err != nil {
 			return reply, err
 		}
@@ -131,20 +127,20 @@ func (w *Worker) restoreCheckpoint(ctx context.Context, jobID string, req Checkp
 			return reply, err
 		}
 		if ack.Error != "" {
-			return reply, fmt.Errorf("%s: checkpoint %s: task %s's part failed when taken: %s", VerbCheckpointRestore, req.CheckpointID, from, ack.Error)
+			return reply, fmt.Errorf("%s: checkpoint %s: task %s's part failed when taken: %s", control.VerbCheckpointRestore, req.CheckpointID, from, ack.Error)
 		}
 		if ack.Operator != t.opName {
-			return reply, fmt.Errorf("%s: checkpoint %s: part %s is of operator %q, task %s is of %q", VerbCheckpointRestore, req.CheckpointID, from, ack.Operator, t.id, t.opName)
+			return reply, fmt.Errorf("%s: checkpoint %s: part %s is of operator %q, task %s is of %q", control.VerbCheckpointRestore, req.CheckpointID, from, ack.Operator, t.id, t.opName)
 		}
 		if t.keyed != nil {
 			if _, err := t.loadSnapshot(dir); err != nil {
-				return reply, fmt.Errorf("%s: task %s: %w", VerbCheckpointRestore, t.id, err)
+				return reply, fmt.Errorf("%s: task %s: %w", control.VerbCheckpointRestore, t.id, err)
 			}
 			// Keys the part lists as still on old owners come from those
 			// owners' parts now (the rule in checkpoint_barrier.go).
 			copied, err := t.resolveRemoteKeys(ctx, store, req.CheckpointID)
 			if err != nil {
-				return reply, fmt.Errorf("%s: task %s: %w", VerbCheckpointRestore, t.id, err)
+				return reply, fmt.Errorf("%s: task %s: %w", control.VerbCheckpointRestore, t.id, err)
 			}
 			if copied > 0 {
 				w.log.Info("restored keys still remote at the checkpoint", "task", t.id, "checkpoint", req.CheckpointID, "keys", copied)
@@ -153,13 +149,13 @@ func (w *Worker) restoreCheckpoint(ctx context.Context, jobID string, req Checkp
 		}
 		if t.ledger != nil {
 			if err := t.loadSinkState(dir); err != nil {
-				return reply, fmt.Errorf("%s: task %s: %w", VerbCheckpointRestore, t.id, err)
+				return reply, fmt.Errorf("%s: task %s: %w", control.VerbCheckpointRestore, t.id, err)
 			}
 		}
 		if tp, ok := t.twoPhase(); ok {
 			// Not started yet: nothing else uses the operator.
 			if err := tp.restoreCheckpoint(ctx, dir); err != nil {
-				return reply, fmt.Errorf("%s: task %s: %w", VerbCheckpointRestore, t.id, err)
+				return reply, fmt.Errorf("%s: task %s: %w", control.VerbCheckpointRestore, t.id, err)
 			}
 		}
 		ack.TaskID = t.id

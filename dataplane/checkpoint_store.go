@@ -29,11 +29,6 @@ import (
 // directory; workers and the controller open the same store from the
 // job's ParamCheckpointStore location.
 
-// ParamCheckpointStore is the job parameter naming the checkpoint store
-// location (a directory path, or file://path). Every worker and the
-// controller must reach it under that name.
-const ParamCheckpointStore = "CheckpointStore"
-
 // Files of a checkpoint.
 const (
 	CheckpointManifestFile = "manifest.json"
@@ -42,40 +37,19 @@ const (
 	checkpointSourceFile   = "source.json"
 )
 
-// CheckpointTaskAck is what one task reports for its part of a checkpoint.
-type CheckpointTaskAck struct {
-	TaskID   string `json:"task_id"`
-	Operator string `json:"operator"`
-	// Kind is what the task saved: "source" (offsets), "keyed" (Pebble
-	// checkpoint and key lookup table), "sink" (ledger), "keyed+sink" or
-	// "stateless" (nothing).
-	Kind  string `json:"kind"`
-	Bytes uint64 `json:"bytes"`
-	// AlignMillis is the time from the first to the last barrier of the
-	// task's inputs (input held meanwhile); SnapshotMillis the time its
-	// state took to write.
-	AlignMillis    float64 `json:"align_millis"`
-	SnapshotMillis float64 `json:"snapshot_millis"`
-	// Offsets are a source's next offset per partition at the barrier.
-	Offsets map[int32]int64 `json:"offsets,omitempty"`
-	// Error says why the task could not take its part; the checkpoint then
-	// fails (the barrier is still forwarded, so no task waits for it).
-	Error string `json:"error,omitempty"`
-}
-
 // CheckpointManifest marks a completed checkpoint and is everything
 // recovery needs besides the tasks' parts: the deployment the parts belong
 // to and where each source partition resumes.
 type CheckpointManifest struct {
-	JobID        string              `json:"job_id"`
-	CheckpointID string              `json:"checkpoint_id"`
-	Seq          int                 `json:"seq"`
-	Deployment   control.Deployment  `json:"deployment"`
-	Offsets      map[int32]int64     `json:"offsets"`
-	Tasks        []CheckpointTaskAck `json:"tasks"`
-	Bytes        uint64              `json:"bytes"`
-	StartedAt    time.Time           `json:"started_at"`
-	CompletedAt  time.Time           `json:"completed_at"`
+	JobID        string                      `json:"job_id"`
+	CheckpointID string                      `json:"checkpoint_id"`
+	Seq          int                         `json:"seq"`
+	Deployment   control.Deployment          `json:"deployment"`
+	Offsets      map[int32]int64             `json:"offsets"`
+	Tasks        []control.CheckpointTaskAck `json:"tasks"`
+	Bytes        uint64                      `json:"bytes"`
+	StartedAt    time.Time                   `json:"started_at"`
+	CompletedAt  time.Time                   `json:"completed_at"`
 	// DurationMillis runs from the barrier injection to the last task's
 	// ack; MaxAlignMillis is the longest alignment of any task.
 	DurationMillis float64 `json:"duration_millis"`
@@ -91,9 +65,9 @@ type CheckpointStore interface {
 	TaskDir(jobID, checkpointID, taskID string) (string, error)
 	// CommitTask makes the part written in TaskDir durable, then records
 	// the task's ack: an acked part is complete.
-	CommitTask(ctx context.Context, jobID, checkpointID string, ack CheckpointTaskAck) error
+	CommitTask(ctx context.Context, jobID, checkpointID string, ack control.CheckpointTaskAck) error
 	// TaskAck reads a task's ack; ok is false while there is none.
-	TaskAck(ctx context.Context, jobID, checkpointID, taskID string) (ack CheckpointTaskAck, ok bool, err error)
+	TaskAck(ctx context.Context, jobID, checkpointID, taskID string) (ack control.CheckpointTaskAck, ok bool, err error)
 	// FetchTask returns a local directory holding the task's part.
 	FetchTask(ctx context.Context, jobID, checkpointID, taskID string) (string, error)
 	// Complete writes the manifest, last: from then on the checkpoint
@@ -114,13 +88,13 @@ type CheckpointStore interface {
 func OpenCheckpointStore(location string) (CheckpointStore, error) {
 	path, ok := strings.CutPrefix(location, "file://")
 	if !ok && strings.Contains(location, "://") {
-		return nil, fmt.Errorf("%s %q: unknown scheme (allowed: a directory path or file://path)", ParamCheckpointStore, location)
+		return nil, fmt.Errorf("%s %q: unknown scheme (allowed: a directory path or file://path)", control.ParamCheckpointStore, location)
 	}
 	if path == "" {
-		return nil, fmt.Errorf("%s is empty: name a directory every worker and the controller can reach", ParamCheckpointStore)
+		return nil, fmt.Errorf("%s is empty: name a directory every worker and the controller can reach", control.ParamCheckpointStore)
 	}
 	if !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("%s %q: must be an absolute path (workers resolve it in their own working directory)", ParamCheckpointStore, location)
+		return nil, fmt.Errorf("%s %q: must be an absolute path (workers resolve it in their own working directory)", control.ParamCheckpointStore, location)
 	}
 	return &LocalCheckpointStore{root: filepath.Clean(path), location: location}, nil
 }
@@ -160,7 +134,7 @@ func (s *LocalCheckpointStore) TaskDir(jobID, checkpointID, taskID string) (stri
 
 // CommitTask implements CheckpointStore: the part is already in place, so
 // only the ack is written, atomically (rename).
-func (s *LocalCheckpointStore) CommitTask(_ context.Context, jobID, checkpointID string, ack CheckpointTaskAck) error {
+func (s *LocalCheckpointStore) CommitTask(_ context.Context, jobID, checkpointID string, ack control.CheckpointTaskAck) error {
 	dir, err := s.dir(jobID, checkpointID, ack.TaskID)
 	if err != nil {
 		return err
@@ -172,8 +146,8 @@ func (s *LocalCheckpointStore) CommitTask(_ context.Context, jobID, checkpointID
 }
 
 // TaskAck implements CheckpointStore.
-func (s *LocalCheckpointStore) TaskAck(_ context.Context, jobID, checkpointID, taskID string) (CheckpointTaskAck, bool, error) {
-	var ack CheckpointTaskAck
+func (s *LocalCheckpointStore) TaskAck(_ context.Context, jobID, checkpointID, taskID string) (control.CheckpointTaskAck, bool, error) {
+	var ack control.CheckpointTaskAck
 	dir, err := s.dir(jobID, checkpointID, taskID)
 	if err != nil {
 		return ack, false, err

@@ -27,16 +27,6 @@ import (
 // writes what was rejected during a batch before the batch's output is
 // sent, so a barrier never overtakes a dead-lettered record.
 
-// Job params of the dead-letter path.
-const (
-	// ParamDeadLetterTopic names the topic rejected records are written to
-	// (on the job's brokers); empty or absent: counted and skipped.
-	ParamDeadLetterTopic = "DeadLetterTopic"
-	// ParamMaxRecordBytes bounds len(key)+len(value) of a record; larger
-	// records are rejected as oversize by the source and the Kafka sink.
-	ParamMaxRecordBytes = "MaxRecordBytes"
-)
-
 // DefaultMaxRecordBytes is the record size limit without ParamMaxRecordBytes.
 const DefaultMaxRecordBytes = 1 << 20
 
@@ -98,7 +88,7 @@ type DeadLetters struct {
 
 // MaxRecordBytesOf reads ParamMaxRecordBytes of a job.
 func MaxRecordBytesOf(job control.JobSpec) (int, error) {
-	return IntParam(job, ParamMaxRecordBytes, DefaultMaxRecordBytes, 1, maxMaxRecordBytes, "bytes")
+	return control.IntParam(job, control.ParamMaxRecordBytes, DefaultMaxRecordBytes, 1, maxMaxRecordBytes, "bytes")
 }
 
 // newDeadLetters builds the dead-letter path of one task. The Kafka client
@@ -108,13 +98,13 @@ func newDeadLetters(job control.JobSpec, operator, task string, extra []kgo.Opt,
 	if err != nil {
 		return nil, err
 	}
-	d := &DeadLetters{operator: operator, task: task, topic: job.Params[ParamDeadLetterTopic], maxBytes: maxBytes, log: log}
+	d := &DeadLetters{operator: operator, task: task, topic: job.Params[control.ParamDeadLetterTopic], maxBytes: maxBytes, log: log}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
 	if d.topic != "" {
 		if len(job.KafkaBrokers) == 0 {
-			return nil, fmt.Errorf("job param %s %q: the job lists no Kafka brokers to write it to", ParamDeadLetterTopic, d.topic)
+			return nil, fmt.Errorf("job param %s %q: the job lists no Kafka brokers to write it to", control.ParamDeadLetterTopic, d.topic)
 		}
 		d.opts = append([]kgo.Opt{
 			kgo.SeedBrokers(job.KafkaBrokers...),
@@ -162,7 +152,7 @@ func (d *DeadLetters) Reject(r Record, reason string, cause error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if now := time.Now(); now.Sub(d.told) >= deadLetterLogEvery {
-		what := "skipped (no " + ParamDeadLetterTopic + ")"
+		what := "skipped (no " + control.ParamDeadLetterTopic + ")"
 		if d.topic != "" {
 			what = "sent to dead-letter topic " + d.topic
 		}

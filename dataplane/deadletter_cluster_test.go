@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/queries/examples/qtest"
 )
@@ -87,11 +88,10 @@ func TestDeadLetterPipeline(t *testing.T) {
 	run := qtest.Start(t, qtest.Options{
 		Query:       registerQuery(t, deadLetterQuery),
 		Parallelism: map[string]int{"sink": 2},
-		Params: map[string]string{dataplane.ParamDeadLetterTopic: "dlq", dataplane.ParamMaxRecordBytes: strconv.Itoa(maxBytes),
-			dataplane.ParamKafkaSinkTopic: "out"},
-		Workers:  2,
-		Recorder: rec,
-		Phases:   []qtest.Phase{{Records: input[:1500]}, {Records: input[1500:]}},
+		Params:      map[string]string{control.ParamDeadLetterTopic: "dlq", control.ParamMaxRecordBytes: strconv.Itoa(maxBytes), control.ParamKafkaSinkTopic: "out"},
+		Workers:     2,
+		Recorder:    rec,
+		Phases:      []qtest.Phase{{Records: input[:1500]}, {Records: input[1500:]}},
 	})
 	adm := kadm.NewClient(newClient(t, run.Cluster.Brokers))
 	if _, err := adm.CreateTopics(run.Ctx, 3, 1, nil, "out", "dlq"); err != nil {

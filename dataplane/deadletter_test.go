@@ -70,7 +70,7 @@ func TestDeadLettersWriteWithHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kc.Close()
-	job := control.JobSpec{KafkaBrokers: kc.ListenAddrs(), Params: map[string]string{ParamDeadLetterTopic: "dlq", ParamMaxRecordBytes: "8"}}
+	job := control.JobSpec{KafkaBrokers: kc.ListenAddrs(), Params: map[string]string{control.ParamDeadLetterTopic: "dlq", control.ParamMaxRecordBytes: "8"}}
 	d, err := newDeadLetters(job, "parse", "parse-3", nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -127,13 +127,13 @@ func TestMaxRecordBytesParam(t *testing.T) {
 		{"1k", 0, "MaxRecordBytes \"1k\""},
 		{"2000000000", 0, "MaxRecordBytes \"2000000000\""},
 	} {
-		got, err := MaxRecordBytesOf(control.JobSpec{Params: map[string]string{ParamMaxRecordBytes: tc.v}})
+		got, err := MaxRecordBytesOf(control.JobSpec{Params: map[string]string{control.ParamMaxRecordBytes: tc.v}})
 		if tc.err == "" && (err != nil || got != tc.want) || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("MaxRecordBytes %q: %d, %v; want %d, error containing %q", tc.v, got, err, tc.want, tc.err)
 		}
 	}
-	if _, err := newDeadLetters(control.JobSpec{Params: map[string]string{ParamDeadLetterTopic: "dlq"}}, "op", "op-0", nil, nil); err == nil ||
-		!strings.Contains(err.Error(), ParamDeadLetterTopic) {
+	if _, err := newDeadLetters(control.JobSpec{Params: map[string]string{control.ParamDeadLetterTopic: "dlq"}}, "op", "op-0", nil, nil); err == nil ||
+		!strings.Contains(err.Error(), control.ParamDeadLetterTopic) {
 		t.Fatalf("dead-letter topic without brokers: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries/examples/qtest"
 	"koala/workflows"
 )
@@ -58,7 +59,7 @@ func TestJoinAcrossLazyRescale(t *testing.T) {
 	all := mk(0, 6000)
 	run := qtest.Start(t, qtest.Options{
 		Query:   registerQuery(t, joinRescaleQuery),
-		Params:  map[string]string{dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand},
+		Params:  map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand},
 		Backend: "pebble", Workers: 3,
 		Phases: []qtest.Phase{{Records: all[:2000], Then: func(r *qtest.Run) {
 			wait := r.ProduceAsync(all[2000:6000], 50, 2*time.Millisecond)

@@ -2,12 +2,9 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"koala/dataplane/control"
 	"sync"
 )
-
-// KindCollectSink keeps the latest (largest) counter value per key, so a
-// test can compare a keyed aggregate with an oracle after reconfigurations.
-const KindCollectSink = "collect-sink"
 
 // keyValues is the collecting sink's table: key → largest value seen,
 // where values are little-endian uint64 counters.
@@ -108,7 +105,7 @@ func (kv *keyValues) replace(m map[string]uint64) {
 }
 
 func init() {
-	MustRegisterOperator(KindCollectSink, func(OperatorContext) (Operator, error) {
+	MustRegisterOperator(control.KindCollectSink, func(OperatorContext) (Operator, error) {
 		return OperatorFunc(func([]Record, Emit) error { return nil }), nil
 	})
 }

@@ -43,12 +43,6 @@ type OperatorContext struct {
 // OperatorFactory builds the operator of one task.
 type OperatorFactory func(ctx OperatorContext) (Operator, error)
 
-// Operator kinds the runtime implements itself.
-const (
-	KindKafkaSource = "kafka-source"
-	KindCountSink   = "count-sink" // counts records; the runtime's ledger checks exactness
-)
-
 var (
 	registryMu sync.RWMutex
 	operators  = map[string]OperatorFactory{}
@@ -80,7 +74,7 @@ func MustRegisterOperator(kind string, f OperatorFactory) {
 func OperatorKinds() []string {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
-	kinds := []string{KindKafkaSource}
+	kinds := []string{control.KindKafkaSource}
 	for k := range operators {
 		kinds = append(kinds, k)
 	}
@@ -99,7 +93,7 @@ func newOperator(ctx OperatorContext) (Operator, error) {
 }
 
 func init() {
-	MustRegisterOperator(KindCountSink, func(OperatorContext) (Operator, error) {
+	MustRegisterOperator(control.KindCountSink, func(OperatorContext) (Operator, error) {
 		return OperatorFunc(func([]Record, Emit) error { return nil }), nil
 	})
 }

@@ -28,22 +28,8 @@ import (
 // writes transactionally and is exactly once for read_committed consumers
 // (sink_kafka_txn.go, which also says what that costs in latency).
 
-// Job params of Kafka sinks.
-const (
-	// ParamKafkaSinkTopic overrides the topic a query's Kafka sinks write to.
-	ParamKafkaSinkTopic = "KafkaSinkTopic"
-	// ParamKafkaSinkBrokers lists the sink's brokers, comma-separated
-	// (default: the job's brokers).
-	ParamKafkaSinkBrokers = "KafkaSinkBrokers"
-)
-
-// KindKafkaSink is the registered Kafka sink, for queries whose operators
-// are listed by kind (queries.Query): it writes to the job's
-// ParamKafkaSinkTopic, by default "<job topic>-<operator>".
-const KindKafkaSink = "kafka-sink"
-
 func init() {
-	MustRegisterOperator(KindKafkaSink, func(ctx OperatorContext) (Operator, error) {
+	MustRegisterOperator(control.KindKafkaSink, func(ctx OperatorContext) (Operator, error) {
 		return NewKafkaSinkFactory(KafkaSinkTopic(ctx.Job, ctx.Spec.Name))(ctx)
 	})
 }
@@ -51,7 +37,7 @@ func init() {
 // KafkaSinkTopic is the topic KindKafkaSink operator op of job writes to
 // when the job sets no ParamKafkaSinkTopic.
 func KafkaSinkTopic(job control.JobSpec, op string) string {
-	if p := strings.TrimSpace(job.Params[ParamKafkaSinkTopic]); p != "" {
+	if p := strings.TrimSpace(job.Params[control.ParamKafkaSinkTopic]); p != "" {
 		return p
 	}
 	return job.Topic + "-" + op
@@ -69,14 +55,14 @@ func (s *Stream) KafkaSink(name, topic string) *QueryBuilder {
 func NewKafkaSinkFactory(topic string) OperatorFactory {
 	return func(ctx OperatorContext) (Operator, error) {
 		t := topic
-		if p := strings.TrimSpace(ctx.Job.Params[ParamKafkaSinkTopic]); p != "" {
+		if p := strings.TrimSpace(ctx.Job.Params[control.ParamKafkaSinkTopic]); p != "" {
 			t = p
 		}
 		if t == "" {
-			return nil, fmt.Errorf("kafka sink %q: no topic (give one to KafkaSink or set job param %s)", ctx.Spec.Name, ParamKafkaSinkTopic)
+			return nil, fmt.Errorf("kafka sink %q: no topic (give one to KafkaSink or set job param %s)", ctx.Spec.Name, control.ParamKafkaSinkTopic)
 		}
 		brokers := ctx.Job.KafkaBrokers
-		if p := ctx.Job.Params[ParamKafkaSinkBrokers]; p != "" {
+		if p := ctx.Job.Params[control.ParamKafkaSinkBrokers]; p != "" {
 			brokers = nil
 			for _, b := range strings.Split(p, ",") {
 				if b = strings.TrimSpace(b); b != "" {
@@ -85,7 +71,7 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 			}
 		}
 		if len(brokers) == 0 {
-			return nil, fmt.Errorf("kafka sink %q: no brokers (job param %s %q and the job's brokers are empty)", ctx.Spec.Name, ParamKafkaSinkBrokers, ctx.Job.Params[ParamKafkaSinkBrokers])
+			return nil, fmt.Errorf("kafka sink %q: no brokers (job param %s %q and the job's brokers are empty)", ctx.Spec.Name, control.ParamKafkaSinkBrokers, ctx.Job.Params[control.ParamKafkaSinkBrokers])
 		}
 		dead := ctx.DeadLetters
 		if dead == nil {
@@ -101,7 +87,7 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 		}
 		cctx, cancel := context.WithCancel(context.Background())
 		k := &kafkaSink{name: ctx.Spec.Name, topic: t, dead: dead, ctx: cctx, cancel: cancel}
-		if loc := ctx.Job.Params[ParamCheckpointStore]; loc != "" {
+		if loc := ctx.Job.Params[control.ParamCheckpointStore]; loc != "" {
 			store, err := OpenCheckpointStore(loc)
 			if err != nil {
 				cancel()
@@ -150,7 +136,7 @@ func (k *kafkaSink) ProcessBatch(in []Record, _ Emit) error {
 	for i := range in {
 		r := &in[i]
 		if k.dead.TooLarge(*r) {
-			k.dead.Reject(*r, ReasonOversize, fmt.Errorf("%d bytes of key and value exceed %s %d", len(r.Key)+len(r.Value), ParamMaxRecordBytes, k.dead.MaxRecordBytes()))
+			k.dead.Reject(*r, ReasonOversize, fmt.Errorf("%d bytes of key and value exceed %s %d", len(r.Key)+len(r.Value), control.ParamMaxRecordBytes, k.dead.MaxRecordBytes()))
 			continue
 		}
 		kr := &kgo.Record{Key: r.Key, Value: r.Value}

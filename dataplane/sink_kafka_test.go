@@ -66,7 +66,7 @@ func TestKafkaSinkWritesEachRecordOnceInKeyOrder(t *testing.T) {
 	defer kc.Close()
 	brokers := kc.ListenAddrs()
 	adm := kadm.NewClient(mustClient(t, brokers))
-	job := control.JobSpec{JobID: "j", KafkaBrokers: brokers, Params: map[string]string{ParamMaxRecordBytes: "100"}}
+	job := control.JobSpec{JobID: "j", KafkaBrokers: brokers, Params: map[string]string{control.ParamMaxRecordBytes: "100"}}
 	dead, err := newDeadLetters(job, "sink", "sink-0", nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +143,8 @@ func TestKafkaSinkConfigErrors(t *testing.T) {
 		job         control.JobSpec
 		want        string
 	}{
-		{"no topic", "", control.JobSpec{KafkaBrokers: []string{"127.0.0.1:1"}}, ParamKafkaSinkTopic},
-		{"no brokers", "out", control.JobSpec{Params: map[string]string{ParamKafkaSinkBrokers: " , "}}, ParamKafkaSinkBrokers},
+		{"no topic", "", control.JobSpec{KafkaBrokers: []string{"127.0.0.1:1"}}, control.ParamKafkaSinkTopic},
+		{"no brokers", "out", control.JobSpec{Params: map[string]string{control.ParamKafkaSinkBrokers: " , "}}, control.ParamKafkaSinkBrokers},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewKafkaSinkFactory(tc.topic)(OperatorContext{Job: tc.job, Spec: control.OperatorSpec{Name: "sink"}})

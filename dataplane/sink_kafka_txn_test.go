@@ -67,7 +67,7 @@ func newTxnSinkRig(t *testing.T) *txnSinkRig {
 		t.Fatal(err)
 	}
 	return &txnSinkRig{t: t, ctx: ctx, brokers: brokers, store: store, topic: topic,
-		job: control.JobSpec{JobID: jobID, KafkaBrokers: brokers, Params: map[string]string{ParamCheckpointStore: loc, ParamKafkaSinkTopic: topic}}}
+		job: control.JobSpec{JobID: jobID, KafkaBrokers: brokers, Params: map[string]string{control.ParamCheckpointStore: loc, control.ParamKafkaSinkTopic: topic}}}
 }
 
 // incarnation starts task sink-0 (again, after a "crash" of the previous

@@ -30,63 +30,18 @@ import (
 // with the records it processes, so the cut is consistent with the batches
 // before it) and directly for a task that was deployed but not started.
 
-// Verbs of the snapshot requests.
-const (
-	VerbSnapshotSave = "snapshot.save" // SnapshotRequest → SnapshotReply
-	VerbSnapshotLoad = "snapshot.load" // SnapshotRequest → SnapshotReply (tasks must not be running)
-)
-
 // Files inside a task's snapshot directory.
 const (
 	SnapshotStateDir = "pebble"    // the Pebble checkpoint
 	SnapshotTaskFile = "task.json" // TaskSnapshot, with the KLT
 )
 
-// SnapshotRequest names the tasks to snapshot or restore and the directory
-// holding one sub-directory per task.
-type SnapshotRequest struct {
-	TaskIDs []string `json:"task_ids"`
-	Dir     string   `json:"dir"`
-}
-
-// SnapshotReply lists what each task saved or loaded; a save skips the
-// named tasks that keep no keyed state.
-type SnapshotReply struct {
-	Tasks []TaskSnapshot `json:"tasks"`
-}
-
-// KLTSegment is one (bucket, owner) part of the key lookup table: the
-// 32-bit hashes of the keys of Bucket whose values live on Owner (the table
-// keeps hashes, not keys; see statesvc.KLT).
-type KLTSegment struct {
-	Bucket int      `json:"bucket"`
-	Owner  string   `json:"owner"`
-	Hashes []uint32 `json:"hashes"`
-}
-
-// TaskSnapshot describes one task's snapshot (written as task.json).
-type TaskSnapshot struct {
-	TaskID     string `json:"task_id"`
-	Operator   string `json:"operator"`
-	Index      int    `json:"index"`
-	NumBuckets int    `json:"num_buckets"`
-	Buckets    []int  `json:"buckets"` // owned by the task, ascending
-	// Keys is the number of distinct user keys with state; Entries the
-	// number of (state, key) values.
-	Keys    uint64 `json:"keys"`
-	Entries uint64 `json:"entries"`
-	Bytes   uint64 `json:"bytes"` // size of the checkpoint's files
-	// KLT holds the lookup entries and the addresses of the owners they name.
-	KLT       []KLTSegment               `json:"klt,omitempty"`
-	KLTOwners map[string]control.TaskRef `json:"klt_owners,omitempty"`
-}
-
 // dispatchSnapshot serves the snapshot verbs; ok is false for other verbs.
 func (w *Worker) dispatchSnapshot(ctx context.Context, verb string, env control.Envelope) (body any, ok bool, err error) {
-	if verb != VerbSnapshotSave && verb != VerbSnapshotLoad {
+	if verb != control.VerbSnapshotSave && verb != control.VerbSnapshotLoad {
 		return nil, false, nil
 	}
-	req, err := decodeBody[SnapshotRequest](env)
+	req, err := decodeBody[control.SnapshotRequest](env)
 	if err != nil {
 		return nil, true, err
 	}
@@ -97,10 +52,10 @@ func (w *Worker) dispatchSnapshot(ctx context.Context, verb string, env control.
 	if len(tasks) != len(req.TaskIDs) {
 		return nil, true, fmt.Errorf("%s: worker %s has %d of the tasks %v of job %q", verb, w.opts.ID, len(tasks), req.TaskIDs, env.JobID)
 	}
-	var reply SnapshotReply
+	var reply control.SnapshotReply
 	for _, t := range tasks {
 		if t.keyed == nil {
-			if verb == VerbSnapshotSave && !t.spec.Stateful {
+			if verb == control.VerbSnapshotSave && !t.spec.Stateful {
 				continue // stateless: nothing to save (the reply lists stateful tasks only)
 			}
 			if t.spec.Stateful {
@@ -111,10 +66,10 @@ func (w *Worker) dispatchSnapshot(ctx context.Context, verb string, env control.
 			return nil, true, fmt.Errorf("%s: task %s keeps no keyed state", verb, t.id)
 		}
 		dir := filepath.Join(req.Dir, t.id)
-		var snap TaskSnapshot
+		var snap control.TaskSnapshot
 		run := func(context.Context, *task) error {
 			var err error
-			if verb == VerbSnapshotSave {
+			if verb == control.VerbSnapshotSave {
 				snap, err = t.saveSnapshot(dir)
 			} else {
 				snap, err = t.loadSnapshot(dir)
@@ -122,7 +77,7 @@ func (w *Worker) dispatchSnapshot(ctx context.Context, verb string, env control.
 			return err
 		}
 		switch {
-		case verb == VerbSnapshotLoad && t.started.Load():
+		case verb == control.VerbSnapshotLoad && t.started.Load():
 			return nil, true, fmt.Errorf("%s: task %s is already running; state is loaded before a task starts", verb, t.id)
 		case t.started.Load():
 			err = w.onTaskGoroutines(ctx, env.JobID, []string{t.id}, run)
@@ -155,23 +110,25 @@ func (t *task) ownedBuckets() []int {
 // saveSnapshot checkpoints the task's store into dir/pebble and writes
 // dir/task.json. dir must not exist: a snapshot is never overwritten in
 // place (a retried save after a completed one fails and says so).
-func (t *task) saveSnapshot(dir string) (TaskSnapshot, error) { return t.saveSnapshotTo(dir, true) }
+func (t *task) saveSnapshot(dir string) (control.TaskSnapshot, error) {
+	return t.saveSnapshotTo(dir, true)
+}
 
 // saveSnapshotTo is saveSnapshot; count false leaves Keys and Entries at 0
 // (counting scans the whole state, which a periodic checkpoint skips).
-func (t *task) saveSnapshotTo(dir string, count bool) (TaskSnapshot, error) {
+func (t *task) saveSnapshotTo(dir string, count bool) (control.TaskSnapshot, error) {
 	ks := t.keyed
 	cp, ok := ks.store.(interface{ Checkpoint(string) error })
 	if !ok {
-		return TaskSnapshot{}, fmt.Errorf("state backend %q cannot be snapshotted (only %q)", t.view.Load().job.StateBackend, statesvc.BackendPebble)
+		return control.TaskSnapshot{}, fmt.Errorf("state backend %q cannot be snapshotted (only %q)", t.view.Load().job.StateBackend, statesvc.BackendPebble)
 	}
 	if _, err := os.Stat(dir); err == nil {
-		return TaskSnapshot{}, fmt.Errorf("snapshot directory %s already exists", dir)
+		return control.TaskSnapshot{}, fmt.Errorf("snapshot directory %s already exists", dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return TaskSnapshot{}, fmt.Errorf("snapshot directory: %w", err)
+		return control.TaskSnapshot{}, fmt.Errorf("snapshot directory: %w", err)
 	}
-	snap := TaskSnapshot{TaskID: t.id, Operator: t.opName, Index: t.index, NumBuckets: ks.buckets, Buckets: t.ownedBuckets()}
+	snap := control.TaskSnapshot{TaskID: t.id, Operator: t.opName, Index: t.index, NumBuckets: ks.buckets, Buckets: t.ownedBuckets()}
 	if count {
 		if err := ks.countState(&snap); err != nil {
 			return snap, err
@@ -191,7 +148,7 @@ func (t *task) saveSnapshotTo(dir string, count bool) (TaskSnapshot, error) {
 		all[i] = i
 	}
 	for _, e := range ks.klt.Segments(all) {
-		snap.KLT = append(snap.KLT, KLTSegment{Bucket: e.Bucket, Owner: e.Owner, Hashes: e.Hashes})
+		snap.KLT = append(snap.KLT, control.KLTSegment{Bucket: e.Bucket, Owner: e.Owner, Hashes: e.Hashes})
 		if _, named := snap.KLTOwners[e.Owner]; !named {
 			ref, known := ks.owners.Load(e.Owner)
 			if !known {
@@ -215,7 +172,7 @@ func (t *task) saveSnapshotTo(dir string, count bool) (TaskSnapshot, error) {
 }
 
 // countState counts the operator's keys and values in the store.
-func (ks *keyedState) countState(snap *TaskSnapshot) error {
+func (ks *keyedState) countState(snap *control.TaskSnapshot) error {
 	prefix := statesvc.OperatorPrefix(ks.opName)
 	lastBucket := -1
 	var seen map[string]bool // distinct user keys of the current bucket (several states only)
@@ -249,9 +206,9 @@ func (ks *keyedState) countState(snap *TaskSnapshot) error {
 // loadSnapshot replaces the (not yet started) task's store with the
 // checkpoint in dir and installs its lookup table. The snapshot must be of
 // the same operator and the same buckets.
-func (t *task) loadSnapshot(dir string) (TaskSnapshot, error) {
+func (t *task) loadSnapshot(dir string) (control.TaskSnapshot, error) {
 	ks := t.keyed
-	var snap TaskSnapshot
+	var snap control.TaskSnapshot
 	data, err := os.ReadFile(filepath.Join(dir, SnapshotTaskFile))
 	if err != nil {
 		return snap, fmt.Errorf("read snapshot: %w", err)

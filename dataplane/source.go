@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"koala/dataplane/control"
 	"koala/dataplane/wire"
 	"sync"
 	"sync/atomic"
@@ -217,7 +218,7 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 			}
 			rec := Record{Key: r.Key, Value: r.Value, EventTime: r.Timestamp.UnixNano(), Partition: r.Partition, Offset: r.Offset}
 			if t.dead.TooLarge(rec) {
-				t.dead.Reject(rec, ReasonOversize, fmt.Errorf("%d bytes of key and value exceed %s %d", len(r.Key)+len(r.Value), ParamMaxRecordBytes, t.dead.MaxRecordBytes()))
+				t.dead.Reject(rec, ReasonOversize, fmt.Errorf("%d bytes of key and value exceed %s %d", len(r.Key)+len(r.Value), control.ParamMaxRecordBytes, t.dead.MaxRecordBytes()))
 				rejected++
 			} else {
 				t.out.emit(rec)

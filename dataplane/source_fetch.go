@@ -1,8 +1,6 @@
 package dataplane
 
 import (
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,12 +18,6 @@ import (
 // makes batches of several hundred to BatchSize records at steady rates,
 // for at most that wait of added latency when input is sparse.
 
-// Job parameters of the Kafka source's fetches.
-const (
-	ParamSourceFetchMinBytes  = "SourceFetchMinBytes"
-	ParamSourceFetchMaxWaitMs = "SourceFetchMaxWaitMs"
-)
-
 // Defaults of the source's fetch sizing.
 const (
 	DefaultSourceFetchMinBytes  = 64 << 10
@@ -36,27 +28,13 @@ const (
 
 // sourceFetchOpts returns the fetch options a job's source tasks use.
 func sourceFetchOpts(job control.JobSpec) ([]kgo.Opt, error) {
-	minBytes, err := IntParam(job, ParamSourceFetchMinBytes, DefaultSourceFetchMinBytes, 1, maxSourceFetchMinBytes, "bytes")
+	minBytes, err := control.IntParam(job, control.ParamSourceFetchMinBytes, DefaultSourceFetchMinBytes, 1, maxSourceFetchMinBytes, "bytes")
 	if err != nil {
 		return nil, err
 	}
-	waitMs, err := IntParam(job, ParamSourceFetchMaxWaitMs, DefaultSourceFetchMaxWaitMs, 1, maxSourceFetchMaxWaitMs, "milliseconds")
+	waitMs, err := control.IntParam(job, control.ParamSourceFetchMaxWaitMs, DefaultSourceFetchMaxWaitMs, 1, maxSourceFetchMaxWaitMs, "milliseconds")
 	if err != nil {
 		return nil, err
 	}
 	return []kgo.Opt{kgo.FetchMinBytes(int32(minBytes)), kgo.FetchMaxWait(time.Duration(waitMs) * time.Millisecond)}, nil
-}
-
-// IntParam reads a whole-number job parameter within [lo, hi], def when
-// unset; its error names the parameter, its unit and the range.
-func IntParam(job control.JobSpec, name string, def, lo, hi int, unit string) (int, error) {
-	s, ok := job.Params[name]
-	if !ok || s == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("job param %s %q: want a whole number of %s between %d and %d", name, s, unit, lo, hi)
-	}
-	return n, nil
 }

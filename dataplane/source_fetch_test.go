@@ -13,13 +13,13 @@ func TestSourceFetchOptsParams(t *testing.T) {
 		wantErr string
 	}{
 		{params: nil},
-		{params: map[string]string{ParamSourceFetchMinBytes: "1", ParamSourceFetchMaxWaitMs: "10000"}},
-		{params: map[string]string{ParamSourceFetchMinBytes: ""}},
-		{params: map[string]string{ParamSourceFetchMinBytes: "0"}, wantErr: "SourceFetchMinBytes \"0\": want a whole number of bytes between 1 and"},
-		{params: map[string]string{ParamSourceFetchMinBytes: "64KB"}, wantErr: "SourceFetchMinBytes \"64KB\""},
-		{params: map[string]string{ParamSourceFetchMinBytes: "67108865"}, wantErr: "SourceFetchMinBytes"},
-		{params: map[string]string{ParamSourceFetchMaxWaitMs: "-5"}, wantErr: "SourceFetchMaxWaitMs \"-5\": want a whole number of milliseconds between 1 and 10000"},
-		{params: map[string]string{ParamSourceFetchMaxWaitMs: "2.5"}, wantErr: "SourceFetchMaxWaitMs"},
+		{params: map[string]string{control.ParamSourceFetchMinBytes: "1", control.ParamSourceFetchMaxWaitMs: "10000"}},
+		{params: map[string]string{control.ParamSourceFetchMinBytes: ""}},
+		{params: map[string]string{control.ParamSourceFetchMinBytes: "0"}, wantErr: "SourceFetchMinBytes \"0\": want a whole number of bytes between 1 and"},
+		{params: map[string]string{control.ParamSourceFetchMinBytes: "64KB"}, wantErr: "SourceFetchMinBytes \"64KB\""},
+		{params: map[string]string{control.ParamSourceFetchMinBytes: "67108865"}, wantErr: "SourceFetchMinBytes"},
+		{params: map[string]string{control.ParamSourceFetchMaxWaitMs: "-5"}, wantErr: "SourceFetchMaxWaitMs \"-5\": want a whole number of milliseconds between 1 and 10000"},
+		{params: map[string]string{control.ParamSourceFetchMaxWaitMs: "2.5"}, wantErr: "SourceFetchMaxWaitMs"},
 	} {
 		opts, err := sourceFetchOpts(control.JobSpec{Params: tc.params})
 		if tc.wantErr == "" {

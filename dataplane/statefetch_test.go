@@ -48,7 +48,7 @@ func TestFetchOfAbsentKeyIsHarmless(t *testing.T) {
 	const buckets = 16
 	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*producer{}}
 	job := control.JobSpec{JobID: "fp-fetch", Operators: ops, NumBuckets: buckets, BatchSize: 100, StateBackend: "pebble",
-		Params: map[string]string{ParamMigrationMode: ModeFetchOnDemand}} // no background pulls until asked
+		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand}} // no background pulls until asked
 	dep := control.Deployment{Job: job, Epoch: 1}
 	for _, op := range ops {
 		for i := range max(1, op.Parallelism) {

@@ -24,21 +24,6 @@ type StatefulOperator interface {
 	ProcessKeyed(in []Record, st *State, emit Emit) error
 }
 
-// Lazy migration modes ("LazyByKeyCancellingTaskMigrationMode").
-const (
-	ModeFetchOnDemand = "fetch-on-demand"
-	ModeEventual      = "eventual"
-)
-
-// Job parameters read by the keyed state runtime.
-const (
-	ParamMigrationMode    = "LazyByKeyCancellingTaskMigrationMode"
-	ParamGradualBatchSize = "LazyByKeyGradualMigrationBatchSize"
-	// ParamRemotePebbleAddrs lists the state servers of the "remote-pebble"
-	// backend: comma-separated host:port, sharded by bucket in this order.
-	ParamRemotePebbleAddrs = "RemotePebbleAddrs"
-)
-
 // keyedState is the state side of a stateful task: its store, its key
 // lookup table and the migration counters.
 type keyedState struct {
@@ -97,7 +82,7 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 	// checkpoints, snapshots, handoffs and fetches all read through the
 	// store, which writes back its buffer before any direct read of Pebble.
 	// The log would only be written, never read.
-	store, err := statesvc.Open(statesvc.Options{Backend: backend, Dir: dir, Addrs: statesvc.ParseAddrs(job.Params[ParamRemotePebbleAddrs]),
+	store, err := statesvc.Open(statesvc.Options{Backend: backend, Dir: dir, Addrs: statesvc.ParseAddrs(job.Params[control.ParamRemotePebbleAddrs]),
 		// Remote state is per job: every task of this job (including those a
 		// reconfiguration deploys, which keep the job id) shares it, and no
 		// other job sees it.
@@ -105,19 +90,19 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 	if err != nil {
 		return nil, fmt.Errorf("open %s state for %s: %w", backend, opName, err)
 	}
-	ks := &keyedState{shared: backend == statesvc.BackendRemotePebble, op: op, store: store, klt: statesvc.NewKLT(job.NumBuckets), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: ModeEventual, gradual: -1}
-	if m := job.Params[ParamMigrationMode]; m != "" {
-		if m != ModeFetchOnDemand && m != ModeEventual {
+	ks := &keyedState{shared: backend == statesvc.BackendRemotePebble, op: op, store: store, klt: statesvc.NewKLT(job.NumBuckets), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: control.ModeEventual, gradual: -1}
+	if m := job.Params[control.ParamMigrationMode]; m != "" {
+		if m != control.ModeFetchOnDemand && m != control.ModeEventual {
 			store.Close()
-			return nil, fmt.Errorf("%s %q: allowed %q or %q", ParamMigrationMode, m, ModeFetchOnDemand, ModeEventual)
+			return nil, fmt.Errorf("%s %q: allowed %q or %q", control.ParamMigrationMode, m, control.ModeFetchOnDemand, control.ModeEventual)
 		}
 		ks.mode = m
 	}
-	if g := job.Params[ParamGradualBatchSize]; g != "" {
+	if g := job.Params[control.ParamGradualBatchSize]; g != "" {
 		n, err := strconv.Atoi(g)
 		if err != nil || n == 0 || n < -1 {
 			store.Close()
-			return nil, fmt.Errorf("%s %q: want a positive number of keys or -1 (all at once)", ParamGradualBatchSize, g)
+			return nil, fmt.Errorf("%s %q: want a positive number of keys or -1 (all at once)", control.ParamGradualBatchSize, g)
 		}
 		ks.gradual = n
 	}
@@ -419,7 +404,7 @@ func (t *task) migrateChunk(ctx context.Context, n int) error {
 
 // wantsMigration says whether background migration should run now.
 func (ks *keyedState) wantsMigration() bool {
-	return ks.klt.Len() > 0 && (ks.mode == ModeEventual || ks.eager)
+	return ks.klt.Len() > 0 && (ks.mode == control.ModeEventual || ks.eager)
 }
 
 // afterBatch runs progressive migration and reports completion.

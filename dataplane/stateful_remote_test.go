@@ -25,7 +25,7 @@ func TestRemoteKeyedStateIsPerJob(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	open := func(jobID string) (*keyedState, error) {
 		job := control.JobSpec{JobID: jobID, NumBuckets: 8, StateBackend: statesvc.BackendRemotePebble,
-			Params: map[string]string{ParamRemotePebbleAddrs: srv.Addr()}}
+			Params: map[string]string{control.ParamRemotePebbleAddrs: srv.Addr()}}
 		ks, err := newKeyedState(namedStates{"count"}, job, "counter", t.TempDir(), nil)
 		if err == nil {
 			t.Cleanup(func() { _ = ks.store.Close() })

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"koala/dataplane/control"
 	"koala/dataplane/wire"
 	"koala/statesvc"
 )
@@ -40,15 +41,6 @@ import (
 // emitted, and then forwards the watermark downstream. Watermarks never go
 // backwards. At the end of input (the finish command) sources send
 // MaxWatermark before end-of-stream, so every pending window fires.
-
-// ParamMaxOutOfOrderness is the job parameter bounding event-time disorder,
-// in milliseconds (default 200).
-const ParamMaxOutOfOrderness = "MaxOutOfOrdernessMs"
-
-// ParamSourceIdleTimeout is the job parameter after which a partition that
-// delivers nothing (and has no known backlog) stops holding the watermark
-// back, in milliseconds (default 1000).
-const ParamSourceIdleTimeout = "SourceIdleTimeoutMs"
 
 const (
 	// DefaultMaxOutOfOrderness is the default bound on event-time disorder.
@@ -195,7 +187,7 @@ func (w *watermarks) observe(p int32, ts int64) {
 
 // MaxOutOfOrderness parses the job parameter (milliseconds).
 func MaxOutOfOrderness(params map[string]string) (time.Duration, error) {
-	return durationParam(params, ParamMaxOutOfOrderness, DefaultMaxOutOfOrderness)
+	return durationParam(params, control.ParamMaxOutOfOrderness, DefaultMaxOutOfOrderness)
 }
 
 func durationParam(params map[string]string, name string, def time.Duration) (time.Duration, error) {
@@ -244,9 +236,9 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 		if err != nil {
 			return fmt.Errorf("source %s: %w", t.id, err)
 		}
-		idle, err := durationParam(params, ParamSourceIdleTimeout, DefaultSourceIdleTimeout)
+		idle, err := durationParam(params, control.ParamSourceIdleTimeout, DefaultSourceIdleTimeout)
 		if err != nil || idle <= 0 {
-			return fmt.Errorf("source %s: %s %q: want a whole number of milliseconds > 0", t.id, ParamSourceIdleTimeout, params[ParamSourceIdleTimeout])
+			return fmt.Errorf("source %s: %s %q: want a whole number of milliseconds > 0", t.id, control.ParamSourceIdleTimeout, params[control.ParamSourceIdleTimeout])
 		}
 		w.bound, w.idleTimeout, w.boundSet = d.Nanoseconds(), idle, true
 	}

@@ -94,10 +94,10 @@ func TestMaxOutOfOrdernessParam(t *testing.T) {
 	if d, err := MaxOutOfOrderness(nil); err != nil || d != DefaultMaxOutOfOrderness {
 		t.Fatalf("default: %v %v", d, err)
 	}
-	if d, err := MaxOutOfOrderness(map[string]string{ParamMaxOutOfOrderness: "1500"}); err != nil || d.Milliseconds() != 1500 {
+	if d, err := MaxOutOfOrderness(map[string]string{control.ParamMaxOutOfOrderness: "1500"}); err != nil || d.Milliseconds() != 1500 {
 		t.Fatalf("1500: %v %v", d, err)
 	}
-	if _, err := MaxOutOfOrderness(map[string]string{ParamMaxOutOfOrderness: "-1"}); err == nil {
+	if _, err := MaxOutOfOrderness(map[string]string{control.ParamMaxOutOfOrderness: "-1"}); err == nil {
 		t.Fatal("-1 accepted")
 	}
 }

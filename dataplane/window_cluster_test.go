@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries"
 	"koala/queries/examples/qtest"
 	"koala/workflows"
@@ -44,11 +45,11 @@ func TestWindowAcrossLazyRescale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("in-process cluster test")
 	}
-	for _, mode := range []string{dataplane.ModeFetchOnDemand, dataplane.ModeEventual} {
+	for _, mode := range []string{control.ModeFetchOnDemand, control.ModeEventual} {
 		t.Run("lazy-"+mode, func(t *testing.T) { runWindowRescale(t, workflows.ReconfigureLazy, mode) })
 	}
 	t.Run("stop-and-restart", func(t *testing.T) {
-		runWindowRescale(t, workflows.ReconfigureStopAndRestart, dataplane.ModeEventual)
+		runWindowRescale(t, workflows.ReconfigureStopAndRestart, control.ModeEventual)
 	})
 }
 
@@ -88,7 +89,7 @@ func runWindowRescale(t *testing.T, protocol any, mode string) {
 	}
 	run := qtest.Start(t, qtest.Options{
 		Query:   registerQuery(t, windowRescaleQuery),
-		Params:  map[string]string{dataplane.ParamMigrationMode: mode, dataplane.ParamGradualBatchSize: "10"},
+		Params:  map[string]string{control.ParamMigrationMode: mode, control.ParamGradualBatchSize: "10"},
 		Backend: "pebble",
 		Workers: 3,
 		Phases: []qtest.Phase{

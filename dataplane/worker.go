@@ -372,7 +372,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 	}
 	t.dead = dead
-	if spec.Kind == KindKafkaSource {
+	if spec.Kind == control.KindKafkaSource {
 		parallelism := len(dep.TasksOf(ref.Operator))
 		parts := sourcePartitions(dep.Job.Partitions, parallelism, ref.Index)
 		fetch, err := sourceFetchOpts(dep.Job)
@@ -403,7 +403,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
 		t.ledger = newSinkLedger()
 		t.latency = newSinkLatency()
-		if spec.Kind == KindCollectSink {
+		if spec.Kind == control.KindCollectSink {
 			t.values = newKeyValues()
 		}
 	}

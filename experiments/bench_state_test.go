@@ -151,10 +151,7 @@ func stateScalingPoint(t *testing.T, spec StateSpec, size uint64) StatePoint {
 	job, err := acts.BuildJob(ctx, activities.JobInput{
 		JobID: fmt.Sprintf("bench-state-%d", size), Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 128, BatchSize: 2000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: "pebble",
-		Params: map[string]string{
-			dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand,
-			queries.ParamCounterPad:      strconv.Itoa(spec.ValueBytes - 8),
-		},
+		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand, queries.ParamCounterPad: strconv.Itoa(spec.ValueBytes - 8)},
 	})
 	if err != nil {
 		return fail("build job", err)
@@ -296,7 +293,7 @@ func stateReconfigure(acts *activities.Activities, dep control.Deployment, worke
 	env.RegisterActivity(acts)
 	env.ExecuteWorkflow(workflows.ReconfigureLazy, workflows.ReconfigureInput{
 		ReconfigID: id, Current: dep, Workers: workers,
-		Spec: workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: par},
+		Spec: workflows.ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: par},
 	})
 	if !env.IsWorkflowCompleted() {
 		return dep, fmt.Errorf("reconfiguration %s did not complete", id)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/workflows"
 )
@@ -23,10 +24,6 @@ const (
 
 // CompareVariants are the known variants in their default order.
 var CompareVariants = []string{VariantLazy, VariantStopAndRestart, VariantRemote, VariantDRRS}
-
-// ParamRemotePebbleAddrs is the config knob (kept in Params) naming the state
-// servers of the remote-pebble backend.
-const ParamRemotePebbleAddrs = "RemotePebbleAddrs"
 
 // Constants of the comparison metrics.
 const (
@@ -97,9 +94,9 @@ func VariantInput(base workflows.ExperimentInput, variant, remoteAddrs string) (
 		in.ReconfigProtocol = workflows.ProtocolStopAndRestart
 		in.StateBackend = "remote-pebble"
 		if a := strings.Join(splitComma(remoteAddrs), ","); a != "" {
-			in.Params[ParamRemotePebbleAddrs] = a
+			in.Params[control.ParamRemotePebbleAddrs] = a
 		}
-		if strings.Join(splitComma(in.Params[ParamRemotePebbleAddrs]), ",") == "" {
+		if strings.Join(splitComma(in.Params[control.ParamRemotePebbleAddrs]), ",") == "" {
 			return in, "no remote state server: set \"RemotePebbleAddrs\" in the config or pass --remote-pebble ADDR", nil
 		}
 	default:

@@ -15,6 +15,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/workflows"
 )
@@ -129,8 +130,8 @@ func TestVariantInput(t *testing.T) {
 			if in.ReconfigProtocol != tc.protocol || in.StateBackend != tc.backend {
 				t.Fatalf("protocol %q backend %q", in.ReconfigProtocol, in.StateBackend)
 			}
-			if tc.addrs != "" && in.Params[ParamRemotePebbleAddrs] != tc.addrs {
-				t.Fatalf("addrs %q, want %q", in.Params[ParamRemotePebbleAddrs], tc.addrs)
+			if tc.addrs != "" && in.Params[control.ParamRemotePebbleAddrs] != tc.addrs {
+				t.Fatalf("addrs %q, want %q", in.Params[control.ParamRemotePebbleAddrs], tc.addrs)
 			}
 			if tc.base.Params["LazyByKeyGradualMigrationBatchSize"] != "" && in.Params["LazyByKeyGradualMigrationBatchSize"] != "500" {
 				t.Fatalf("lazy knob lost: %v", in.Params)

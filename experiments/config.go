@@ -13,6 +13,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 // Defaults of an experiment config.
@@ -286,7 +287,7 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 		if r.TargetParallelism > in.NumBuckets {
 			p.errorf("%s: %d is out of range (must be between 1 and NumBuckets (%d))", where(reconfigMeta[i].target, loc), r.TargetParallelism, in.NumBuckets)
 		}
-		if r.Type == workflows.KindRebalance {
+		if r.Type == plan.KindRebalance {
 			switch {
 			// Without "BucketLoad" the plan step measures each bucket's
 			// input on the running tasks at the trigger (activities.Plan).
@@ -298,7 +299,7 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 	// A task migration is two reconfigurations with the same spec (see
 	// workflows.KindTaskMigration); the second queues behind the first.
 	for i := 0; i < len(reconfigs); i++ {
-		if reconfigs[i].Type == workflows.KindTaskMigration {
+		if reconfigs[i].Type == plan.KindTaskMigration {
 			reconfigs = slices.Insert(reconfigs, i+1, reconfigs[i])
 			i++
 		}

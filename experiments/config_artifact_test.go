@@ -11,6 +11,7 @@ import (
 	"koala/queries"
 	_ "koala/queries/nexmark" // the artifact's query names
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 // artifactQuery1 is the artifact's hello-world config, as published.
@@ -39,7 +40,7 @@ func TestArtifactQuery1Config(t *testing.T) {
 	}
 	want := workflows.ExperimentInput{
 		Name: "query1", QueryName: "nexmark_query1", TotalRuntimeSeconds: 60,
-		Reconfigurations: []workflows.ReconfigSpec{{TriggerTimeSeconds: 30, Type: workflows.KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2}},
+		Reconfigurations: []workflows.ReconfigSpec{{TriggerTimeSeconds: 30, Type: plan.KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2}},
 		ReconfigProtocol: workflows.ProtocolStopAndRestart, StateBackend: "pebble", NumBuckets: 128, BatchSize: 4096,
 		Partitions: DefaultNumPartitions, Parallelism: map[string]int{"mapper": 1, "sink": 1},
 		Producer: workflows.ProducerSpec{
@@ -171,7 +172,7 @@ func TestNexmarkExampleConfigs(t *testing.T) {
 		for _, op := range ops {
 			if op.Name == r.TargetOperator {
 				found = true
-				if !op.Stateful || op.Parallelism != 2 || r.TargetParallelism != 4 || r.Type != workflows.KindScaleUp {
+				if !op.Stateful || op.Parallelism != 2 || r.TargetParallelism != 4 || r.Type != plan.KindScaleUp {
 					t.Errorf("%s: %s stateful %v, %d → %d (%s), want a stateful 2 → 4 scale-out", path, op.Name, op.Stateful, op.Parallelism, r.TargetParallelism, r.Type)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 // FuzzParseConfig feeds arbitrary bytes to the experiment config parser.
@@ -83,11 +84,11 @@ func checkAccepted(t *testing.T, in workflows.ExperimentInput) {
 			t.Fatalf("reconfigurations not ordered by trigger time: %+v", in.Reconfigurations)
 		}
 		switch r.Type {
-		case workflows.KindScaleUp, workflows.KindScaleDown:
+		case plan.KindScaleUp, plan.KindScaleDown:
 			if r.TargetOperator == "" || r.TargetParallelism < 1 || r.TargetParallelism > in.NumBuckets {
 				t.Fatalf("Reconfigurations[%d]: accepted %+v with NumBuckets %d", i, r, in.NumBuckets)
 			}
-		case workflows.KindRebalance:
+		case plan.KindRebalance:
 			if r.TargetOperator == "" || (len(r.BucketLoad) != 0 && len(r.BucketLoad) != in.NumBuckets) {
 				t.Fatalf("Reconfigurations[%d]: accepted rebalance %+v with NumBuckets %d", i, r, in.NumBuckets)
 			}
@@ -96,7 +97,7 @@ func checkAccepted(t *testing.T, in workflows.ExperimentInput) {
 					t.Fatalf("Reconfigurations[%d]: accepted a negative load %v", i, l)
 				}
 			}
-		case workflows.KindTaskMigration:
+		case plan.KindTaskMigration:
 			if r.TaskID == "" || r.TargetWorker == "" {
 				t.Fatalf("Reconfigurations[%d]: accepted task migration %+v", i, r)
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries"
 	"koala/workflows/plan"
 )
@@ -77,12 +78,10 @@ var artifactKnobs = map[string]knob{
 	"CoordinatorIP":                        {kind: knobString},
 	"ReportSinkValues":                     {kind: knobBool}, // collecting sinks' per-key values in the result (activities.ParamReportSinkValues)
 	// koala's own job parameters (read by the plan and the data plane).
-	queries.ParamSinkKind:               {kind: knobEnum, values: queries.SinkKinds}, // the query's runtime sinks, or a Kafka sink (queries/sink_kind.go)
-	dataplane.ParamKafkaSinkTopic:       {kind: knobString},                          // the Kafka sink's topic (default "<job topic>-<sink operator>")
-	dataplane.ParamKafkaSinkBrokers:     {kind: knobStrings},                         // the Kafka sink's brokers (default: the job's)
-	plan.ParamTaskPlacement:             {kind: knobEnum, values: plan.TaskPlacements},
-	dataplane.ParamSourceFetchMinBytes:  {kind: knobInt, min: 1},
-	dataplane.ParamSourceFetchMaxWaitMs: {kind: knobInt, min: 1},
+	queries.ParamSinkKind: {kind: knobEnum, values: queries.SinkKinds}, control. // the query's runtime sinks, or a Kafka sink (queries/sink_kind.go)
+				ParamKafkaSinkTopic: {kind: knobString}, control.ParamKafkaSinkBrokers:// the Kafka sink's topic (default "<job topic>-<sink operator>")
+	{kind: knobStrings},   // the Kafka sink's brokers (default: the job's)
+	plan.ParamTaskPlacement: {kind: knobEnum, values: plan.TaskPlacements}, control.ParamSourceFetchMinBytes: {kind: knobInt, min: 1}, control.ParamSourceFetchMaxWaitMs: {kind: knobInt, min: 1},
 }
 
 // knob validates a pass-through field and renders it for Params.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 // reconfigFields are the canonical names inside a Reconfigurations entry;
@@ -22,18 +23,8 @@ var reconfigFields = []string{"TriggerTimeSeconds", "Type", "TargetOperator", "T
 // tasks when it fires; a task-migration's operator follows from its
 // "TaskID".
 var (
-	requiredFields = map[string][]string{
-		workflows.KindScaleUp:       {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"},
-		workflows.KindScaleDown:     {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"},
-		workflows.KindRebalance:     {"TriggerTimeSeconds", "Type", "TargetOperator"},
-		workflows.KindTaskMigration: {"TriggerTimeSeconds", "Type", "TaskID", "TargetWorker"},
-	}
-	allowedFields = map[string][]string{
-		workflows.KindScaleUp:       {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", targetAlias},
-		workflows.KindScaleDown:     {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", targetAlias},
-		workflows.KindRebalance:     {"TriggerTimeSeconds", "Type", "TargetOperator", "BucketLoad"},
-		workflows.KindTaskMigration: {"TriggerTimeSeconds", "Type", "TargetOperator", "TaskID", "TargetWorker"},
-	}
+	requiredFields = map[string][]string{plan.KindScaleUp: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"}, plan.KindScaleDown: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"}, plan.KindRebalance: {"TriggerTimeSeconds", "Type", "TargetOperator"}, plan.KindTaskMigration: {"TriggerTimeSeconds", "Type", "TaskID", "TargetWorker"}}
+	allowedFields  = map[string][]string{plan.KindScaleUp: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", targetAlias}, plan.KindScaleDown: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", targetAlias}, plan.KindRebalance: {"TriggerTimeSeconds", "Type", "TargetOperator", "BucketLoad"}, plan.KindTaskMigration: {"TriggerTimeSeconds", "Type", "TargetOperator", "TaskID", "TargetWorker"}}
 )
 
 const targetAlias = "TargetParallelism"
@@ -44,16 +35,16 @@ var parallelismField = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*Parallelism$
 // reconfigTypes maps accepted "Type" values to koala's kinds; "" marks
 // kinds that are recognised but not supported yet.
 var reconfigTypes = map[string]string{
-	"scaleup":        workflows.KindScaleUp,
-	"scale-up":       workflows.KindScaleUp,
-	"scale-out":      workflows.KindScaleUp,
-	"scaleout":       workflows.KindScaleUp,
-	"scaledown":      workflows.KindScaleDown,
-	"scale-down":     workflows.KindScaleDown,
-	"scale-in":       workflows.KindScaleDown,
-	"scalein":        workflows.KindScaleDown,
-	"rebalance":      workflows.KindRebalance,
-	"task-migration": workflows.KindTaskMigration,
+	"scaleup":        plan.KindScaleUp,
+	"scale-up":       plan.KindScaleUp,
+	"scale-out":      plan.KindScaleUp,
+	"scaleout":       plan.KindScaleUp,
+	"scaledown":      plan.KindScaleDown,
+	"scale-down":     plan.KindScaleDown,
+	"scale-in":       plan.KindScaleDown,
+	"scalein":        plan.KindScaleDown,
+	"rebalance":      plan.KindRebalance,
+	"task-migration": plan.KindTaskMigration,
 }
 
 // supportedTypes lists the accepted "Type" values that are implemented.
@@ -79,9 +70,9 @@ func (p *parser) checkDirections(reconfigs []workflows.ReconfigSpec, initial map
 			continue
 		}
 		switch {
-		case r.Type == workflows.KindScaleUp && r.TargetParallelism <= was:
+		case r.Type == plan.KindScaleUp && r.TargetParallelism <= was:
 			p.errorf("reconfiguration at %d s: %q of operator %q to parallelism %d does not increase it (it is %d then)", r.TriggerTimeSeconds, r.Type, r.TargetOperator, r.TargetParallelism, was)
-		case r.Type == workflows.KindScaleDown && r.TargetParallelism >= was:
+		case r.Type == plan.KindScaleDown && r.TargetParallelism >= was:
 			p.errorf("reconfiguration at %d s: %q of operator %q to parallelism %d does not decrease it (it is %d then)", r.TriggerTimeSeconds, r.Type, r.TargetOperator, r.TargetParallelism, was)
 		}
 		cur[r.TargetOperator] = r.TargetParallelism

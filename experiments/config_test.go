@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/config")
@@ -26,7 +27,7 @@ func TestHelloConfig(t *testing.T) {
 		QueryName:           "hello",
 		TotalRuntimeSeconds: 90,
 		Reconfigurations: []workflows.ReconfigSpec{
-			{TriggerTimeSeconds: 30, Type: workflows.KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
+			{TriggerTimeSeconds: 30, Type: plan.KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
 		},
 		ReconfigProtocol: workflows.ProtocolStopAndRestart,
 		StateBackend:     "memory",

@@ -294,7 +294,7 @@ func topicKeyCounts(ctx context.Context, t *testing.T, brokers []string, topic s
 
 // removeCheckpoints deletes the job's checkpoints from its store.
 func removeCheckpoints(t *testing.T, job control.JobSpec) {
-	loc := strings.TrimPrefix(job.Params[dataplane.ParamCheckpointStore], "file://")
+	loc := strings.TrimPrefix(job.Params[control.ParamCheckpointStore], "file://")
 	if loc == "" || job.JobID == "" {
 		return
 	}

@@ -188,8 +188,8 @@ func TestFaultWorkerLostMidMigrationKafkaSink(t *testing.T) {
 		t.Errorf("recovery %+v, want worker %s lost, a checkpoint from %s on (taken after the swap) and its tasks moved", rec, victim, afterSwap)
 	}
 	for _, op := range out.Final.Job.Operators {
-		if op.Name == "sink" && op.Kind != dataplane.KindKafkaSink {
-			t.Errorf("operator sink is a %q, want %q", op.Kind, dataplane.KindKafkaSink)
+		if op.Name == "sink" && op.Kind != control.KindKafkaSink {
+			t.Errorf("operator sink is a %q, want %q", op.Kind, control.KindKafkaSink)
 		}
 	}
 

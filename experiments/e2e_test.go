@@ -30,6 +30,7 @@ import (
 	"koala/deploy/local"
 	"koala/experiments"
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 // TestRunRejectsBadConfig checks that `koala run` validates the config
@@ -107,7 +108,7 @@ func TestEndToEndHelloWorld(t *testing.T) {
 	if len(base.Reconfigurations) != 1 {
 		t.Fatalf("hello.json has %d reconfigurations, the test expects 1", len(base.Reconfigurations))
 	}
-	if r := base.Reconfigurations[0]; r.Type != workflows.KindScaleUp || r.TargetOperator != "mapper" || r.TargetParallelism != 2 ||
+	if r := base.Reconfigurations[0]; r.Type != plan.KindScaleUp || r.TargetOperator != "mapper" || r.TargetParallelism != 2 ||
 		base.Parallelism["mapper"] != 1 || base.ReconfigProtocol != workflows.ProtocolStopAndRestart {
 		t.Fatalf("hello.json is not the mapper 1→2 stop-and-restart scale-out the test expects: %+v", base)
 	}
@@ -143,7 +144,7 @@ func TestEndToEndLazyCounter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantReconfig := []workflows.ReconfigSpec{{TriggerTimeSeconds: 8, Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: 4}}
+	wantReconfig := []workflows.ReconfigSpec{{TriggerTimeSeconds: 8, Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: 4}}
 	if in.QueryName != "counter" || in.ReconfigProtocol != workflows.ProtocolLazy || in.StateBackend != "pebble" ||
 		in.Parallelism["counter"] != 2 || in.TotalRuntimeSeconds != 24 || in.Producer.RatePerSec != 3000 ||
 		in.Producer.NumKeys != 2000 || !reflect.DeepEqual(in.Reconfigurations, wantReconfig) {

@@ -7,6 +7,7 @@ import (
 
 	"koala/dataplane/metrics"
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 // Section 5.3's figures (reconfiguration scenarios). Which runs a figure
@@ -173,7 +174,7 @@ func (r RunData) name() string { return safeName(r.Entry.Keyword) }
 
 // Fig 11 and 13 claim their runs; Fig 12 claims experiments with several
 // runs; Fig 10 draws the rest.
-func isFig11Run(r RunData) bool { return hasKind(r, workflows.KindRebalance) }
+func isFig11Run(r RunData) bool { return hasKind(r, plan.KindRebalance) }
 func isFig13Run(r RunData) bool { return len(Targets(r.Entry.Reconfigs)) >= 2 }
 
 func fig12Groups(runs []RunData) [][]RunData {

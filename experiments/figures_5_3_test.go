@@ -10,6 +10,7 @@ import (
 
 	"koala/dataplane/metrics"
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 // secs is a series with vals[i] at second i.
@@ -84,9 +85,9 @@ func fakeRun(exp, kw string, reconfigs ...workflows.ReconfigSpec) RunData {
 
 var (
 	scaleTo = func(p int) workflows.ReconfigSpec {
-		return workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: p}
+		return workflows.ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: p}
 	}
-	rebalance = workflows.ReconfigSpec{Type: workflows.KindRebalance, TargetOperator: "counter"}
+	rebalance = workflows.ReconfigSpec{Type: plan.KindRebalance, TargetOperator: "counter"}
 )
 
 func TestFig53_RunSelection(t *testing.T) {
@@ -94,7 +95,7 @@ func TestFig53_RunSelection(t *testing.T) {
 	reb := fakeRun("rebalance", "reb", rebalance)
 	fod := fakeRun("modes", "fod", scaleTo(4))
 	ev := fakeRun("modes", "ev", scaleTo(4))
-	two := fakeRun("two", "two", scaleTo(4), workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "window", TargetParallelism: 3})
+	two := fakeRun("two", "two", scaleTo(4), workflows.ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "window", TargetParallelism: 3})
 	none := fakeRun("none", "none")
 	all := []RunData{repeated, reb, fod, ev, two, none}
 
@@ -108,7 +109,7 @@ func TestFig53_RunSelection(t *testing.T) {
 	require.Len(t, groups, 1)
 	require.Equal(t, "fod", groups[0][0].Entry.Keyword)
 	require.Equal(t, []string{"counter", "window"}, Targets(two.Entry.Reconfigs))
-	mig := workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: "tumbling-window-1", TargetWorker: "w1"}
+	mig := workflows.ReconfigSpec{Type: plan.KindTaskMigration, TaskID: "tumbling-window-1", TargetWorker: "w1"}
 	require.Equal(t, []string{"tumbling-window"}, Targets([]workflows.ReconfigOutcome{{Spec: mig}, {Spec: mig}}), "a task migration's operator comes from its task id")
 
 	// Markers sit on the metric axis: StartSec + (StartedAt - JobStart).
@@ -134,7 +135,7 @@ func TestFig53_RunSelection(t *testing.T) {
 func TestWriteSuiteFigures_53Files(t *testing.T) {
 	reb := fakeRun("rebalance", "reb", rebalance)
 	reb.TaskIn = map[string][]metrics.Point{"counter-0": secs(80, 80, 50), "counter-1": secs(20, 20, 50)}
-	two := fakeRun("two", "two", scaleTo(4), workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "window", TargetParallelism: 3})
+	two := fakeRun("two", "two", scaleTo(4), workflows.ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "window", TargetParallelism: 3})
 	two.OperatorIn = []Series{{Label: "counter", Points: secs(1, 2)}, {Label: "window", Points: secs(3, 4)}}
 	runs := []RunData{
 		fakeRun("repeated", "rep", scaleTo(3), scaleTo(4)), reb,

@@ -16,6 +16,7 @@ import (
 
 	"koala/dataplane/metrics"
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 // batchTimes are one task's batch times in µs per metric second.
@@ -185,7 +186,7 @@ func TestFig8_TaskMigrationReadsHistograms(t *testing.T) {
 		hists:  map[string][]metrics.BatchHistSample{"j-mig": encodeHists(t, byTask)},
 	}
 	e := fig8Entry("mig", "j-mig", jobStart)
-	e.Reconfigs[0].Spec = workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: "counter-1", TargetWorker: "w2"}
+	e.Reconfigs[0].Spec = workflows.ReconfigSpec{Type: plan.KindTaskMigration, TaskID: "counter-1", TargetWorker: "w2"}
 	fr := ReadFigureRun(context.Background(), fm, e)
 	require.Empty(t, fr.Target)
 	d := ReadRunData(context.Background(), fm, fr, nil, DefaultFigures)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/queries"
 	"koala/workflows"
@@ -58,7 +57,7 @@ func checkTransactionalSinks(in workflows.ExperimentInput, ops []control.Operato
 	var errs []error
 	for i, r := range in.Reconfigurations {
 		for _, op := range ops {
-			if op.Kind != dataplane.KindKafkaSink {
+			if op.Kind != control.KindKafkaSink {
 				continue
 			}
 			field := ""

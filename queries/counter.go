@@ -30,7 +30,7 @@ const MaxCounterPad = 1 << 20
 type keyedCounter struct{ pad int }
 
 func newKeyedCounter(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
-	n, err := dataplane.IntParam(ctx.Job, ParamCounterPad, 0, 0, MaxCounterPad, "bytes")
+	n, err := control.IntParam(ctx.Job, ParamCounterPad, 0, 0, MaxCounterPad, "bytes")
 	if err != nil {
 		return nil, fmt.Errorf("operator %s: %w", ctx.Spec.Name, err)
 	}
@@ -90,9 +90,9 @@ func init() {
 		Name:        "counter",
 		Description: "src -> counter -> sink: a keyed count per key in Pebble state (DummyFieldSize pads each state value); the sink keeps the latest count per key",
 		Operators: []control.OperatorSpec{
-			{Name: "source", Kind: dataplane.KindKafkaSource, Parallelism: 1},
+			{Name: "source", Kind: control.KindKafkaSource, Parallelism: 1},
 			{Name: "counter", Kind: KindKeyedCounter, Parallelism: 2, Inputs: []string{"source"}, Keyed: true, Stateful: true},
-			{Name: "sink", Kind: dataplane.KindCollectSink, Parallelism: 1, Inputs: []string{"counter"}},
+			{Name: "sink", Kind: control.KindCollectSink, Parallelism: 1, Inputs: []string{"counter"}},
 		},
 	}); err != nil {
 		panic(err)

@@ -32,8 +32,7 @@ func TestCounterPaddedState(t *testing.T) {
 	res := qtest.RunQuery(t, qtest.Options{
 		Query: "counter", Parallelism: map[string]int{"counter": 2}, Backend: "pebble", Workers: 3, Timeout: 3 * time.Minute,
 		Params: map[string]string{
-			queries.ParamCounterPad:      strconv.Itoa(pad),
-			dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand,
+			queries.ParamCounterPad: strconv.Itoa(pad), control.ParamMigrationMode: control.ModeFetchOnDemand,
 		},
 		Phases: []qtest.Phase{
 			{Records: recs, Until: func(r *qtest.Run) bool { return len(r.SinkValues()) == numKeys }, Then: func(r *qtest.Run) {

@@ -107,9 +107,9 @@ func init() {
 		Name:        "hello",
 		Description: "src -> mapper -> sink: a keyed stateless map that upper-cases keys",
 		Operators: []control.OperatorSpec{
-			{Name: "source", Kind: dataplane.KindKafkaSource, Parallelism: 1},
+			{Name: "source", Kind: control.KindKafkaSource, Parallelism: 1},
 			{Name: "mapper", Kind: KindHelloMapper, Parallelism: 1, Inputs: []string{"source"}, Keyed: true},
-			{Name: "sink", Kind: dataplane.KindCountSink, Parallelism: 1, Inputs: []string{"mapper"}},
+			{Name: "sink", Kind: control.KindCountSink, Parallelism: 1, Inputs: []string{"mapper"}},
 		},
 	}); err != nil {
 		panic(err)

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 )
 
@@ -27,7 +26,7 @@ const (
 var SinkKinds = []string{SinkKindDefault, SinkKindKafka}
 
 // runtimeSinks are the sink kinds ParamSinkKind may replace.
-var runtimeSinks = []string{dataplane.KindCollectSink, dataplane.KindCountSink, dataplane.KindRecordSink}
+var runtimeSinks = []string{control.KindCollectSink, control.KindCountSink, control.KindRecordSink}
 
 // withSinkKind returns ops with their terminal runtime sinks replaced as
 // params' SinkKind asks ("" is the default).
@@ -49,7 +48,7 @@ func withSinkKind(query string, ops []control.OperatorSpec, params map[string]st
 	replaced := 0
 	for i := range ops {
 		if slices.Contains(runtimeSinks, ops[i].Kind) && !consumed[ops[i].Name] {
-			ops[i].Kind = dataplane.KindKafkaSink
+			ops[i].Kind = control.KindKafkaSink
 			replaced++
 		}
 	}

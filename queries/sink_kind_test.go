@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"koala/dataplane"
+	"koala/dataplane/control"
 )
 
 func TestOperatorsForSinkKind(t *testing.T) {
@@ -13,10 +13,10 @@ func TestOperatorsForSinkKind(t *testing.T) {
 		wantSink          string // kind of operator "sink"
 		wantErr           []string
 	}{
-		{name: "default", query: "counter", kind: "", wantSink: dataplane.KindCollectSink},
-		{name: "default named", query: "counter", kind: SinkKindDefault, wantSink: dataplane.KindCollectSink},
-		{name: "kafka counter", query: "counter", kind: SinkKindKafka, wantSink: dataplane.KindKafkaSink},
-		{name: "kafka hello", query: "hello", kind: SinkKindKafka, wantSink: dataplane.KindKafkaSink},
+		{name: "default", query: "counter", kind: "", wantSink: control.KindCollectSink},
+		{name: "default named", query: "counter", kind: SinkKindDefault, wantSink: control.KindCollectSink},
+		{name: "kafka counter", query: "counter", kind: SinkKindKafka, wantSink: control.KindKafkaSink},
+		{name: "kafka hello", query: "hello", kind: SinkKindKafka, wantSink: control.KindKafkaSink},
 		{name: "unknown", query: "counter", kind: "s3", wantErr: []string{`SinkKind "s3"`, `"default", "kafka"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,14 +39,14 @@ func TestOperatorsForSinkKind(t *testing.T) {
 				if op.Name == "sink" && op.Kind != tc.wantSink {
 					t.Errorf("sink kind %q, want %q", op.Kind, tc.wantSink)
 				}
-				if op.Name != "sink" && op.Kind == dataplane.KindKafkaSink {
+				if op.Name != "sink" && op.Kind == control.KindKafkaSink {
 					t.Errorf("operator %q became a Kafka sink", op.Name)
 				}
 			}
 			// The registry's own specs are not changed.
 			again, _ := Operators(tc.query, nil)
 			for _, op := range again {
-				if op.Kind == dataplane.KindKafkaSink {
+				if op.Kind == control.KindKafkaSink {
 					t.Errorf("registered query %q changed: %s is a Kafka sink", tc.query, op.Name)
 				}
 			}

@@ -88,10 +88,10 @@ func init() {
 		Name:        "two-counters",
 		Description: "src -> counter (by key) -> groupsum (by the key's group, 100 groups) -> sink: two keyed stateful operators; the sink keeps the latest sum per group",
 		Operators: []control.OperatorSpec{
-			{Name: "source", Kind: dataplane.KindKafkaSource, Parallelism: 1},
+			{Name: "source", Kind: control.KindKafkaSource, Parallelism: 1},
 			{Name: "counter", Kind: KindGroupingCounter, Parallelism: 2, Inputs: []string{"source"}, Keyed: true, Stateful: true},
 			{Name: "groupsum", Kind: KindGroupSum, Parallelism: 2, Inputs: []string{"counter"}, Keyed: true, Stateful: true},
-			{Name: "sink", Kind: dataplane.KindCollectSink, Parallelism: 1, Inputs: []string{"groupsum"}},
+			{Name: "sink", Kind: control.KindCollectSink, Parallelism: 1, Inputs: []string{"groupsum"}},
 		},
 	}); err != nil {
 		panic(err)

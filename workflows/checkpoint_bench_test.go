@@ -131,7 +131,7 @@ func runThroughputJob(b *testing.B, c *dptest.Cluster, acts *activities.Activiti
 	job, err := acts.BuildJob(ctx, activities.JobInput{
 		JobID: jobID, Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 64, BatchSize: 1000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: statesvc.BackendPebble,
-		Params: map[string]string{dataplane.ParamCheckpointStore: store},
+		Params: map[string]string{control.ParamCheckpointStore: store},
 	})
 	must(err)
 	must(acts.CreateTopic(ctx, job))

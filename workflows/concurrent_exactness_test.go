@@ -40,7 +40,7 @@ func TestTwoOperatorsReconfiguredConcurrentlyExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("in-process cluster test")
 	}
-	for _, mode := range []string{dataplane.ModeEventual, dataplane.ModeFetchOnDemand} {
+	for _, mode := range []string{control.ModeEventual, control.ModeFetchOnDemand} {
 		t.Run(mode, func(t *testing.T) { runConcurrentExactness(t, mode) })
 	}
 }
@@ -55,7 +55,7 @@ func runConcurrentExactness(t *testing.T, mode string) {
 	job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: "concurrent-" + mode, Query: queryTwoCounters, Parallelism: map[string]int{"counter": 2, "groupsum": 2},
 		NumBuckets: 64, BatchSize: 200, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: statesvc.BackendPebble,
-		Params: map[string]string{dataplane.ParamMigrationMode: mode, dataplane.ParamGradualBatchSize: "100"},
+		Params: map[string]string{control.ParamMigrationMode: mode, control.ParamGradualBatchSize: "100"},
 	})
 	const numKeys, seed = 3000, 5
 	prod := activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{

@@ -40,7 +40,7 @@ func TestRemoteStateIsPerJob(t *testing.T) {
 			JobID: jobID, Query: "counter", Parallelism: map[string]int{"counter": 2},
 			NumBuckets: 32, BatchSize: 100, Partitions: 2, KafkaBrokers: c.Brokers,
 			StateBackend: statesvc.BackendRemotePebble,
-			Params:       map[string]string{dataplane.ParamRemotePebbleAddrs: srv.Addr()},
+			Params:       map[string]string{control.ParamRemotePebbleAddrs: srv.Addr()},
 		})
 		prod := activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{
 			Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 4000, NumKeys: numKeys, Seed: seed,

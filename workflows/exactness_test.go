@@ -46,11 +46,11 @@ func TestKeyedCounterExactAcrossRescales(t *testing.T) {
 		gradual int
 	}
 	protocols := []proto{
-		{"lazy-fetch-on-demand", workflows.ReconfigureLazy, dataplane.ModeFetchOnDemand, 100},
-		{"lazy-eventual", workflows.ReconfigureLazy, dataplane.ModeEventual, 100},
-		{"lazy-eventual-all-at-once", workflows.ReconfigureLazy, dataplane.ModeEventual, -1},
-		{"stop-and-restart", workflows.ReconfigureStopAndRestart, dataplane.ModeEventual, -1},
-		{"drrs", workflows.ReconfigureDRRS, dataplane.ModeEventual, -1},
+		{"lazy-fetch-on-demand", workflows.ReconfigureLazy, control.ModeFetchOnDemand, 100},
+		{"lazy-eventual", workflows.ReconfigureLazy, control.ModeEventual, 100},
+		{"lazy-eventual-all-at-once", workflows.ReconfigureLazy, control.ModeEventual, -1},
+		{"stop-and-restart", workflows.ReconfigureStopAndRestart, control.ModeEventual, -1},
+		{"drrs", workflows.ReconfigureDRRS, control.ModeEventual, -1},
 	}
 	var cases []exactnessCase
 	for _, p := range protocols {
@@ -64,16 +64,13 @@ func TestKeyedCounterExactAcrossRescales(t *testing.T) {
 }
 
 func runExactness(t *testing.T, tc exactnessCase) {
-	params := map[string]string{
-		dataplane.ParamMigrationMode:    tc.mode,
-		dataplane.ParamGradualBatchSize: strconv.Itoa(tc.gradual),
-	}
+	params := map[string]string{control.ParamMigrationMode: tc.mode, control.ParamGradualBatchSize: strconv.Itoa(tc.gradual)}
 	if tc.backend == statesvc.BackendRemotePebble {
 		// Started before the cluster so it stops after the workers.
 		srv, err := statesvc.NewServer(statesvc.ServerOptions{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
 		must(t, err)
 		t.Cleanup(func() { _ = srv.Close() })
-		params[dataplane.ParamRemotePebbleAddrs] = srv.Addr()
+		params[control.ParamRemotePebbleAddrs] = srv.Addr()
 	}
 	c := dptest.Start(t, dptest.Options{Workers: 3})
 	acts := &activities.Activities{NC: c.NC, RequestTimeout: 20 * time.Second}
@@ -145,7 +142,7 @@ func reconfigure(t *testing.T, acts *activities.Activities, wf any, dep control.
 	env.RegisterActivity(acts)
 	env.ExecuteWorkflow(wf, workflows.ReconfigureInput{
 		ReconfigID: id, Current: dep, Workers: workers,
-		Spec: workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: p},
+		Spec: workflows.ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: p},
 	})
 	if !env.IsWorkflowCompleted() {
 		t.Fatalf("reconfiguration %s did not complete", id)

@@ -51,7 +51,7 @@ func startKinds(t *testing.T, name string, p int, mode string, skew float64) *ki
 	job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: "kinds-" + name, Query: "counter", Parallelism: map[string]int{"counter": p},
 		NumBuckets: 64, BatchSize: 200, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: statesvc.BackendPebble,
-		Params: map[string]string{dataplane.ParamMigrationMode: mode, dataplane.ParamGradualBatchSize: "100"},
+		Params: map[string]string{control.ParamMigrationMode: mode, control.ParamGradualBatchSize: "100"},
 	})
 	req := control.ProduceRequest{Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 5000, NumKeys: kindsNumKeys, Seed: kindsSeed}
 	r := &kindsRun{t: t, ctx: ctx, acts: acts, job: job, dep: dep, workers: workers}
@@ -188,13 +188,13 @@ func TestRebalanceUnderSkewExactAndEvener(t *testing.T) {
 		t.Skip("in-process cluster test")
 	}
 	const skew = 1.2
-	r := startKinds(t, "rebalance", 3, dataplane.ModeEventual, skew)
+	r := startKinds(t, "rebalance", 3, control.ModeEventual, skew)
 	z, err := dataplane.NewZipfKeys(kindsNumKeys, skew)
 	must(t, err)
 	load := z.BucketLoad(r.job.NumBuckets)
 	before, dBefore := r.inputSpread("counter", 2*time.Second)
 	planned := plan.LoadSpread(r.dep, "counter", load)
-	res := r.run(workflows.ReconfigureLazy, r.job.JobID+"-rebalance", workflows.ReconfigSpec{Type: workflows.KindRebalance, TargetOperator: "counter", BucketLoad: load})
+	res := r.run(workflows.ReconfigureLazy, r.job.JobID+"-rebalance", workflows.ReconfigSpec{Type: plan.KindRebalance, TargetOperator: "counter", BucketLoad: load})
 	if got := len(r.dep.TasksOf("counter")); got != 3 {
 		t.Fatalf("rebalance changed parallelism to %d", got)
 	}
@@ -216,10 +216,10 @@ func TestRebalanceFromMeasuredLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("in-process cluster test")
 	}
-	r := startKinds(t, "rebalance-measured", 3, dataplane.ModeEventual, 1.2)
+	r := startKinds(t, "rebalance-measured", 3, control.ModeEventual, 1.2)
 	before, dBefore := r.inputSpread("counter", 2*time.Second)
 	oldTable, _ := r.dep.Table("counter")
-	res := r.run(workflows.ReconfigureLazy, r.job.JobID+"-rebalance", workflows.ReconfigSpec{Type: workflows.KindRebalance, TargetOperator: "counter"})
+	res := r.run(workflows.ReconfigureLazy, r.job.JobID+"-rebalance", workflows.ReconfigSpec{Type: plan.KindRebalance, TargetOperator: "counter"})
 	newTable, _ := r.dep.Table("counter")
 	moved := 0
 	for b := range oldTable.Buckets {
@@ -249,7 +249,7 @@ func TestTaskMigrationExact(t *testing.T) {
 	}
 	for _, task := range []string{"counter-0", "counter-1"} {
 		t.Run(task, func(t *testing.T) {
-			r := startKinds(t, "migrate-"+task, 2, dataplane.ModeEventual, 0)
+			r := startKinds(t, "migrate-"+task, 2, control.ModeEventual, 0)
 			var from control.TaskRef
 			for _, x := range r.dep.Tasks {
 				if x.ID == task {
@@ -269,7 +269,7 @@ func TestTaskMigrationExact(t *testing.T) {
 				}
 			}
 			oldTable, _ := r.dep.Table("counter")
-			spec := workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: task, TargetWorker: to}
+			spec := workflows.ReconfigSpec{Type: plan.KindTaskMigration, TaskID: task, TargetWorker: to}
 			for step := 1; step <= 2; step++ {
 				res := r.run(workflows.ReconfigureLazy, fmt.Sprintf("%s-m%d", r.job.JobID, step), spec)
 				t.Logf("step %d: %v; counter tasks %v", step, stepNames(res.Steps), r.dep.TasksOf("counter"))
@@ -290,7 +290,7 @@ func TestTaskMigrationExact(t *testing.T) {
 			}
 			// A third request has nothing pending and the task is where it should be.
 			if _, err := runReconfig(t, r.acts, workflows.ReconfigureLazy, r.dep, r.workers, r.job.JobID+"-m3",
-				workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: moved.ID, TargetWorker: to}); err == nil || !strings.Contains(err.Error(), "is already on worker") {
+				workflows.ReconfigSpec{Type: plan.KindTaskMigration, TaskID: moved.ID, TargetWorker: to}); err == nil || !strings.Contains(err.Error(), "is already on worker") {
 				t.Fatalf("migrating to the current worker: %v", err)
 			}
 			r.more(3000)
@@ -308,16 +308,16 @@ func TestRepeatedReconfigurationsExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("in-process cluster test")
 	}
-	for _, mode := range []string{dataplane.ModeFetchOnDemand, dataplane.ModeEventual} {
+	for _, mode := range []string{control.ModeFetchOnDemand, control.ModeEventual} {
 		t.Run(mode, func(t *testing.T) {
 			r := startKinds(t, "repeat-"+mode, 2, mode, 1.0)
 			z, err := dataplane.NewZipfKeys(kindsNumKeys, 1.0)
 			must(t, err)
 			specs := []workflows.ReconfigSpec{
-				{Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: 3},
-				{Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: 4},
-				{Type: workflows.KindScaleDown, TargetOperator: "counter", TargetParallelism: 3},
-				{Type: workflows.KindRebalance, TargetOperator: "counter", BucketLoad: z.BucketLoad(r.job.NumBuckets)},
+				{Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: 3},
+				{Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: 4},
+				{Type: plan.KindScaleDown, TargetOperator: "counter", TargetParallelism: 3},
+				{Type: plan.KindRebalance, TargetOperator: "counter", BucketLoad: z.BucketLoad(r.job.NumBuckets)},
 			}
 			for i, spec := range specs {
 				r.run(workflows.ReconfigureLazy, fmt.Sprintf("%s-r%d", r.job.JobID, i+1), spec)
@@ -347,14 +347,14 @@ func TestInvalidKindsFailNonRetryable(t *testing.T) {
 		spec workflows.ReconfigSpec
 		want string
 	}{
-		{workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: 0}, "target parallelism 0"},
-		{workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: 9}, "must be between 1 and NumBuckets (8)"},
-		{workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "nope", TargetParallelism: 3}, `operator "nope" not found`},
-		{workflows.ReconfigSpec{Type: workflows.KindRebalance, TargetOperator: "counter", BucketLoad: []float64{1, 2, 3}}, "bucket load has 3 entries, job has NumBuckets 8"},
-		{workflows.ReconfigSpec{Type: workflows.KindRebalance, TargetOperator: "counter", BucketLoad: []float64{1, 1, 1, 1, 1, 1, 1, 1}}, "no bucket move lowers the spread"},
-		{workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: "counter-9", TargetWorker: "w1"}, `task "counter-9" not found`},
-		{workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: "counter-0", TargetWorker: "w9"}, `target worker "w9" is unknown`},
-		{workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: "counter-0", TargetWorker: dep.TasksOf("counter")[0].WorkerID}, "is already on worker"},
+		{workflows.ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: 0}, "target parallelism 0"},
+		{workflows.ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: 9}, "must be between 1 and NumBuckets (8)"},
+		{workflows.ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "nope", TargetParallelism: 3}, `operator "nope" not found`},
+		{workflows.ReconfigSpec{Type: plan.KindRebalance, TargetOperator: "counter", BucketLoad: []float64{1, 2, 3}}, "bucket load has 3 entries, job has NumBuckets 8"},
+		{workflows.ReconfigSpec{Type: plan.KindRebalance, TargetOperator: "counter", BucketLoad: []float64{1, 1, 1, 1, 1, 1, 1, 1}}, "no bucket move lowers the spread"},
+		{workflows.ReconfigSpec{Type: plan.KindTaskMigration, TaskID: "counter-9", TargetWorker: "w1"}, `task "counter-9" not found`},
+		{workflows.ReconfigSpec{Type: plan.KindTaskMigration, TaskID: "counter-0", TargetWorker: "w9"}, `target worker "w9" is unknown`},
+		{workflows.ReconfigSpec{Type: plan.KindTaskMigration, TaskID: "counter-0", TargetWorker: dep.TasksOf("counter")[0].WorkerID}, "is already on worker"},
 		{workflows.ReconfigSpec{Type: "shuffle", TargetOperator: "counter"}, `reconfiguration type "shuffle" is unknown`},
 	} {
 		for _, wf := range []any{workflows.ReconfigureLazy, workflows.ReconfigureStopAndRestart, workflows.ReconfigureDRRS} {
@@ -409,18 +409,18 @@ func TestKindsOnOtherProtocols(t *testing.T) {
 		wf   any
 	}{{"stop-and-restart", workflows.ReconfigureStopAndRestart}, {"drrs", workflows.ReconfigureDRRS}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startKinds(t, "other-"+tc.name, 3, dataplane.ModeEventual, 1.2)
+			r := startKinds(t, "other-"+tc.name, 3, control.ModeEventual, 1.2)
 			z, err := dataplane.NewZipfKeys(kindsNumKeys, 1.2)
 			must(t, err)
 			target := r.workers[0].ID
 			if r.dep.TasksOf("counter")[0].WorkerID == target {
 				target = r.workers[1].ID
 			}
-			mig := workflows.ReconfigSpec{Type: workflows.KindTaskMigration, TaskID: "counter-0", TargetWorker: target}
+			mig := workflows.ReconfigSpec{Type: plan.KindTaskMigration, TaskID: "counter-0", TargetWorker: target}
 			r.run(tc.wf, r.job.JobID+"-m1", mig)
 			r.run(tc.wf, r.job.JobID+"-m2", mig)
 			r.more(2000)
-			r.run(tc.wf, r.job.JobID+"-rb", workflows.ReconfigSpec{Type: workflows.KindRebalance, TargetOperator: "counter", BucketLoad: z.BucketLoad(r.job.NumBuckets)})
+			r.run(tc.wf, r.job.JobID+"-rb", workflows.ReconfigSpec{Type: plan.KindRebalance, TargetOperator: "counter", BucketLoad: z.BucketLoad(r.job.NumBuckets)})
 			r.more(2000)
 			r.finish("migration + rebalance with " + tc.name)
 		})
@@ -437,9 +437,9 @@ func TestRunExperimentValidatesKinds(t *testing.T) {
 	env.ExecuteWorkflow(workflows.RunExperiment, workflows.ExperimentInput{
 		QueryName: "counter", TotalRuntimeSeconds: 60, KafkaBrokers: []string{"k:9092"},
 		Reconfigurations: []workflows.ReconfigSpec{
-			{TriggerTimeSeconds: 10, Type: workflows.KindRebalance, TargetOperator: "counter"},
-			{TriggerTimeSeconds: 20, Type: workflows.KindTaskMigration, TargetWorker: "w1"},
-			{TriggerTimeSeconds: 30, Type: workflows.KindScaleUp, TargetOperator: "counter"},
+			{TriggerTimeSeconds: 10, Type: plan.KindRebalance, TargetOperator: "counter"},
+			{TriggerTimeSeconds: 20, Type: plan.KindTaskMigration, TargetWorker: "w1"},
+			{TriggerTimeSeconds: 30, Type: plan.KindScaleUp, TargetOperator: "counter"},
 		},
 	})
 	err := env.GetWorkflowError()

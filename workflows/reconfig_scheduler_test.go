@@ -110,7 +110,7 @@ func runScheduled(t *testing.T, in ExperimentInput, wf any, updates func(env *te
 }
 
 func scaleSpec(at int, op string, p int) ReconfigSpec {
-	return ReconfigSpec{TriggerTimeSeconds: at, Type: KindScaleUp, TargetOperator: op, TargetParallelism: p}
+	return ReconfigSpec{TriggerTimeSeconds: at, Type: plan.KindScaleUp, TargetOperator: op, TargetParallelism: p}
 }
 
 // Different operators whose trigger times overlap run concurrently: both
@@ -200,7 +200,7 @@ func TestRunExperiment_ReconfigureUpdate(t *testing.T) {
 		{"unknown operator", scaleSpec(0, "nope", 2), `operator "nope" not found (operators: source, first, second, sink)`},
 		{"parallelism 0", scaleSpec(0, "second", 0), "target_parallelism 0 for operator second: must be between 1 and NumBuckets (128)"},
 		{"parallelism above NumBuckets", scaleSpec(0, "second", 129), "target_parallelism 129 for operator second: must be between 1 and NumBuckets (128)"},
-		{"migration to an unknown worker", ReconfigSpec{Type: KindTaskMigration, TargetOperator: "second", TaskID: "second-0", TargetWorker: "w9"},
+		{"migration to an unknown worker", ReconfigSpec{Type: plan.KindTaskMigration, TargetOperator: "second", TaskID: "second-0", TargetWorker: "w9"},
 			`task-migration: worker "w9" is not one of the job's workers (w1, w2, w3)`},
 		{"operator being reconfigured", scaleSpec(0, "first", 3), "operator first is being reconfigured (workflow ID sched-reconfig-1)"},
 		{"unknown type", ReconfigSpec{Type: "shuffle", TargetOperator: "second", TargetParallelism: 3}, `type "shuffle" is unknown`},

@@ -66,7 +66,7 @@ func runReconfigure(t *testing.T, wf func(workflow.Context, ReconfigureInput) (R
 	env.ExecuteWorkflow(wf, ReconfigureInput{
 		ReconfigID: current.Job.JobID + "-reconfig-1",
 		Current:    current,
-		Spec:       ReconfigSpec{Type: KindScaleUp, TargetOperator: "mapper", TargetParallelism: target},
+		Spec:       ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "mapper", TargetParallelism: target},
 		Workers:    testWorkers(),
 	})
 	require.True(t, env.IsWorkflowCompleted())

@@ -4,13 +4,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"koala/activities"
+	"koala/dataplane/control"
 	"koala/workflows/plan"
-)
-
-// Job parameters of the lazy protocol (artifact names).
-const (
-	paramMigrationMode = "LazyByKeyCancellingTaskMigrationMode"
-	modeFetchOnDemand  = "fetch-on-demand"
 )
 
 // ReconfigureLazy rescales a keyed operator with the Koala protocol while
@@ -64,7 +59,7 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 	}
 	// Under fetch-on-demand a scale-out is done once routes are swapped;
 	// keys of removed tasks are always pulled so those tasks can stop.
-	if in.Current.Job.Params[paramMigrationMode] != modeFetchOnDemand || len(p.RemovedTasks) > 0 {
+	if in.Current.Job.Params[control.ParamMigrationMode] != control.ModeFetchOnDemand || len(p.RemovedTasks) > 0 {
 		if err := r.run("await-migration", a.AwaitMigration, activities.AwaitMigrationInput{
 			Deployment: p.New, Tasks: gainingTasks(p), TimeoutSecs: 3600, Step: r.info("await-migration"),
 		}, nil); err != nil {

@@ -55,7 +55,7 @@ func TestReconfigureStopAndRestart_ScaleOut(t *testing.T) {
 	in := ReconfigureInput{
 		ReconfigID: "job-1-reconfig-1",
 		Current:    current,
-		Spec:       ReconfigSpec{TriggerTimeSeconds: 30, Type: KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
+		Spec:       ReconfigSpec{TriggerTimeSeconds: 30, Type: plan.KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
 		Workers:    testWorkers(),
 	}
 	env.ExecuteWorkflow(ReconfigureStopAndRestart, in)
@@ -117,7 +117,7 @@ func TestReconfigureStopAndRestart_ScaleIn(t *testing.T) {
 	env.ExecuteWorkflow(ReconfigureStopAndRestart, ReconfigureInput{
 		ReconfigID: "job-1-reconfig-2",
 		Current:    current,
-		Spec:       ReconfigSpec{Type: KindScaleDown, TargetOperator: "mapper", TargetParallelism: 1},
+		Spec:       ReconfigSpec{Type: plan.KindScaleDown, TargetOperator: "mapper", TargetParallelism: 1},
 		Workers:    testWorkers(),
 	})
 
@@ -195,7 +195,7 @@ func TestReconfigureStopAndRestart_StartFailureResumesOldDeployment(t *testing.T
 	env.ExecuteWorkflow(ReconfigureStopAndRestart, ReconfigureInput{
 		ReconfigID: "job-1-reconfig-1",
 		Current:    current,
-		Spec:       ReconfigSpec{Type: KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
+		Spec:       ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
 		Workers:    testWorkers(),
 	})
 
@@ -229,7 +229,7 @@ func TestReconfigureStopAndRestart_CompensationFailureReportsBoth(t *testing.T) 
 	env.ExecuteWorkflow(ReconfigureStopAndRestart, ReconfigureInput{
 		ReconfigID: "job-1-reconfig-1",
 		Current:    initialDeployment(t, "job-1"),
-		Spec:       ReconfigSpec{Type: KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
+		Spec:       ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
 		Workers:    testWorkers(),
 	})
 

@@ -54,7 +54,7 @@ func (s *reconfigScheduler) registerReconfigureUpdate(ctx workflow.Context) erro
 func (s *reconfigScheduler) serveRequest(ctx workflow.Context, spec ReconfigSpec) (ReconfigureUpdateResult, error) {
 	var res ReconfigureUpdateResult
 	steps := 1
-	if spec.Type == KindTaskMigration {
+	if spec.Type == plan.KindTaskMigration {
 		steps = 2 // evacuate, then place (plan.MigrateTask)
 	}
 	s.pending += steps // the run waits for a request accepted before its input ended
@@ -136,12 +136,12 @@ func (s *reconfigScheduler) validateRequest(spec ReconfigSpec) error {
 	n := s.dep.Job.NumBuckets
 	var err error
 	switch spec.Type {
-	case "", KindScaleUp, KindScaleDown:
+	case "", plan.KindScaleUp, plan.KindScaleDown:
 		if spec.TargetParallelism < 1 || spec.TargetParallelism > n {
 			return reject("target_parallelism %d for operator %s: must be between 1 and NumBuckets (%d)", spec.TargetParallelism, op, n)
 		}
 		_, err = plan.Scale(s.dep, op, spec.TargetParallelism, s.workers)
-	case KindRebalance:
+	case plan.KindRebalance:
 		// Without bucket_load the plan step measures the load of the tasks.
 		if len(spec.BucketLoad) > 0 {
 			if len(spec.BucketLoad) != n {
@@ -151,7 +151,7 @@ func (s *reconfigScheduler) validateRequest(spec ReconfigSpec) error {
 		} else if spec, _ := s.dep.Job.Operator(op); spec.Parallelism < 2 {
 			return reject("rebalance of operator %s: it has a single task, there is nothing to rebalance", op)
 		}
-	case KindTaskMigration:
+	case plan.KindTaskMigration:
 		if spec.TaskID == "" || spec.TargetWorker == "" {
 			return reject("task-migration needs task_id and target_worker")
 		}
@@ -163,7 +163,7 @@ func (s *reconfigScheduler) validateRequest(spec ReconfigSpec) error {
 		}
 		_, err = plan.MigrateTask(s.dep, spec.TaskID, spec.TargetWorker, s.workers)
 	default:
-		return reject("type %q is unknown (allowed: %s, %s, %s, %s)", spec.Type, KindScaleUp, KindScaleDown, KindRebalance, KindTaskMigration)
+		return reject("type %q is unknown (allowed: %s, %s, %s, %s)", spec.Type, plan.KindScaleUp, plan.KindScaleDown, plan.KindRebalance, plan.KindTaskMigration)
 	}
 	if err != nil {
 		return reject("%v", err)

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/workflows"
 	"koala/workflows/plan"
@@ -29,9 +28,7 @@ func TestRecoverFromCheckpointDuringEventualMigration(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	j := startCheckpointedJob(t, ctx, "ckpt-eventual", 40000, map[string]string{
-		dataplane.ParamMigrationMode: dataplane.ModeEventual, dataplane.ParamGradualBatchSize: "5",
-	})
+	j := startCheckpointedJob(t, ctx, "ckpt-eventual", 40000, map[string]string{control.ParamMigrationMode: control.ModeEventual, control.ParamGradualBatchSize: "5"})
 	waitForSink(t, ctx, j.acts, j.dep, 3000)
 	j.checkpoint(t, 1)
 	st := sinkStatus(t, ctx, j.acts, j.dep)
@@ -64,7 +61,7 @@ func TestRecoverFromCheckpointDuringEventualMigration(t *testing.T) {
 		})
 		env.ExecuteWorkflow(workflows.ReconfigureLazy, workflows.ReconfigureInput{
 			ReconfigID: j.job.JobID + "-r1", Current: j.dep, Workers: j.workers,
-			Spec: workflows.ReconfigSpec{Type: workflows.KindScaleUp, TargetOperator: "counter", TargetParallelism: 4},
+			Spec: workflows.ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: 4},
 		})
 		var o outcome
 		if o.err = env.GetWorkflowError(); o.err == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries"
 )
 
@@ -53,7 +54,7 @@ func TestRecoverKafkaTxnSinkExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const topic = "counts"
-	j := startCheckpointedQuery(t, ctx, "ckpt-kafka-txn", kafkaCounterQuery.Name(), ckptNumKeys, map[string]string{dataplane.ParamKafkaSinkTopic: topic})
+	j := startCheckpointedQuery(t, ctx, "ckpt-kafka-txn", kafkaCounterQuery.Name(), ckptNumKeys, map[string]string{control.ParamKafkaSinkTopic: topic})
 	waitForSink(t, ctx, j.acts, j.dep, 3000)
 	cp := j.checkpoint(t, 1)
 	covered := visibleCounts(t, ctx, j.c.Brokers, topic, kgo.ReadCommitted())

@@ -48,7 +48,7 @@ func scaledMidMigration(t *testing.T, ctx context.Context, jobID string) (*check
 	t.Helper()
 	// Many keys, so most of those seen before the rescale are not seen
 	// again for a long time: fetch-on-demand leaves them on the old owners.
-	j := startCheckpointedJob(t, ctx, jobID, 40000, map[string]string{dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand})
+	j := startCheckpointedJob(t, ctx, jobID, 40000, map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand})
 	waitForSink(t, ctx, j.acts, j.dep, 3000)
 	j.checkpoint(t, 1)
 	st := sinkStatus(t, ctx, j.acts, j.dep)
@@ -151,11 +151,11 @@ func restoredCounterState(t *testing.T, ctx context.Context, j *checkpointedJob,
 		if len(ids) == 0 {
 			continue
 		}
-		data, err := control.NewEnvelope(dep.Job.JobID, "", dataplane.SnapshotRequest{TaskIDs: ids, Dir: dir})
+		data, err := control.NewEnvelope(dep.Job.JobID, "", control.SnapshotRequest{TaskIDs: ids, Dir: dir})
 		must(t, err)
-		msg, err := j.acts.NC.RequestWithContext(ctx, control.WorkerSubject(w, dataplane.VerbSnapshotSave), data)
+		msg, err := j.acts.NC.RequestWithContext(ctx, control.WorkerSubject(w, control.VerbSnapshotSave), data)
 		must(t, err)
-		var rep dataplane.SnapshotReply
+		var rep control.SnapshotReply
 		must(t, decodeReply(msg.Data, &rep))
 	}
 	out, where := map[string]uint64{}, map[string]string{}

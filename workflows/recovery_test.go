@@ -47,7 +47,7 @@ func startCheckpointedJob(t *testing.T, ctx context.Context, jobID string, numKe
 func startCheckpointedQuery(t *testing.T, ctx context.Context, jobID, query string, numKeys int, params map[string]string) *checkpointedJob {
 	t.Helper()
 	c := dptest.Start(t, dptest.Options{Workers: 3})
-	if topic := params[dataplane.ParamKafkaSinkTopic]; topic != "" {
+	if topic := params[control.ParamKafkaSinkTopic]; topic != "" {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
 		must(t, err)
 		_, err = kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, topic)
@@ -58,7 +58,7 @@ func startCheckpointedQuery(t *testing.T, ctx context.Context, jobID, query stri
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: 3, Timeout: 10})
 	must(t, err)
 	store := filepath.Join(t.TempDir(), "checkpoints")
-	p := map[string]string{dataplane.ParamCheckpointStore: store}
+	p := map[string]string{control.ParamCheckpointStore: store}
 	for k, v := range params {
 		p[k] = v
 	}

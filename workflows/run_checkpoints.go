@@ -81,7 +81,7 @@ type CheckpointSummary struct {
 func newCheckpointer(in ExperimentInput, job control.JobSpec) *checkpointer {
 	return &checkpointer{
 		jobID: job.JobID, interval: time.Duration(in.CheckpointIntervalSeconds) * time.Second,
-		timeout: max(30, float64(in.CheckpointIntervalSeconds)*3), store: job.Params[dataplane.ParamCheckpointStore],
+		timeout: max(30, float64(in.CheckpointIntervalSeconds)*3), store: job.Params[control.ParamCheckpointStore],
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"koala/activities"
 	"koala/dataplane"
+	"koala/dataplane/control"
 )
 
 // checkpointMocks answers the checkpoint and recovery activities: every
@@ -85,7 +86,7 @@ func (m *checkpointMocks) register(env *testsuite.TestWorkflowEnvironment, calls
 			}}, nil
 		})
 	env.OnActivity(a.RestoreCheckpoint, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.RestoreInput) ([]dataplane.CheckpointTaskAck, error) {
+		func(_ context.Context, in activities.RestoreInput) ([]control.CheckpointTaskAck, error) {
 			calls.add("RestoreCheckpoint", in, env.Now())
 			return nil, nil
 		})

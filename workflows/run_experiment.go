@@ -411,9 +411,9 @@ func validateInput(in ExperimentInput) error {
 	}
 	for i, r := range in.Reconfigurations {
 		switch r.Type {
-		case KindRebalance:
+		case plan.KindRebalance:
 			// Without BucketLoad the plan step measures the load.
-		case KindTaskMigration:
+		case plan.KindTaskMigration:
 			if r.TaskID == "" || r.TargetWorker == "" {
 				problems = append(problems, fmt.Sprintf("Reconfigurations[%d]: task-migration needs TaskID and TargetWorker", i))
 			}

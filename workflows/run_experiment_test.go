@@ -30,7 +30,7 @@ func helloExperiment() ExperimentInput {
 		QueryName:           "hello",
 		TotalRuntimeSeconds: 90,
 		Reconfigurations: []ReconfigSpec{
-			{TriggerTimeSeconds: 30, Type: KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
+			{TriggerTimeSeconds: 30, Type: plan.KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
 		},
 		ReconfigProtocol: ProtocolStopAndRestart,
 		NumBuckets:       128,

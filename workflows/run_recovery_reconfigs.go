@@ -4,6 +4,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"koala/dataplane/control"
+	"koala/workflows/plan"
 )
 
 // Reconfigurations and recoveries.
@@ -60,7 +61,7 @@ func (s *reconfigScheduler) resumeAfterRecovery(ctx workflow.Context, dep contro
 // appliedIn reports whether dep already has spec's effect.
 func appliedIn(dep control.Deployment, spec ReconfigSpec) bool {
 	switch spec.Type {
-	case KindRebalance, KindTaskMigration:
+	case plan.KindRebalance, plan.KindTaskMigration:
 		return false // re-planned from the measured load / placement
 	}
 	return len(dep.TasksOf(spec.TargetOperator)) == spec.TargetParallelism

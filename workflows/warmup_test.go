@@ -24,7 +24,7 @@ func warmJob(t *testing.T, ctx context.Context, c *dptest.Cluster, jobID string,
 	_, dep := deployJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: jobID, Query: "counter", Parallelism: map[string]int{"counter": parallelism},
 		NumBuckets: buckets, BatchSize: 1000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: "pebble",
-		Params: map[string]string{dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand},
+		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand},
 	})
 	return acts, workers, dep
 }

@@ -37,7 +37,7 @@ func TestLazyMigratesOnlyTheWorkingSet(t *testing.T) {
 	job, dep := startJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: "workingset", Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 128, BatchSize: 2000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: "pebble",
-		Params: map[string]string{dataplane.ParamMigrationMode: dataplane.ModeFetchOnDemand},
+		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand},
 	})
 
 	// Warm-up: every key once.

@@ -16,6 +16,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/workflows"
+	"koala/workflows/plan"
 )
 
 // reconfigureFlags are the flags of `koala reconfigure`.
@@ -71,11 +72,11 @@ func (f reconfigureFlags) spec() (workflows.ReconfigSpec, error) {
 	}
 	spec := workflows.ReconfigSpec{TriggerTimeSeconds: f.at, Type: f.kind, TargetOperator: f.operator, TargetParallelism: f.parallelism}
 	switch f.kind {
-	case "", workflows.KindScaleUp, workflows.KindScaleDown:
+	case "", plan.KindScaleUp, plan.KindScaleDown:
 		if f.parallelism < 1 {
 			return spec, fmt.Errorf("--parallelism %d: must be ≥ 1 for a scale-up or scale-down", f.parallelism)
 		}
-	case workflows.KindRebalance:
+	case plan.KindRebalance:
 		if f.bucketLoad == "" {
 			return spec, errors.New("--type rebalance needs --bucket-load (one value per bucket)")
 		}
@@ -86,14 +87,13 @@ func (f reconfigureFlags) spec() (workflows.ReconfigSpec, error) {
 			}
 			spec.BucketLoad = append(spec.BucketLoad, v)
 		}
-	case workflows.KindTaskMigration:
+	case plan.KindTaskMigration:
 		if f.task < 0 || f.worker == "" {
 			return spec, errors.New("--type task-migration needs --task INDEX and --worker ID")
 		}
 		spec.TaskID, spec.TargetWorker = control.TaskID(f.operator, f.task), f.worker
 	default:
-		return spec, fmt.Errorf("--type %q is unknown (allowed: %s, %s, %s, %s)", f.kind,
-			workflows.KindScaleUp, workflows.KindScaleDown, workflows.KindRebalance, workflows.KindTaskMigration)
+		return spec, fmt.Errorf("--type %q is unknown (allowed: %s, %s, %s, %s)", f.kind, plan.KindScaleUp, plan.KindScaleDown, plan.KindRebalance, plan.KindTaskMigration)
 	}
 	if f.at < 0 {
 		return spec, fmt.Errorf("--at %d: must be ≥ 0", f.at)

@@ -3,7 +3,7 @@ package examples_test
 import (
 	"testing"
 
-	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries"
 	_ "koala/queries/examples"
 )
@@ -16,11 +16,11 @@ func TestExamplesHonourSinkKind(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		last := ops[len(ops)-1]
-		if last.Kind != dataplane.KindKafkaSink {
-			t.Errorf("%s: last operator %q is a %q, want %q", name, last.Name, last.Kind, dataplane.KindKafkaSink)
+		if last.Kind != control.KindKafkaSink {
+			t.Errorf("%s: last operator %q is a %q, want %q", name, last.Name, last.Kind, control.KindKafkaSink)
 		}
 		for _, op := range ops[:len(ops)-1] {
-			if op.Kind == dataplane.KindKafkaSink {
+			if op.Kind == control.KindKafkaSink {
 				t.Errorf("%s: operator %q, not the sink, became a Kafka sink", name, op.Name)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 )
 
 // Q6 is the large-state variant of Nexmark q6 ("query6Mod"): per seller,
@@ -49,7 +50,7 @@ func buildQ6(src *dataplane.Stream, sink Sink) {
 type sellerAverage struct{ pad int }
 
 func sellerAverageFactory(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
-	n, err := dataplane.IntParam(ctx.Job, ParamDummyField, 0, 0, maxDummyFieldSize, "bytes")
+	n, err := control.IntParam(ctx.Job, ParamDummyField, 0, 0, maxDummyFieldSize, "bytes")
 	if err != nil {
 		return nil, fmt.Errorf("operator %s: %w", ctx.Spec.Name, err)
 	}

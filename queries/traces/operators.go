@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries"
 )
 
@@ -224,7 +225,7 @@ const maxDummyFieldSize = 1 << 20
 
 // dummyFieldSize reads ParamDummyFieldSize from the job.
 func dummyFieldSize(ctx dataplane.OperatorContext) (int, error) {
-	return dataplane.IntParam(ctx.Job, ParamDummyFieldSize, DefaultDummyFieldSize, 0, maxDummyFieldSize, "bytes")
+	return control.IntParam(ctx.Job, ParamDummyFieldSize, DefaultDummyFieldSize, 0, maxDummyFieldSize, "bytes")
 }
 
 // newPad returns n incompressible bytes, fixed per operator, so padded

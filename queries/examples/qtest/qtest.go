@@ -272,9 +272,9 @@ func (r *Run) Rescale(protocol any, op string, parallelism int) {
 	// on a loaded machine (-race) they can exceed the 1 s deadlock detector.
 	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	env.RegisterActivity(r.Acts)
-	typ := workflows.KindScaleUp
+	typ := plan.KindScaleUp
 	if parallelism < len(r.Dep.TasksOf(op)) {
-		typ = workflows.KindScaleDown
+		typ = plan.KindScaleDown
 	}
 	env.ExecuteWorkflow(protocol, workflows.ReconfigureInput{
 		ReconfigID: fmt.Sprintf("%s-r%d", r.Job.JobID, r.Dep.Epoch+1), Current: r.Dep, Workers: r.Workers,
@@ -372,7 +372,7 @@ func (r *Run) SinkValues() map[string]uint64 {
 	r.T.Helper()
 	out := map[string]uint64{}
 	for _, op := range r.Job.Operators {
-		if op.Kind != dataplane.KindCollectSink {
+		if op.Kind != control.KindCollectSink {
 			continue
 		}
 		for _, ref := range r.Dep.TasksOf(op.Name) {

@@ -1,0 +1,99 @@
+package control
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Job parameters. Every name a job's Params map may hold that the data
+// plane reads is defined here, once, so the control plane, the experiment
+// configs and the workers agree on it. Names follow the Koala artifact
+// where it has one.
+
+// Lazy migration modes ("LazyByKeyCancellingTaskMigrationMode").
+const (
+	ModeFetchOnDemand = "fetch-on-demand"
+	ModeEventual      = "eventual"
+)
+
+// Job parameters read by the keyed state runtime.
+const (
+	ParamMigrationMode    = "LazyByKeyCancellingTaskMigrationMode"
+	ParamGradualBatchSize = "LazyByKeyGradualMigrationBatchSize"
+	// ParamRemotePebbleAddrs lists the state servers of the "remote-pebble"
+	// backend: comma-separated host:port, sharded by bucket in this order.
+	ParamRemotePebbleAddrs = "RemotePebbleAddrs"
+)
+
+// Job params of the dead-letter path.
+const (
+	// ParamDeadLetterTopic names the topic rejected records are written to
+	// (on the job's brokers); empty or absent: counted and skipped.
+	ParamDeadLetterTopic = "DeadLetterTopic"
+	// ParamMaxRecordBytes bounds len(key)+len(value) of a record; larger
+	// records are rejected as oversize by the source and the Kafka sink.
+	ParamMaxRecordBytes = "MaxRecordBytes"
+)
+
+// Job params of Kafka sinks.
+const (
+	// ParamKafkaSinkTopic overrides the topic a query's Kafka sinks write to.
+	ParamKafkaSinkTopic = "KafkaSinkTopic"
+	// ParamKafkaSinkBrokers lists the sink's brokers, comma-separated
+	// (default: the job's brokers).
+	ParamKafkaSinkBrokers = "KafkaSinkBrokers"
+)
+
+// KindKafkaSink is the registered Kafka sink, for queries whose operators
+// are listed by kind (queries.Query): it writes to the job's
+// ParamKafkaSinkTopic, by default "<job topic>-<operator>".
+const KindKafkaSink = "kafka-sink"
+
+// Operator kinds the runtime implements itself.
+const (
+	KindKafkaSource = "kafka-source"
+	KindCountSink   = "count-sink" // counts records; the runtime's ledger checks exactness
+)
+
+// KindRecordSink keeps every record it receives in memory, per job, for
+// CollectedRecords (tests, examples). It keeps at most MaxCollectedRecords
+// per job and counts the rest as dropped.
+const KindRecordSink = "record-sink"
+
+// KindCollectSink keeps the latest (largest) counter value per key, so a
+// test can compare a keyed aggregate with an oracle after reconfigurations.
+const KindCollectSink = "collect-sink"
+
+// ParamMaxOutOfOrderness is the job parameter bounding event-time disorder,
+// in milliseconds (default 200).
+const ParamMaxOutOfOrderness = "MaxOutOfOrdernessMs"
+
+// ParamSourceIdleTimeout is the job parameter after which a partition that
+// delivers nothing (and has no known backlog) stops holding the watermark
+// back, in milliseconds (default 1000).
+const ParamSourceIdleTimeout = "SourceIdleTimeoutMs"
+
+// Job parameters of the Kafka source's fetches.
+const (
+	ParamSourceFetchMinBytes  = "SourceFetchMinBytes"
+	ParamSourceFetchMaxWaitMs = "SourceFetchMaxWaitMs"
+)
+
+// IntParam reads a whole-number job parameter within [lo, hi], def when
+// unset; its error names the parameter, its unit and the range.
+func IntParam(job JobSpec, name string, def, lo, hi int, unit string) (int, error) {
+	s, ok := job.Params[name]
+	if !ok || s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("job param %s %q: want a whole number of %s between %d and %d", name, s, unit, lo, hi)
+	}
+	return n, nil
+}
+
+// ParamCheckpointStore is the job parameter naming the checkpoint store
+// location (a directory path, or file://path). Every worker and the
+// controller must reach it under that name.
+const ParamCheckpointStore = "CheckpointStore"
