@@ -103,6 +103,6 @@ type TaskSnapshot struct {
 	Entries uint64 `json:"entries"`
 	Bytes   uint64 `json:"bytes"` // size of the checkpoint's files
 	// KLT holds the lookup entries and the addresses of the owners they name.
-	KLT       []KLTSegment               `json:"klt,omitempty"`
+	KLT       []KLTSegment       `json:"klt,omitempty"`
 	KLTOwners map[string]TaskRef `json:"klt_owners,omitempty"`
 }
