@@ -33,18 +33,20 @@ type loopbackReceiver struct {
 }
 
 func (r *loopbackReceiver) deliverLocal(_ context.Context, f *wire.Frame) error {
+	// Count first: a caller that waits in onFrame for the last record then
+	// reads complete counts from Received.
+	r.records.Add(uint64(len(f.Records)))
+	r.frames.Add(1)
 	if r.onFrame != nil {
 		r.onFrame(f)
 	}
-	r.records.Add(uint64(len(f.Records)))
-	r.frames.Add(1)
 	return nil
 }
 
 // StartExchangeLoopback starts the receiving exchange server on a free
 // 127.0.0.1 port and the sending peer stream to it (plaintext). onFrame,
 // when not nil, sees every frame received, in arrival order, on the
-// server's stream goroutine, before it is counted. Close stops both.
+// server's stream goroutine, after it is counted. Close stops both.
 func StartExchangeLoopback(onFrame func(*wire.Frame)) (*ExchangeLoopback, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
