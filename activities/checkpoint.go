@@ -13,7 +13,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"koala/dataplane"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 )
@@ -59,7 +59,7 @@ func withCheckpointStore(job *control.JobSpec) error {
 		params[control.ParamCheckpointStore] = loc
 		job.Params = params
 	}
-	_, err := dataplane.OpenCheckpointStore(job.Params[control.ParamCheckpointStore])
+	_, err := checkpoint.Open(job.Params[control.ParamCheckpointStore])
 	return err
 }
 
@@ -76,8 +76,8 @@ type InjectReply struct {
 	InjectedAt time.Time       `json:"injected_at"`
 }
 
-func (a *Activities) checkpointStore(dep control.Deployment) (dataplane.CheckpointStore, error) {
-	st, err := dataplane.OpenCheckpointStore(dep.Job.Params[control.ParamCheckpointStore])
+func (a *Activities) checkpointStore(dep control.Deployment) (checkpoint.Store, error) {
+	st, err := checkpoint.Open(dep.Job.Params[control.ParamCheckpointStore])
 	if err != nil {
 		return nil, badConfig(err)
 	}
@@ -197,8 +197,8 @@ type CompleteCheckpointInput struct {
 // CompleteCheckpoint writes the manifest, which makes the checkpoint count
 // for recovery, records its metrics, and prunes checkpoints older than
 // the CheckpointKeep newest.
-func (a *Activities) CompleteCheckpoint(ctx context.Context, in CompleteCheckpointInput) (dataplane.CheckpointManifest, error) {
-	m := dataplane.CheckpointManifest{
+func (a *Activities) CompleteCheckpoint(ctx context.Context, in CompleteCheckpointInput) (checkpoint.Manifest, error) {
+	m := checkpoint.Manifest{
 		JobID: in.Deployment.Job.JobID, CheckpointID: in.CheckpointID, Seq: in.Seq, Deployment: in.Deployment,
 		Offsets: in.Offsets, Tasks: in.Acks, StartedAt: in.StartedAt, CompletedAt: time.Now().UTC(), DurationMillis: in.DurationMillis,
 	}
@@ -292,14 +292,14 @@ type LatestCheckpointInput struct {
 // LatestCheckpoint returns the newest completed checkpoint of the job; ok
 // is false when there is none.
 type LatestCheckpointReply struct {
-	OK       bool                         `json:"ok"`
-	Manifest dataplane.CheckpointManifest `json:"manifest"`
+	OK       bool                `json:"ok"`
+	Manifest checkpoint.Manifest `json:"manifest"`
 }
 
 // LatestCheckpoint reads the newest completed checkpoint's manifest.
 func (a *Activities) LatestCheckpoint(ctx context.Context, in LatestCheckpointInput) (LatestCheckpointReply, error) {
 	var rep LatestCheckpointReply
-	store, err := dataplane.OpenCheckpointStore(in.Store)
+	store, err := checkpoint.Open(in.Store)
 	if err != nil {
 		return rep, badConfig(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/dataplane/wire"
 )
@@ -180,7 +181,7 @@ func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id strin
 	if why := t.migrationInProgress(view, id); why != "" {
 		return fail(fmt.Errorf("a reconfiguration's migration is in progress on this task (%s); checkpoints wait until this step has ended", why))
 	}
-	store, err := OpenCheckpointStore(view.job.Params[control.ParamCheckpointStore])
+	store, err := checkpoint.Open(view.job.Params[control.ParamCheckpointStore])
 	if err != nil {
 		return fail(err)
 	}
@@ -253,7 +254,7 @@ func (t *task) migrationInProgress(view *taskView, id string) string {
 // logged (the checkpoint then times out, which the controller reports).
 func (t *task) commitCheckpointAck(ctx context.Context, view *taskView, id string, ack control.CheckpointTaskAck) {
 	ack.TaskID, ack.Operator = t.id, t.opName
-	store, err := OpenCheckpointStore(view.job.Params[control.ParamCheckpointStore])
+	store, err := checkpoint.Open(view.job.Params[control.ParamCheckpointStore])
 	if err == nil {
 		err = store.CommitTask(ctx, t.jobID, id, ack)
 	}
@@ -271,7 +272,7 @@ func (t *task) commitCheckpointAck(ctx context.Context, view *taskView, id strin
 func (t *task) injectCheckpoint(ctx context.Context, id string) (map[int32]int64, error) {
 	view := t.view.Load()
 	offsets := t.source.positions()
-	store, err := OpenCheckpointStore(view.job.Params[control.ParamCheckpointStore])
+	store, err := checkpoint.Open(view.job.Params[control.ParamCheckpointStore])
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +285,7 @@ func (t *task) injectCheckpoint(ctx context.Context, id string) (map[int32]int64
 		return nil, err
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", id, err)
-	} else if err := writeJSONAtomic(filepath.Join(dir, checkpointSourceFile), offsets); err != nil {
+	} else if err := checkpoint.WriteJSONAtomic(filepath.Join(dir, checkpoint.SourceFile), offsets); err != nil {
 		return nil, err
 	}
 	if err := store.CommitTask(ctx, t.jobID, id, control.CheckpointTaskAck{TaskID: t.id, Operator: t.opName, Kind: "source", Offsets: offsets}); err != nil {

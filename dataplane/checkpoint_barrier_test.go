@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/dataplane/wire"
 )
@@ -74,7 +75,7 @@ func TestCheckpointBarrierAlignment(t *testing.T) {
 			t.Fatalf("step %d: %d frames held, want %d", i, held, s.wantHeld)
 		}
 	}
-	store, err := OpenCheckpointStore(tk.view.Load().job.Params[control.ParamCheckpointStore])
+	store, err := checkpoint.Open(tk.view.Load().job.Params[control.ParamCheckpointStore])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestCheckpointBarrierAbort(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store, _ := OpenCheckpointStore(tk.view.Load().job.Params[control.ParamCheckpointStore])
+	store, _ := checkpoint.Open(tk.view.Load().job.Params[control.ParamCheckpointStore])
 	ack, ok, _ := store.TaskAck(ctx, "align", "cp-000002", "sink-0")
 	if !ok || ack.Error == "" {
 		t.Fatalf("abandoned checkpoint: ack %+v (ok %v), want a refusal", ack, ok)

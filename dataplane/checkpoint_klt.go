@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/wire"
 	"koala/statesvc"
 )
@@ -171,7 +172,7 @@ func (t *task) kltOwnersOutside(view *taskView) string {
 // empty, and the keys of buckets the task does not own (values its new
 // owners copy from this task's part) are dropped. It returns the user keys
 // copied.
-func (t *task) resolveRemoteKeys(ctx context.Context, store CheckpointStore, id string) (int, error) {
+func (t *task) resolveRemoteKeys(ctx context.Context, store checkpoint.Store, id string) (int, error) {
 	ks := t.keyed
 	all := make([]int, max(1, ks.buckets))
 	for i := range all {
@@ -225,7 +226,7 @@ func (ks *keyedState) copyFromPart(dir, owner string, buckets []int) (int, error
 		return 0, fmt.Errorf("restore from part: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := statesvc.RestoreCheckpoint(filepath.Join(dir, SnapshotStateDir), tmp); err != nil {
+	if err := statesvc.RestoreCheckpoint(filepath.Join(dir, checkpoint.SnapshotStateDir), tmp); err != nil {
 		return 0, err
 	}
 	src, err := statesvc.Open(statesvc.Options{Backend: statesvc.BackendPebble, Dir: tmp})

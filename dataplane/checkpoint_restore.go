@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"os"
 	"path/filepath"
@@ -53,8 +54,8 @@ func (t *task) saveSinkState(dir string) (uint64, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, fmt.Errorf("sink state: %w", err)
 	}
-	path := filepath.Join(dir, checkpointSinkFile)
-	if err := writeJSONAtomic(path, st); err != nil {
+	path := filepath.Join(dir, checkpoint.SinkFile)
+	if err := checkpoint.WriteJSONAtomic(path, st); err != nil {
 		return 0, fmt.Errorf("sink state: %w", err)
 	}
 	info, err := os.Stat(path)
@@ -67,12 +68,12 @@ func (t *task) saveSinkState(dir string) (uint64, error) {
 // loadSinkState replaces the sink's ledger and values with those in dir.
 func (t *task) loadSinkState(dir string) error {
 	var st sinkState
-	ok, err := readJSON(filepath.Join(dir, checkpointSinkFile), &st)
+	ok, err := checkpoint.ReadJSON(filepath.Join(dir, checkpoint.SinkFile), &st)
 	if err != nil {
 		return fmt.Errorf("sink state: %w", err)
 	}
 	if !ok {
-		return fmt.Errorf("sink state: %s has no %s (the part is not a sink's)", dir, checkpointSinkFile)
+		return fmt.Errorf("sink state: %s has no %s (the part is not a sink's)", dir, checkpoint.SinkFile)
 	}
 	seen := make(map[int32][]uint64, len(st.Seen))
 	for p, buf := range st.Seen {
@@ -114,7 +115,7 @@ func (w *Worker) restoreCheckpoint(ctx context.Context, jobID string, req contro
 		if f := req.From[t.id]; f != "" {
 			from = f
 		}
-		store, err := OpenCheckpointStore(t.view.Load().job.Params[control.ParamCheckpointStore])
+		store, err := checkpoint.Open(t.view.Load().job.Params[control.ParamCheckpointStore])
 		if err != nil {
 			return reply, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 )
 
@@ -88,7 +89,7 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 		cctx, cancel := context.WithCancel(context.Background())
 		k := &kafkaSink{name: ctx.Spec.Name, topic: t, dead: dead, ctx: cctx, cancel: cancel}
 		if loc := ctx.Job.Params[control.ParamCheckpointStore]; loc != "" {
-			store, err := OpenCheckpointStore(loc)
+			store, err := checkpoint.Open(loc)
 			if err != nil {
 				cancel()
 				return nil, fmt.Errorf("kafka sink %q: %w", ctx.Spec.Name, err)

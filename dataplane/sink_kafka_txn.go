@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"koala/dataplane/checkpoint"
 	"os"
 	"path/filepath"
 	"time"
@@ -185,7 +186,7 @@ func (x *kafkaTxn) preCommit(ctx context.Context, id, dir string) (uint64, error
 		return 0, fmt.Errorf("kafka transaction: %w", err)
 	}
 	path := filepath.Join(dir, checkpointTxnFile)
-	if err := writeJSONAtomic(path, part); err != nil {
+	if err := checkpoint.WriteJSONAtomic(path, part); err != nil {
 		return 0, fmt.Errorf("kafka transaction: %w", err)
 	}
 	info, err := os.Stat(path)
@@ -265,7 +266,7 @@ func (x *kafkaTxn) finish(ctx context.Context) error {
 // fences the task's previous incarnation on both transactional ids.
 func (x *kafkaTxn) restore(ctx context.Context, dir string) error {
 	var part txnPart
-	ok, err := readJSON(filepath.Join(dir, checkpointTxnFile), &part)
+	ok, err := checkpoint.ReadJSON(filepath.Join(dir, checkpointTxnFile), &part)
 	if err != nil {
 		return fmt.Errorf("kafka transaction: %w", err)
 	}

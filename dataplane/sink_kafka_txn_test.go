@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 )
 
@@ -23,7 +24,7 @@ type txnSinkRig struct {
 	t       *testing.T
 	ctx     context.Context
 	brokers []string
-	store   CheckpointStore
+	store   checkpoint.Store
 	topic   string
 	job     control.JobSpec
 }
@@ -62,7 +63,7 @@ func newTxnSinkRig(t *testing.T) *txnSinkRig {
 		brokers = kc.ListenAddrs()
 	}
 	loc := filepath.Join(t.TempDir(), "checkpoints")
-	store, err := OpenCheckpointStore(loc)
+	store, err := checkpoint.Open(loc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func (r *txnSinkRig) barrier(k *kafkaSink, id string) string {
 // complete writes checkpoint id's manifest (the controller's step 3).
 func (r *txnSinkRig) complete(id string) {
 	r.t.Helper()
-	if err := r.store.Complete(r.ctx, CheckpointManifest{JobID: r.job.JobID, CheckpointID: id}); err != nil {
+	if err := r.store.Complete(r.ctx, checkpoint.Manifest{JobID: r.job.JobID, CheckpointID: id}); err != nil {
 		r.t.Fatal(err)
 	}
 }

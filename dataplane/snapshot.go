@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/statesvc"
 )
@@ -29,12 +30,6 @@ import (
 // Both verbs run on the task's own goroutine for a running task (ordered
 // with the records it processes, so the cut is consistent with the batches
 // before it) and directly for a task that was deployed but not started.
-
-// Files inside a task's snapshot directory.
-const (
-	SnapshotStateDir = "pebble"    // the Pebble checkpoint
-	SnapshotTaskFile = "task.json" // TaskSnapshot, with the KLT
-)
 
 // dispatchSnapshot serves the snapshot verbs; ok is false for other verbs.
 func (w *Worker) dispatchSnapshot(ctx context.Context, verb string, env control.Envelope) (body any, ok bool, err error) {
@@ -134,7 +129,7 @@ func (t *task) saveSnapshotTo(dir string, count bool) (control.TaskSnapshot, err
 			return snap, err
 		}
 	}
-	stateDir := filepath.Join(dir, SnapshotStateDir)
+	stateDir := filepath.Join(dir, checkpoint.SnapshotStateDir)
 	if err := cp.Checkpoint(stateDir); err != nil {
 		return snap, err
 	}
@@ -162,10 +157,10 @@ func (t *task) saveSnapshotTo(dir string, count bool) (control.TaskSnapshot, err
 	}
 	data, err := json.Marshal(snap)
 	if err != nil {
-		return snap, fmt.Errorf("encode %s: %w", SnapshotTaskFile, err)
+		return snap, fmt.Errorf("encode %s: %w", checkpoint.SnapshotTaskFile, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, SnapshotTaskFile), data, 0o644); err != nil {
-		return snap, fmt.Errorf("write %s: %w", SnapshotTaskFile, err)
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.SnapshotTaskFile), data, 0o644); err != nil {
+		return snap, fmt.Errorf("write %s: %w", checkpoint.SnapshotTaskFile, err)
 	}
 	snap.KLT, snap.KLTOwners = nil, nil // the reply carries counts only
 	return snap, nil
@@ -209,12 +204,12 @@ func (ks *keyedState) countState(snap *control.TaskSnapshot) error {
 func (t *task) loadSnapshot(dir string) (control.TaskSnapshot, error) {
 	ks := t.keyed
 	var snap control.TaskSnapshot
-	data, err := os.ReadFile(filepath.Join(dir, SnapshotTaskFile))
+	data, err := os.ReadFile(filepath.Join(dir, checkpoint.SnapshotTaskFile))
 	if err != nil {
 		return snap, fmt.Errorf("read snapshot: %w", err)
 	}
 	if err := json.Unmarshal(data, &snap); err != nil {
-		return snap, fmt.Errorf("decode %s: %w", filepath.Join(dir, SnapshotTaskFile), err)
+		return snap, fmt.Errorf("decode %s: %w", filepath.Join(dir, checkpoint.SnapshotTaskFile), err)
 	}
 	if snap.Operator != t.opName {
 		return snap, fmt.Errorf("snapshot %s is of operator %q, task is of %q", dir, snap.Operator, t.opName)
@@ -234,7 +229,7 @@ func (t *task) loadSnapshot(dir string) (control.TaskSnapshot, error) {
 	if err := os.RemoveAll(ks.dir); err != nil {
 		return snap, fmt.Errorf("clear state directory: %w", err)
 	}
-	if err := statesvc.RestoreCheckpoint(filepath.Join(dir, SnapshotStateDir), ks.dir); err != nil {
+	if err := statesvc.RestoreCheckpoint(filepath.Join(dir, checkpoint.SnapshotStateDir), ks.dir); err != nil {
 		return snap, err
 	}
 	store, err := statesvc.Open(statesvc.Options{Backend: statesvc.BackendPebble, Dir: ks.dir, Volatile: true}) // as newKeyedState

@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"koala/activities"
-	"koala/dataplane"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/deploy/local"
 	"koala/workflows"
@@ -147,7 +147,7 @@ func TestFaultWorkerLostRecovers(t *testing.T) {
 	}
 
 	// The first checkpoint ran every step, the report to the sinks last.
-	cpID := jobID + "-" + dataplane.CheckpointID(1)
+	cpID := jobID + "-" + checkpoint.ID(1)
 	steps, _ := workflowActivities(ctx, t, tc, cpID)
 	var types []string
 	for _, st := range steps {

@@ -24,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"koala/dataplane"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/deploy/local"
 	"koala/workflows"
@@ -102,12 +102,12 @@ func TestFaultWorkerLostMidMigrationKafkaSink(t *testing.T) {
 	// reconfiguration.
 	started := 0
 	for {
-		if _, err := tc.DescribeWorkflowExecution(ctx, jobID+"-"+dataplane.CheckpointID(started+1), ""); err != nil {
+		if _, err := tc.DescribeWorkflowExecution(ctx, jobID+"-"+checkpoint.ID(started+1), ""); err != nil {
 			break
 		}
 		started++
 	}
-	afterSwap := dataplane.CheckpointID(started + 1)
+	afterSwap := checkpoint.ID(started + 1)
 	cpQuery := "SELECT count() FROM koala.checkpoint_events WHERE job = " + sqlQuote(jobID) + " AND kind = 'checkpoint' AND checkpoint_id = " + sqlQuote(afterSwap)
 	// That checkpoint completed, keys still to fetch. (The kill must come
 	// well before the run drains: a worker lost while draining fails the

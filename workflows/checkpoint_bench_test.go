@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"koala/activities"
-	"koala/dataplane"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
 	"koala/statesvc"
@@ -169,7 +169,7 @@ func runThroughputJob(b *testing.B, c *dptest.Cluster, acts *activities.Activiti
 			break
 		}
 		if with && time.Now().After(next) {
-			id := dataplane.CheckpointID(seq)
+			id := checkpoint.ID(seq)
 			cp := activities.CheckpointInput{Deployment: dep, CheckpointID: id, TimeoutSecs: 60}
 			inj, err := acts.InjectCheckpoint(ctx, cp)
 			must(err)

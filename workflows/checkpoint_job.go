@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"koala/activities"
-	"koala/dataplane"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 )
 
@@ -55,7 +55,7 @@ type CheckpointJobResult struct {
 // part during the short steps of a migration anyway (see the rule in
 // dataplane/checkpoint_barrier.go).
 func CheckpointJob(ctx workflow.Context, in CheckpointJobInput) (CheckpointJobResult, error) {
-	id := dataplane.CheckpointID(in.Seq)
+	id := checkpoint.ID(in.Seq)
 	res := CheckpointJobResult{CheckpointID: id}
 	if in.Seq <= 0 {
 		err := fmt.Errorf("checkpoint Seq %d must be ≥ 1", in.Seq)
@@ -91,7 +91,7 @@ func CheckpointJob(ctx workflow.Context, in CheckpointJobInput) (CheckpointJobRe
 		activities.AwaitCheckpointInput{CheckpointInput: cp, InjectedAt: inj.InjectedAt}).Get(ctx, &acks); err != nil {
 		return abort(err)
 	}
-	var m dataplane.CheckpointManifest
+	var m checkpoint.Manifest
 	if err := workflow.ExecuteActivity(step("checkpoint-complete"), a.CompleteCheckpoint, activities.CompleteCheckpointInput{
 		Deployment: in.Deployment, CheckpointID: id, Seq: in.Seq, Offsets: inj.Offsets, Acks: acks.Acks,
 		StartedAt: started, DurationMillis: acks.DurationMillis,

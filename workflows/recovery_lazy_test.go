@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"koala/activities"
-	"koala/dataplane"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/statesvc"
 	"koala/workflows"
@@ -161,7 +161,7 @@ func restoredCounterState(t *testing.T, ctx context.Context, j *checkpointedJob,
 	out, where := map[string]uint64{}, map[string]string{}
 	for _, task := range dep.TasksOf("counter") {
 		restored := filepath.Join(t.TempDir(), task.ID)
-		must(t, statesvc.RestoreCheckpoint(filepath.Join(dir, task.ID, dataplane.SnapshotStateDir), restored))
+		must(t, statesvc.RestoreCheckpoint(filepath.Join(dir, task.ID, checkpoint.SnapshotStateDir), restored))
 		st, err := statesvc.Open(statesvc.Options{Backend: statesvc.BackendPebble, Dir: restored})
 		must(t, err)
 		prefix := statesvc.OperatorPrefix("counter")

@@ -15,6 +15,7 @@ import (
 
 	"koala/activities"
 	"koala/dataplane"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
 	"koala/statesvc"
@@ -147,7 +148,7 @@ func keyedStateOf(t *testing.T, j *checkpointedJob, checkpointID string) map[str
 	t.Helper()
 	out := map[string]uint64{}
 	for _, task := range j.dep.TasksOf("counter") {
-		dir := filepath.Join(j.store, j.job.JobID, checkpointID, task.ID, dataplane.SnapshotStateDir)
+		dir := filepath.Join(j.store, j.job.JobID, checkpointID, task.ID, checkpoint.SnapshotStateDir)
 		restored := filepath.Join(t.TempDir(), task.ID)
 		must(t, statesvc.RestoreCheckpoint(dir, restored))
 		st, err := statesvc.Open(statesvc.Options{Backend: statesvc.BackendPebble, Dir: restored})

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"koala/activities"
-	"koala/dataplane"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 )
 
@@ -99,7 +99,7 @@ func (c *checkpointer) start(ctx workflow.Context) {
 			}
 			c.seq++
 			c.running = true
-			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: fmt.Sprintf("%s-%s", c.jobID, dataplane.CheckpointID(c.seq))})
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: fmt.Sprintf("%s-%s", c.jobID, checkpoint.ID(c.seq))})
 			var res CheckpointJobResult
 			err := workflow.ExecuteChildWorkflow(cctx, CheckpointJob, CheckpointJobInput{Deployment: dep, Seq: c.seq, TimeoutSecs: c.timeout}).Get(ctx, &res)
 			c.running = false
@@ -108,7 +108,7 @@ func (c *checkpointer) start(ctx workflow.Context) {
 					return
 				}
 				c.failed++
-				workflow.GetLogger(ctx).Warn("checkpoint failed; the job goes on", "checkpoint", dataplane.CheckpointID(c.seq), "error", err)
+				workflow.GetLogger(ctx).Warn("checkpoint failed; the job goes on", "checkpoint", checkpoint.ID(c.seq), "error", err)
 				continue
 			}
 			c.completed = append(c.completed, res)

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"koala/activities"
-	"koala/dataplane"
+	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 )
 
@@ -34,7 +34,7 @@ func (m *checkpointMocks) register(env *testsuite.TestWorkflowEnvironment, calls
 		func(_ context.Context, in activities.CheckpointInput) (activities.InjectReply, error) {
 			calls.add("InjectCheckpoint", in, env.Now())
 			var seq int
-			for i := 1; i < 1000 && dataplane.CheckpointID(i) != in.CheckpointID; i++ {
+			for i := 1; i < 1000 && checkpoint.ID(i) != in.CheckpointID; i++ {
 				seq = i + 1
 			}
 			off := map[int32]int64{}
@@ -52,12 +52,12 @@ func (m *checkpointMocks) register(env *testsuite.TestWorkflowEnvironment, calls
 			return activities.AwaitReply{DurationMillis: 5}, nil
 		})
 	env.OnActivity(a.CompleteCheckpoint, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.CompleteCheckpointInput) (dataplane.CheckpointManifest, error) {
+		func(_ context.Context, in activities.CompleteCheckpointInput) (checkpoint.Manifest, error) {
 			calls.add("CompleteCheckpoint", in, env.Now())
 			m.mu.Lock()
 			m.completed = append(m.completed, in)
 			m.mu.Unlock()
-			return dataplane.CheckpointManifest{CheckpointID: in.CheckpointID, Offsets: in.Offsets, DurationMillis: 5, Bytes: 1000}, nil
+			return checkpoint.Manifest{CheckpointID: in.CheckpointID, Offsets: in.Offsets, DurationMillis: 5, Bytes: 1000}, nil
 		})
 	env.OnActivity(a.CommitCheckpoint, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CheckpointInput) error {
@@ -81,7 +81,7 @@ func (m *checkpointMocks) register(env *testsuite.TestWorkflowEnvironment, calls
 				return activities.LatestCheckpointReply{}, nil
 			}
 			last := m.completed[len(m.completed)-1]
-			return activities.LatestCheckpointReply{OK: true, Manifest: dataplane.CheckpointManifest{
+			return activities.LatestCheckpointReply{OK: true, Manifest: checkpoint.Manifest{
 				JobID: in.JobID, CheckpointID: last.CheckpointID, Seq: last.Seq, Deployment: last.Deployment, Offsets: last.Offsets,
 			}}, nil
 		})
@@ -137,7 +137,7 @@ func TestRunExperimentRecoversFromCheckpoint(t *testing.T) {
 	require.Len(t, res.Checkpoints.Recoveries, 1)
 	rec := res.Checkpoints.Recoveries[0]
 	assert.Equal(t, "w2", rec.Lost)
-	assert.Equal(t, dataplane.CheckpointID(3), rec.CheckpointID, "recovery uses the latest completed checkpoint")
+	assert.Equal(t, checkpoint.ID(3), rec.CheckpointID, "recovery uses the latest completed checkpoint")
 	assert.NotEmpty(t, rec.Moved)
 	assert.GreaterOrEqual(t, res.Checkpoints.Completed, 4, "checkpoints go on after the recovery")
 	assertCommitsFollowCompletions(t, calls)
@@ -157,7 +157,7 @@ func TestRunExperimentRecoversFromCheckpoint(t *testing.T) {
 	}
 	restore := calls.of("RestoreCheckpoint")
 	require.Len(t, restore, 1)
-	assert.Equal(t, dataplane.CheckpointID(3), restore[0].Input.(activities.RestoreInput).CheckpointID)
+	assert.Equal(t, checkpoint.ID(3), restore[0].Input.(activities.RestoreInput).CheckpointID)
 
 	// After the recovery, checkpoints and the end of the run use the
 	// recovered deployment.
@@ -283,6 +283,6 @@ func TestCheckpointCompleteDespiteFailedCommit(t *testing.T) {
 	assert.Zero(t, res.Checkpoints.Failed)
 	assert.GreaterOrEqual(t, res.Checkpoints.Completed, 4)
 	require.Len(t, res.Checkpoints.Recoveries, 1)
-	assert.Equal(t, dataplane.CheckpointID(3), res.Checkpoints.Recoveries[0].CheckpointID)
+	assert.Equal(t, checkpoint.ID(3), res.Checkpoints.Recoveries[0].CheckpointID)
 	assert.Empty(t, calls.of("AbortCheckpoint"), "a completed checkpoint is not aborted")
 }

@@ -1,4 +1,9 @@
-package dataplane
+// Package checkpoint owns where checkpoints and snapshots live: the store
+// of a job's checkpoints (one directory per task part, an ack per part, a
+// manifest that marks a checkpoint complete), its ids, and the file names
+// inside a task's snapshot. The runtime writes and restores the parts; the
+// controller reads manifests to recover a job.
+package checkpoint
 
 import (
 	"context"
@@ -31,16 +36,16 @@ import (
 
 // Files of a checkpoint.
 const (
-	CheckpointManifestFile = "manifest.json"
-	CheckpointAckFile      = "ack.json"
-	checkpointSinkFile     = "sink.json"
-	checkpointSourceFile   = "source.json"
+	ManifestFile = "manifest.json"
+	AckFile      = "ack.json"
+	SinkFile     = "sink.json"
+	SourceFile   = "source.json"
 )
 
-// CheckpointManifest marks a completed checkpoint and is everything
+// Manifest marks a completed checkpoint and is everything
 // recovery needs besides the tasks' parts: the deployment the parts belong
 // to and where each source partition resumes.
-type CheckpointManifest struct {
+type Manifest struct {
 	JobID        string                      `json:"job_id"`
 	CheckpointID string                      `json:"checkpoint_id"`
 	Seq          int                         `json:"seq"`
@@ -56,9 +61,9 @@ type CheckpointManifest struct {
 	MaxAlignMillis float64 `json:"max_align_millis"`
 }
 
-// CheckpointStore keeps the checkpoints of jobs.
-type CheckpointStore interface {
-	// Location is the store's name as given to OpenCheckpointStore.
+// Store keeps the checkpoints of jobs.
+type Store interface {
+	// Location is the store's name as given to Open.
 	Location() string
 	// TaskDir is the local directory a task writes its part into; it does
 	// not exist yet (a part is never overwritten).
@@ -72,20 +77,20 @@ type CheckpointStore interface {
 	FetchTask(ctx context.Context, jobID, checkpointID, taskID string) (string, error)
 	// Complete writes the manifest, last: from then on the checkpoint
 	// counts for recovery.
-	Complete(ctx context.Context, m CheckpointManifest) error
+	Complete(ctx context.Context, m Manifest) error
 	// Completed reports whether the job's checkpoint has its manifest.
 	Completed(ctx context.Context, jobID, checkpointID string) (bool, error)
 	// Latest is the completed checkpoint of the job with the highest Seq.
-	Latest(ctx context.Context, jobID string) (m CheckpointManifest, ok bool, err error)
+	Latest(ctx context.Context, jobID string) (m Manifest, ok bool, err error)
 	// Prune deletes every checkpoint of the job (complete or not) older
 	// than the keep newest complete ones.
 	Prune(ctx context.Context, jobID string, keep int) error
 }
 
-// OpenCheckpointStore opens the store at location: a directory path
+// Open opens the store at location: a directory path
 // (absolute, or file://path). Other schemes name shared stores, none of
 // which is built in.
-func OpenCheckpointStore(location string) (CheckpointStore, error) {
+func Open(location string) (Store, error) {
 	path, ok := strings.CutPrefix(location, "file://")
 	if !ok && strings.Contains(location, "://") {
 		return nil, fmt.Errorf("%s %q: unknown scheme (allowed: a directory path or file://path)", control.ParamCheckpointStore, location)
@@ -96,22 +101,22 @@ func OpenCheckpointStore(location string) (CheckpointStore, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("%s %q: must be an absolute path (workers resolve it in their own working directory)", control.ParamCheckpointStore, location)
 	}
-	return &LocalCheckpointStore{root: filepath.Clean(path), location: location}, nil
+	return &LocalStore{root: filepath.Clean(path), location: location}, nil
 }
 
 // CheckpointID names checkpoint seq of a job; ids sort like their seq.
-func CheckpointID(seq int) string { return fmt.Sprintf("cp-%06d", seq) }
+func ID(seq int) string { return fmt.Sprintf("cp-%06d", seq) }
 
-// LocalCheckpointStore keeps checkpoints in a directory of the local file
+// LocalStore keeps checkpoints in a directory of the local file
 // system (shared by the workers of one machine, or mounted on all).
-type LocalCheckpointStore struct {
+type LocalStore struct {
 	root, location string
 }
 
-// Location implements CheckpointStore.
-func (s *LocalCheckpointStore) Location() string { return s.location }
+// Location implements Store.
+func (s *LocalStore) Location() string { return s.location }
 
-func (s *LocalCheckpointStore) dir(jobID, checkpointID string, more ...string) (string, error) {
+func (s *LocalStore) dir(jobID, checkpointID string, more ...string) (string, error) {
 	for _, name := range append([]string{jobID, checkpointID}, more...) {
 		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
 			return "", fmt.Errorf("checkpoint store: %q is not a valid job, checkpoint or task name", name)
@@ -120,8 +125,8 @@ func (s *LocalCheckpointStore) dir(jobID, checkpointID string, more ...string) (
 	return filepath.Join(append([]string{s.root, jobID, checkpointID}, more...)...), nil
 }
 
-// TaskDir implements CheckpointStore.
-func (s *LocalCheckpointStore) TaskDir(jobID, checkpointID, taskID string) (string, error) {
+// TaskDir implements Store.
+func (s *LocalStore) TaskDir(jobID, checkpointID, taskID string) (string, error) {
 	dir, err := s.dir(jobID, checkpointID, taskID)
 	if err != nil {
 		return "", err
@@ -132,9 +137,9 @@ func (s *LocalCheckpointStore) TaskDir(jobID, checkpointID, taskID string) (stri
 	return dir, nil
 }
 
-// CommitTask implements CheckpointStore: the part is already in place, so
+// CommitTask implements Store: the part is already in place, so
 // only the ack is written, atomically (rename).
-func (s *LocalCheckpointStore) CommitTask(_ context.Context, jobID, checkpointID string, ack control.CheckpointTaskAck) error {
+func (s *LocalStore) CommitTask(_ context.Context, jobID, checkpointID string, ack control.CheckpointTaskAck) error {
 	dir, err := s.dir(jobID, checkpointID, ack.TaskID)
 	if err != nil {
 		return err
@@ -142,34 +147,34 @@ func (s *LocalCheckpointStore) CommitTask(_ context.Context, jobID, checkpointID
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint store: %w", err)
 	}
-	return writeJSONAtomic(filepath.Join(dir, CheckpointAckFile), ack)
+	return WriteJSONAtomic(filepath.Join(dir, AckFile), ack)
 }
 
-// TaskAck implements CheckpointStore.
-func (s *LocalCheckpointStore) TaskAck(_ context.Context, jobID, checkpointID, taskID string) (control.CheckpointTaskAck, bool, error) {
+// TaskAck implements Store.
+func (s *LocalStore) TaskAck(_ context.Context, jobID, checkpointID, taskID string) (control.CheckpointTaskAck, bool, error) {
 	var ack control.CheckpointTaskAck
 	dir, err := s.dir(jobID, checkpointID, taskID)
 	if err != nil {
 		return ack, false, err
 	}
-	ok, err := readJSON(filepath.Join(dir, CheckpointAckFile), &ack)
+	ok, err := ReadJSON(filepath.Join(dir, AckFile), &ack)
 	return ack, ok, err
 }
 
-// FetchTask implements CheckpointStore.
-func (s *LocalCheckpointStore) FetchTask(_ context.Context, jobID, checkpointID, taskID string) (string, error) {
+// FetchTask implements Store.
+func (s *LocalStore) FetchTask(_ context.Context, jobID, checkpointID, taskID string) (string, error) {
 	dir, err := s.dir(jobID, checkpointID, taskID)
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(filepath.Join(dir, CheckpointAckFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, AckFile)); err != nil {
 		return "", fmt.Errorf("checkpoint %s of job %s has no complete part of task %s: %w", checkpointID, jobID, taskID, err)
 	}
 	return dir, nil
 }
 
-// Complete implements CheckpointStore.
-func (s *LocalCheckpointStore) Complete(_ context.Context, m CheckpointManifest) error {
+// Complete implements Store.
+func (s *LocalStore) Complete(_ context.Context, m Manifest) error {
 	dir, err := s.dir(m.JobID, m.CheckpointID)
 	if err != nil {
 		return err
@@ -177,16 +182,16 @@ func (s *LocalCheckpointStore) Complete(_ context.Context, m CheckpointManifest)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint store: %w", err)
 	}
-	return writeJSONAtomic(filepath.Join(dir, CheckpointManifestFile), m)
+	return WriteJSONAtomic(filepath.Join(dir, ManifestFile), m)
 }
 
-// Completed implements CheckpointStore.
-func (s *LocalCheckpointStore) Completed(_ context.Context, jobID, checkpointID string) (bool, error) {
+// Completed implements Store.
+func (s *LocalStore) Completed(_ context.Context, jobID, checkpointID string) (bool, error) {
 	dir, err := s.dir(jobID, checkpointID)
 	if err != nil {
 		return false, err
 	}
-	_, err = os.Stat(filepath.Join(dir, CheckpointManifestFile))
+	_, err = os.Stat(filepath.Join(dir, ManifestFile))
 	switch {
 	case err == nil:
 		return true, nil
@@ -198,7 +203,7 @@ func (s *LocalCheckpointStore) Completed(_ context.Context, jobID, checkpointID 
 
 // list lists the ids of the job's checkpoints, oldest first, and
 // which of them have a manifest.
-func (s *LocalCheckpointStore) list(jobID string) (ids []string, complete map[string]bool, err error) {
+func (s *LocalStore) list(jobID string) (ids []string, complete map[string]bool, err error) {
 	jobDir, err := s.dir(jobID, "x")
 	if err != nil {
 		return nil, nil, err
@@ -217,7 +222,7 @@ func (s *LocalCheckpointStore) list(jobID string) (ids []string, complete map[st
 			continue
 		}
 		ids = append(ids, e.Name())
-		if _, err := os.Stat(filepath.Join(jobDir, e.Name(), CheckpointManifestFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(jobDir, e.Name(), ManifestFile)); err == nil {
 			complete[e.Name()] = true
 		}
 	}
@@ -225,9 +230,9 @@ func (s *LocalCheckpointStore) list(jobID string) (ids []string, complete map[st
 	return ids, complete, nil
 }
 
-// Latest implements CheckpointStore.
-func (s *LocalCheckpointStore) Latest(_ context.Context, jobID string) (CheckpointManifest, bool, error) {
-	var m CheckpointManifest
+// Latest implements Store.
+func (s *LocalStore) Latest(_ context.Context, jobID string) (Manifest, bool, error) {
+	var m Manifest
 	ids, complete, err := s.list(jobID)
 	if err != nil {
 		return m, false, err
@@ -237,14 +242,14 @@ func (s *LocalCheckpointStore) Latest(_ context.Context, jobID string) (Checkpoi
 			continue
 		}
 		dir, _ := s.dir(jobID, ids[i])
-		ok, err := readJSON(filepath.Join(dir, CheckpointManifestFile), &m)
+		ok, err := ReadJSON(filepath.Join(dir, ManifestFile), &m)
 		return m, ok, err
 	}
 	return m, false, nil
 }
 
-// Prune implements CheckpointStore.
-func (s *LocalCheckpointStore) Prune(_ context.Context, jobID string, keep int) error {
+// Prune implements Store.
+func (s *LocalStore) Prune(_ context.Context, jobID string, keep int) error {
 	ids, complete, err := s.list(jobID)
 	if err != nil {
 		return err
@@ -269,7 +274,7 @@ func (s *LocalCheckpointStore) Prune(_ context.Context, jobID string, keep int) 
 	return nil
 }
 
-func writeJSONAtomic(path string, v any) error {
+func WriteJSONAtomic(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
@@ -284,8 +289,8 @@ func writeJSONAtomic(path string, v any) error {
 	return nil
 }
 
-// readJSON decodes path into v; ok is false when the file does not exist.
-func readJSON(path string, v any) (bool, error) {
+// ReadJSON decodes path into v; ok is false when the file does not exist.
+func ReadJSON(path string, v any) (bool, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -298,3 +303,9 @@ func readJSON(path string, v any) (bool, error) {
 	}
 	return true, nil
 }
+
+// Files inside a task's snapshot directory.
+const (
+	SnapshotStateDir = "pebble"    // the Pebble checkpoint
+	SnapshotTaskFile = "task.json" // TaskSnapshot, with the KLT
+)
