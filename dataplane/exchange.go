@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"koala/dataplane/transport"
 	"koala/dataplane/wire"
 	"log/slog"
 	"sync"
@@ -129,7 +130,7 @@ var exchangeDesc = grpc.ServiceDesc{
 // newExchangeServer builds the gRPC server that accepts frames for h.
 // creds are the transport credentials (plaintext or TLS, see GRPCTLS).
 func newExchangeServer(h frameHandler, creds credentials.TransportCredentials) *grpc.Server {
-	s := grpc.NewServer(grpc.Creds(orPlaintext(creds)), grpc.ForceServerCodecV2(frameCodec{}), grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes),
+	s := grpc.NewServer(grpc.Creds(transport.OrPlaintext(creds)), grpc.ForceServerCodecV2(frameCodec{}), grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes),
 		grpc.InitialWindowSize(exchangeWindow), grpc.InitialConnWindowSize(exchangeWindow), grpc.ReadBufferSize(exchangeIOBuffer), grpc.WriteBufferSize(exchangeIOBuffer))
 	s.RegisterService(&exchangeDesc, h)
 	return s
@@ -208,7 +209,7 @@ func (p *peer) run(ctx context.Context) {
 // failed is kept in *pending and sent first on the next stream.
 func (p *peer) stream(ctx context.Context, pending **wire.Frame) error {
 	conn, err := grpc.NewClient(p.addr,
-		grpc.WithTransportCredentials(orPlaintext(p.creds)),
+		grpc.WithTransportCredentials(transport.OrPlaintext(p.creds)),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(frameCodec{}), grpc.MaxCallSendMsgSize(maxMessageBytes)),
 		grpc.WithInitialWindowSize(exchangeWindow), grpc.WithInitialConnWindowSize(exchangeWindow),
 		grpc.WithReadBufferSize(exchangeIOBuffer), grpc.WithWriteBufferSize(exchangeIOBuffer))

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"koala/dataplane/control"
+	"koala/dataplane/dptest/testnats"
 	"koala/dataplane/wire"
 	"koala/statesvc"
 )
@@ -75,7 +76,7 @@ func kinds(fs []*wire.Frame) []wire.FrameKind {
 func TestCheckpointHandoffWindow(t *testing.T) {
 	store := t.TempDir()
 	c := newKLTCkptCluster(t, store)
-	ns := startNATS(t, &natsserver.Options{})
+	ns := testnats.Start(t, &natsserver.Options{})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"koala/dataplane/control"
+	"koala/dataplane/transport"
 	"koala/dataplane/wire"
 	"koala/statesvc"
 )
@@ -147,7 +148,7 @@ func (sc *stateConns) get(addr string) (*grpc.ClientConn, error) {
 		return c, nil
 	}
 	c, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(orPlaintext(sc.creds)),
+		grpc.WithTransportCredentials(transport.OrPlaintext(sc.creds)),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(frameCodec{}), grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("state plane: dial %s: %w", addr, err)

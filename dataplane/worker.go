@@ -20,6 +20,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/dataplane/transport"
 	"koala/dataplane/wire"
 )
 
@@ -36,8 +37,8 @@ type Options struct {
 	KafkaOpts []kgo.Opt
 	// NATSSecurity and GRPCTLS secure the control and data connections
 	// (zero values: no credentials, plaintext).
-	NATSSecurity NATSSecurity
-	GRPCTLS      GRPCTLS
+	NATSSecurity transport.NATSSecurity
+	GRPCTLS      transport.GRPCTLS
 	// HeartbeatInterval defaults to one second.
 	HeartbeatInterval time.Duration
 }
@@ -119,7 +120,7 @@ func NewWorker(opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: %w", opts.ID, err)
 	}
-	nc, err := ConnectNATS(opts.NATSURL, opts.NATSSecurity, nats.Name("koala-worker-"+opts.ID), nats.MaxReconnects(-1), nats.Timeout(3*time.Second))
+	nc, err := transport.ConnectNATS(opts.NATSURL, opts.NATSSecurity, nats.Name("koala-worker-"+opts.ID), nats.MaxReconnects(-1), nats.Timeout(3*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: %w", opts.ID, err)
 	}
@@ -129,7 +130,7 @@ func NewWorker(opts Options) (*Worker, error) {
 		return nil, fmt.Errorf("worker %s: listen on %s: %w", opts.ID, opts.Listen, err)
 	}
 	log := opts.Logger.With("worker", opts.ID)
-	warnPlaintext(log, "data-plane gRPC", lis.Addr(), opts.GRPCTLS)
+	transport.WarnPlaintext(log, "data-plane gRPC", lis.Addr(), opts.GRPCTLS)
 	return &Worker{
 		opts: opts, log: log, nc: nc, lis: lis, addr: lis.Addr().String(),
 		grpcServerCreds: serverCreds, grpcClientCreds: clientCreds, state: stateConns{creds: clientCreds},
@@ -164,7 +165,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.nc.Flush(); err != nil {
 		return fmt.Errorf("worker %s: NATS flush: %w", w.opts.ID, err)
 	}
-	w.log.Info("worker ready", "data_addr", w.addr, "nats", RedactURL(w.opts.NATSURL), "grpc_tls", w.opts.GRPCTLS.Enabled())
+	w.log.Info("worker ready", "data_addr", w.addr, "nats", transport.RedactURL(w.opts.NATSURL), "grpc_tls", w.opts.GRPCTLS.Enabled())
 
 	hb := time.NewTicker(w.opts.HeartbeatInterval)
 	defer hb.Stop()

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"koala/dataplane"
 	"koala/dataplane/dptest/testpki"
+	"koala/dataplane/transport"
 	"koala/statesvc"
 )
 
@@ -29,7 +29,7 @@ func TestRemoteOverMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	screds, err := dataplane.GRPCTLS{Cert: srvPair.CertFile, Key: srvPair.KeyFile, CA: ca.CertFile, Mutual: true}.ServerCredentials()
+	screds, err := transport.GRPCTLS{Cert: srvPair.CertFile, Key: srvPair.KeyFile, CA: ca.CertFile, Mutual: true}.ServerCredentials()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestRemoteOverMutualTLS(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 
-	open := func(g dataplane.GRPCTLS) *statesvc.Remote {
+	open := func(g transport.GRPCTLS) *statesvc.Remote {
 		creds, err := g.ClientCredentials()
 		if err != nil {
 			t.Fatal(err)
@@ -52,18 +52,18 @@ func TestRemoteOverMutualTLS(t *testing.T) {
 		return r
 	}
 
-	bad := open(dataplane.GRPCTLS{})
+	bad := open(transport.GRPCTLS{})
 	if err := bad.MultiPut([]statesvc.KV{{Key: []byte("k"), Value: []byte("plain")}}); err == nil {
 		t.Error("a plaintext client wrote to the TLS state service")
 	} else if !strings.Contains(err.Error(), srv.Addr()) {
 		t.Errorf("plaintext client error %q does not name the server %s", err, srv.Addr())
 	}
-	noCert := open(dataplane.GRPCTLS{CA: ca.CertFile})
+	noCert := open(transport.GRPCTLS{CA: ca.CertFile})
 	if _, err := noCert.MultiGet([][]byte{[]byte("k")}); err == nil {
 		t.Error("a client without a certificate read from the mutual-TLS state service")
 	}
 
-	good := open(dataplane.GRPCTLS{Cert: cliPair.CertFile, Key: cliPair.KeyFile, CA: ca.CertFile, Mutual: true})
+	good := open(transport.GRPCTLS{Cert: cliPair.CertFile, Key: cliPair.KeyFile, CA: ca.CertFile, Mutual: true})
 	if err := good.MultiPut([]statesvc.KV{{Key: []byte("k"), Value: []byte("v1")}}); err != nil {
 		t.Fatalf("over TLS: %v", err)
 	}

@@ -15,15 +15,15 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/metrics"
+	"koala/dataplane/transport"
 	"koala/workflows"
 )
 
 func init() {
 	var temporalAddr, namespace, natsURL, chURL string
-	var natsSec dataplane.NATSSecurity
-	var grpcTLS dataplane.GRPCTLS // to remote state servers (dropping a finished job's state)
+	var natsSec transport.NATSSecurity
+	var grpcTLS transport.GRPCTLS // to remote state servers (dropping a finished job's state)
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the control plane: the Temporal worker for experiment and reconfiguration workflows",
@@ -61,7 +61,7 @@ func init() {
 				return fmt.Errorf("start Temporal worker on task queue %s: %w", workflows.TaskQueue, err)
 			}
 			defer w.Stop()
-			fmt.Fprintf(os.Stderr, "controller ready (temporal %s, task queue %s, nats %s)\n", temporalAddr, workflows.TaskQueue, dataplane.RedactURL(natsURL))
+			fmt.Fprintf(os.Stderr, "controller ready (temporal %s, task queue %s, nats %s)\n", temporalAddr, workflows.TaskQueue, transport.RedactURL(natsURL))
 			<-ctx.Done()
 			return nil
 		},
@@ -88,8 +88,8 @@ func dialTemporal(ctx context.Context, addr, namespace string) (client.Client, e
 }
 
 // dialNATS connects with sec; its error names the address, never the credentials.
-func dialNATS(url string, sec dataplane.NATSSecurity, name string) (*nats.Conn, error) {
-	nc, err := dataplane.ConnectNATS(url, sec, nats.Name(name), nats.Timeout(3*time.Second), nats.MaxReconnects(-1))
+func dialNATS(url string, sec transport.NATSSecurity, name string) (*nats.Conn, error) {
+	nc, err := transport.ConnectNATS(url, sec, nats.Name(name), nats.Timeout(3*time.Second), nats.MaxReconnects(-1))
 	if err != nil {
 		return nil, fmt.Errorf("%w — is `koala stack up` running?", err)
 	}

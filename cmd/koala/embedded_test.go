@@ -8,8 +8,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/spf13/pflag"
 
-	"koala/dataplane"
 	"koala/dataplane/dptest/testpki"
+	"koala/dataplane/transport"
 )
 
 // startEmbeddedNATS starts the server `koala nats-server` would run with c.
@@ -38,14 +38,14 @@ func TestNATSServerRequiresCredentials(t *testing.T) {
 	addr := ns.Addr().String()
 	url := "nats://" + addr
 
-	_, err := dialNATS(url, dataplane.NATSSecurity{}, "test")
+	_, err := dialNATS(url, transport.NATSSecurity{}, "test")
 	if err == nil {
 		t.Fatal("connected without credentials")
 	}
 	if msg := err.Error(); !strings.Contains(msg, "NATS") || !strings.Contains(msg, addr) || !strings.Contains(msg, "Authorization") {
 		t.Errorf("error %q: want it to name NATS, %s and the authorization failure", msg, addr)
 	}
-	nc, err := dialNATS(url, dataplane.NATSSecurity{User: "koala", Password: pw}, "test")
+	nc, err := dialNATS(url, transport.NATSSecurity{User: "koala", Password: pw}, "test")
 	if err != nil {
 		t.Fatalf("with credentials: %v", err)
 	}
@@ -70,10 +70,10 @@ func TestNATSServerTLS(t *testing.T) {
 	}
 	ns, _ := startEmbeddedNATS(t, natsServerConfig{Addr: "127.0.0.1:-1", Token: "tok", TLSCert: srv.CertFile, TLSKey: srv.KeyFile})
 	url := "nats://" + ns.Addr().String()
-	if _, err := dialNATS(url, dataplane.NATSSecurity{Token: "tok"}, "test"); err == nil {
+	if _, err := dialNATS(url, transport.NATSSecurity{Token: "tok"}, "test"); err == nil {
 		t.Error("connected without the CA")
 	}
-	nc, err := dialNATS(url, dataplane.NATSSecurity{Token: "tok", TLSCA: ca.CertFile}, "test")
+	nc, err := dialNATS(url, transport.NATSSecurity{Token: "tok", TLSCA: ca.CertFile}, "test")
 	if err != nil {
 		t.Fatalf("with the CA: %v", err)
 	}
@@ -108,7 +108,7 @@ func TestHelpDoesNotPrintSecrets(t *testing.T) {
 	t.Setenv(envNATSPassword, "env-secret-pw")
 	t.Setenv(envNATSToken, "env-secret-token")
 	t.Setenv(envNATSUser, "env-user")
-	var s dataplane.NATSSecurity
+	var s transport.NATSSecurity
 	fs := pflag.NewFlagSet("client", pflag.ContinueOnError)
 	addNATSSecurityFlags(fs, &s)
 	for name, usage := range map[string]string{"nats-server": newNATSServerCmd().Flags().FlagUsages(), "client flags": fs.FlagUsages()} {

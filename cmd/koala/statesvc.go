@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"koala/dataplane"
+	"koala/dataplane/transport"
 	"koala/statesvc"
 )
 
@@ -24,7 +24,7 @@ const (
 func init() {
 	var opts statesvc.ServerOptions
 	var grace time.Duration
-	var tlsOpts dataplane.GRPCTLS
+	var tlsOpts transport.GRPCTLS
 	cmd := &cobra.Command{
 		Use:   "statesvc",
 		Short: "Run the remote state service (Pebble behind gRPC) for the remote-pebble backend",

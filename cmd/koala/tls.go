@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"koala/dataplane"
+	"koala/dataplane/transport"
 )
 
 // Flags of NATS credentials and of TLS, shared by the subcommands that
@@ -14,7 +14,7 @@ import (
 // default from the environment in the flag itself, so `--help` never prints
 // them; resolve fills them from the environment after parsing.
 
-func addNATSSecurityFlags(f *pflag.FlagSet, s *dataplane.NATSSecurity) {
+func addNATSSecurityFlags(f *pflag.FlagSet, s *transport.NATSSecurity) {
 	f.StringVar(&s.User, "nats-user", envOr(envNATSUser, ""), "NATS user (env "+envNATSUser+")")
 	f.StringVar(&s.Password, "nats-password", "", "NATS password (env "+envNATSPassword+", preferred: flags show in ps)")
 	f.StringVar(&s.Token, "nats-token", "", "NATS token (env "+envNATSToken+", preferred: flags show in ps)")
@@ -26,7 +26,7 @@ func addNATSSecurityFlags(f *pflag.FlagSet, s *dataplane.NATSSecurity) {
 
 // resolveNATSSecrets fills the password and token from the environment
 // unless given as flags.
-func resolveNATSSecrets(s *dataplane.NATSSecurity) {
+func resolveNATSSecrets(s *transport.NATSSecurity) {
 	if s.Password == "" {
 		s.Password = os.Getenv(envNATSPassword)
 	}
@@ -35,7 +35,7 @@ func resolveNATSSecrets(s *dataplane.NATSSecurity) {
 	}
 }
 
-func addGRPCTLSFlags(f *pflag.FlagSet, g *dataplane.GRPCTLS) {
+func addGRPCTLSFlags(f *pflag.FlagSet, g *transport.GRPCTLS) {
 	mutual, _ := strconv.ParseBool(os.Getenv(envGRPCTLSMutual))
 	f.StringVar(&g.Cert, "grpc-tls-cert", envOr(envGRPCTLSCert, ""), "PEM certificate this process serves gRPC with (and presents with --grpc-tls-mutual) (env "+envGRPCTLSCert+")")
 	f.StringVar(&g.Key, "grpc-tls-key", envOr(envGRPCTLSKey, ""), "key of --grpc-tls-cert (env "+envGRPCTLSKey+")")
@@ -46,8 +46,8 @@ func addGRPCTLSFlags(f *pflag.FlagSet, g *dataplane.GRPCTLS) {
 
 // natsSecurityFromEnv is the client side of the KOALA_NATS_* variables, for
 // the stack's own checks of the NATS server it starts.
-func natsSecurityFromEnv() dataplane.NATSSecurity {
-	return dataplane.NATSSecurity{
+func natsSecurityFromEnv() transport.NATSSecurity {
+	return transport.NATSSecurity{
 		User: os.Getenv(envNATSUser), Password: os.Getenv(envNATSPassword), Token: os.Getenv(envNATSToken),
 		CredsFile: os.Getenv(envNATSCreds),
 		TLSCA:     os.Getenv(envNATSTLSCA), TLSCert: os.Getenv(envNATSTLSCert), TLSKey: os.Getenv(envNATSTLSKey),

@@ -18,7 +18,7 @@ import (
 	"strconv"
 	"time"
 
-	"koala/dataplane"
+	"koala/dataplane/transport"
 )
 
 // Kafka modes.
@@ -60,7 +60,7 @@ type Config struct {
 	// NATSSecurity is what the stack's own NATS checks authenticate with;
 	// the processes it starts read the same settings from the inherited
 	// KOALA_NATS_* environment.
-	NATSSecurity dataplane.NATSSecurity
+	NATSSecurity transport.NATSSecurity
 }
 
 // DefaultConfig returns the default stack: real Kafka, default ports, home

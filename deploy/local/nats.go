@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"koala/dataplane"
+	"koala/dataplane/transport"
 )
 
 // natsProcess runs the NATS server embedded in the koala binary
@@ -33,12 +33,12 @@ func natsProcess(c Config) *process {
 	}
 }
 
-func natsConnect(ctx context.Context, u string, sec dataplane.NATSSecurity) (*nats.Conn, error) {
+func natsConnect(ctx context.Context, u string, sec transport.NATSSecurity) (*nats.Conn, error) {
 	timeout := 2 * time.Second
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = max(time.Until(d), 10*time.Millisecond)
 	}
-	return dataplane.ConnectNATS(u, sec, nats.Name("koala-stack"), nats.Timeout(timeout), nats.NoReconnect())
+	return transport.ConnectNATS(u, sec, nats.Name("koala-stack"), nats.Timeout(timeout), nats.NoReconnect())
 }
 
 // kafkaFakeProcess runs franz-go's kfake in the koala binary
@@ -61,8 +61,8 @@ const WorkerPingSubject = "koala.workers.ping"
 
 // PingWorkers publishes one ping and collects the worker ids that answer
 // within wait; sec, if given, authenticates the connection.
-func PingWorkers(ctx context.Context, natsURL string, wait time.Duration, sec ...dataplane.NATSSecurity) (map[string]bool, error) {
-	var s dataplane.NATSSecurity
+func PingWorkers(ctx context.Context, natsURL string, wait time.Duration, sec ...transport.NATSSecurity) (map[string]bool, error) {
+	var s transport.NATSSecurity
 	if len(sec) > 0 {
 		s = sec[0]
 	}

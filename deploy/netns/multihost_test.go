@@ -21,9 +21,9 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest/testpki"
+	"koala/dataplane/transport"
 	"koala/deploy/local"
 	"koala/workflows"
 )
@@ -38,7 +38,7 @@ type cluster struct {
 	logDir    string
 	temporal  string // 127.0.0.1:port, used only on the control host
 	natsURL   string
-	natsSec   dataplane.NATSSecurity
+	natsSec   transport.NATSSecurity
 	kafka     string
 	env       []string // what every koala process gets
 	workerIDs []string
@@ -163,7 +163,7 @@ func startCluster(t *testing.T, ip string, workers int) *cluster {
 	natsPort, kafkaPort := freePort(t, c.net.hostIP), freePort(t, c.net.hostIP)
 	c.natsURL = "nats://" + net.JoinHostPort(c.net.hostIP, natsPort)
 	c.kafka = net.JoinHostPort(c.net.hostIP, kafkaPort)
-	c.natsSec = dataplane.NATSSecurity{User: "koala", Password: natsPassword, TLSCA: pki.CertFile}
+	c.natsSec = transport.NATSSecurity{User: "koala", Password: natsPassword, TLSCA: pki.CertFile}
 	c.env = []string{
 		"KOALA_TEMPORAL_ADDR=" + c.temporal,
 		"KOALA_NATS_URL=" + c.natsURL,
@@ -184,7 +184,7 @@ func startCluster(t *testing.T, ip string, workers int) *cluster {
 	c.procs = append(c.procs, temporal, natsProc, kafka)
 
 	if err := poll(ctx, 2*time.Minute, 200*time.Millisecond, c.procs, func(ctx context.Context) error {
-		nc, err := dataplane.ConnectNATS(c.natsURL, c.natsSec, nats.Timeout(time.Second))
+		nc, err := transport.ConnectNATS(c.natsURL, c.natsSec, nats.Timeout(time.Second))
 		if err != nil {
 			return err
 		}
@@ -249,7 +249,7 @@ func startCluster(t *testing.T, ip string, workers int) *cluster {
 
 // ping asks every worker for its info over NATS, as the controller does.
 func (c *cluster) ping() (map[string]string, error) {
-	nc, err := dataplane.ConnectNATS(c.natsURL, c.natsSec, nats.Timeout(2*time.Second))
+	nc, err := transport.ConnectNATS(c.natsURL, c.natsSec, nats.Timeout(2*time.Second))
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,12 @@
-package dataplane
-
-// Transport security shared by every process that talks NATS or gRPC: the
-// controller, the workers and the state service build their connection
-// options here, so credentials are checked, loaded and redacted one way.
+// Package transport owns how workers, the controller and the CLI reach
+// NATS and each other's gRPC endpoints securely: NATS credentials and
+// TLS, gRPC TLS credentials, and the redaction of secrets from URLs and
+// errors so no log or reply carries a password.
+//
+// The controller, the workers and the state service all build their
+// connection options here, so credentials are checked, loaded and redacted
+// one way.
+package transport
 
 import (
 	"crypto/tls"
@@ -299,18 +303,18 @@ func loadCAPool(what, path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// orPlaintext is creds, or plaintext when unset (workers built without
+// OrPlaintext is creds, or plaintext when unset (workers built without
 // NewWorker in tests).
-func orPlaintext(creds credentials.TransportCredentials) credentials.TransportCredentials {
+func OrPlaintext(creds credentials.TransportCredentials) credentials.TransportCredentials {
 	if creds == nil {
 		return insecure.NewCredentials()
 	}
 	return creds
 }
 
-// warnPlaintext logs when a plaintext service listens beyond loopback:
+// WarnPlaintext logs when a plaintext service listens beyond loopback:
 // allowed (a private network may be trusted) but worth a line in the log.
-func warnPlaintext(log *slog.Logger, what string, addr net.Addr, g GRPCTLS) {
+func WarnPlaintext(log *slog.Logger, what string, addr net.Addr, g GRPCTLS) {
 	if g.Enabled() {
 		return
 	}
