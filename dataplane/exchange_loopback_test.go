@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"koala/dataplane/exchange"
 	"koala/dataplane/wire"
 	"sync"
 	"testing"
@@ -21,7 +22,7 @@ func TestExchangeLoopbackDeliversEachRecordOnce(t *testing.T) {
 	lastFrame := int64(-1)
 	all := make(chan struct{})
 	got := 0
-	l, err := StartExchangeLoopback(func(f *wire.Frame) {
+	l, err := exchange.StartLoopback(func(f *wire.Frame) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(f.Records) == 0 {
@@ -96,7 +97,7 @@ func BenchmarkExchange(b *testing.B) {
 	var mu sync.Mutex
 	want, got := uint64(0), uint64(0)
 	done := make(chan struct{}, 1)
-	l, err := StartExchangeLoopback(func(f *wire.Frame) {
+	l, err := exchange.StartLoopback(func(f *wire.Frame) {
 		mu.Lock()
 		got += uint64(len(f.Records))
 		if want > 0 && got >= want {

@@ -144,28 +144,3 @@ func TestFetchOfAbsentKeyIsHarmless(t *testing.T) {
 		t.Errorf("local-key after the pull: %q, %v; want 6", vals[0], err)
 	}
 }
-
-func TestFetchMessagesRoundTrip(t *testing.T) {
-	req := &fetchRequest{JobID: "j", Task: "counter-1", Keys: [][]byte{[]byte("a"), {}, []byte("c")}, After: "cp-000007"}
-	got, err := decodeFetchRequest(appendFetchRequest(nil, req))
-	if err != nil || got.JobID != "j" || got.Task != "counter-1" || len(got.Keys) != 3 || string(got.Keys[2]) != "c" || got.After != "cp-000007" {
-		t.Fatalf("fetch request round trip: %+v, %v", got, err)
-	}
-	pull := &fetchRequest{JobID: "j", Task: "counter-1", Bucket: 77, Limit: 4096}
-	if got, err := decodeFetchRequest(appendFetchRequest(nil, pull)); err != nil || got.Bucket != 77 || got.Limit != 4096 || len(got.Keys) != 0 || got.After != "" {
-		t.Fatalf("bucket pull round trip: %+v, %v", got, err)
-	}
-	for name, bad := range map[string]*fetchRequest{
-		"bucket": {Bucket: 1 << 16},
-		"limit":  {Limit: wire.MaxFrameRecords + 1},
-	} {
-		if _, err := decodeFetchRequest(appendFetchRequest(nil, bad)); err == nil {
-			t.Errorf("fetch request with a bad %s decoded", name)
-		}
-	}
-	rep := &fetchReply{Values: [][]byte{nil, {}, []byte("v")}, Keys: [][]byte{[]byte("k")}}
-	gotRep, err := decodeFetchReply(appendFetchReply(nil, rep))
-	if err != nil || len(gotRep.Values) != 3 || gotRep.Values[0] != nil || gotRep.Values[1] == nil || string(gotRep.Values[2]) != "v" || len(gotRep.Keys) != 1 || string(gotRep.Keys[0]) != "k" {
-		t.Fatalf("fetch reply round trip keeps nil and empty apart: %+v, %v", gotRep, err)
-	}
-}

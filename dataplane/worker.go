@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"koala/dataplane/control"
+	"koala/dataplane/exchange"
 	"koala/dataplane/metrics"
 	"koala/dataplane/transport"
 	"koala/dataplane/wire"
@@ -103,8 +104,8 @@ type Worker struct {
 	staleFrames atomic.Uint64
 
 	ctx   context.Context
-	peers *peers
-	state stateConns
+	peers *exchange.Peers
+	state *exchange.StateConns
 }
 
 // NewWorker connects to NATS and opens the data-plane listener.
@@ -133,7 +134,7 @@ func NewWorker(opts Options) (*Worker, error) {
 	transport.WarnPlaintext(log, "data-plane gRPC", lis.Addr(), opts.GRPCTLS)
 	return &Worker{
 		opts: opts, log: log, nc: nc, lis: lis, addr: lis.Addr().String(),
-		grpcServerCreds: serverCreds, grpcClientCreds: clientCreds, state: stateConns{creds: clientCreds},
+		grpcServerCreds: serverCreds, grpcClientCreds: clientCreds, state: exchange.NewStateConns(clientCreds),
 		tasks: map[string]*task{}, producers: map[string]*producer{},
 	}, nil
 }
@@ -147,12 +148,12 @@ func (w *Worker) ID() string { return w.opts.ID }
 // Run serves until ctx ends, then stops every task and producer.
 func (w *Worker) Run(ctx context.Context) error {
 	w.ctx = ctx
-	w.peers = newPeers(ctx, w.log, w.grpcClientCreds)
-	srv := newExchangeServer(w, w.grpcServerCreds)
+	w.peers = exchange.NewPeers(ctx, w.log, w.grpcClientCreds)
+	srv := exchange.NewServer(exchangeHandler{w}, w.grpcServerCreds)
 	go func() { _ = srv.Serve(w.lis) }()
 	defer srv.Stop()
 	defer w.nc.Close()
-	defer w.state.close()
+	defer w.state.Close()
 
 	subs := []*nats.Subscription{}
 	for _, subj := range []string{control.WorkerWildcard(w.opts.ID), control.SubjectPing} {
@@ -284,7 +285,7 @@ func (w *Worker) deliver(ctx context.Context, target control.TaskRef, f *wire.Fr
 	if target.WorkerID == w.opts.ID {
 		return w.deliverLocal(ctx, f)
 	}
-	return w.peers.get(target.DataAddr).send(ctx, f)
+	return w.peers.Get(target.DataAddr).Send(ctx, f)
 }
 
 func (w *Worker) announceProgress(p control.MigrationProgress) {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"koala/dataplane"
+	"koala/dataplane/exchange"
 	"koala/dataplane/wire"
 	"koala/statesvc"
 )
@@ -137,7 +138,7 @@ func MeasureCodec(d time.Duration) Ceiling {
 // every record sent arrived exactly once in number.
 func MeasureExchange(d time.Duration) Ceiling {
 	c := Ceiling{Component: CeilExchange, What: "dataplane exchange: one peer stream → exchange server over loopback gRPC (koala-frame codec), 1000-record data frames, records counted at the receiver"}
-	l, err := dataplane.StartExchangeLoopback(nil)
+	l, err := exchange.StartLoopback(nil)
 	if err != nil {
 		c.Error = err.Error()
 		return c

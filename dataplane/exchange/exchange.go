@@ -1,4 +1,11 @@
-package dataplane
+// Package exchange owns the worker-to-worker gRPC service: the ordered
+// stream of frames from one worker to another (one stream per remote
+// worker, so frames keep the order they were queued in, and a full stream
+// is how backpressure reaches the sender), the state-fetch call new owners
+// use to take values from old owners, their binary codec, and a loopback
+// pair that measures and tests the path without tasks. It calls the
+// runtime only through the Handler interface.
+package exchange
 
 import (
 	"context"
@@ -18,16 +25,16 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// frameCodec carries Frames over gRPC in koala's own binary layout, so the
+// codec carries Frames over gRPC in koala's own binary layout, so the
 // exchange needs no generated protobuf code. It is a gRPC CodecV2: a frame is
 // encoded into one buffer of its exact size taken from frameBufs (gRPC
 // returns it once written), and a received message is copied out of
 // gRPC's buffers once, into memory the decoded records may alias.
-type frameCodec struct{}
+type codec struct{}
 
-func (frameCodec) Name() string { return "koala-frame" }
+func (codec) Name() string { return "koala-frame" }
 
-func (frameCodec) Marshal(v any) (mem.BufferSlice, error) {
+func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *wire.Frame:
 		buf := wire.FrameBufs.Get(wire.FrameSize(m))
@@ -35,15 +42,15 @@ func (frameCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return mem.BufferSlice{mem.NewBuffer(buf, &wire.FrameBufs)}, nil
 	case *exchangeAck:
 		return mem.BufferSlice{mem.SliceBuffer{m.status}}, nil
-	case *fetchRequest:
-		return mem.BufferSlice{mem.SliceBuffer(appendFetchRequest(nil, m))}, nil
-	case *fetchReply:
-		return mem.BufferSlice{mem.SliceBuffer(appendFetchReply(nil, m))}, nil
+	case *FetchRequest:
+		return mem.BufferSlice{mem.SliceBuffer(AppendFetchRequest(nil, m))}, nil
+	case *FetchReply:
+		return mem.BufferSlice{mem.SliceBuffer(AppendFetchReply(nil, m))}, nil
 	}
 	return nil, fmt.Errorf("koala-frame codec: cannot marshal %T", v)
 }
 
-func (frameCodec) Unmarshal(msg mem.BufferSlice, v any) error {
+func (codec) Unmarshal(msg mem.BufferSlice, v any) error {
 	// gRPC frees msg's buffers when Unmarshal returns; decoded records and
 	// values alias data, so data is a copy of our own.
 	data := msg.Materialize()
@@ -61,15 +68,15 @@ func (frameCodec) Unmarshal(msg mem.BufferSlice, v any) error {
 		}
 		m.status = data[0]
 		return nil
-	case *fetchRequest:
-		r, err := decodeFetchRequest(data)
+	case *FetchRequest:
+		r, err := DecodeFetchRequest(data)
 		if err != nil {
 			return err
 		}
 		*m = *r
 		return nil
-	case *fetchReply:
-		r, err := decodeFetchReply(data)
+	case *FetchReply:
+		r, err := DecodeFetchReply(data)
 		if err != nil {
 			return err
 		}
@@ -79,18 +86,23 @@ func (frameCodec) Unmarshal(msg mem.BufferSlice, v any) error {
 	return fmt.Errorf("koala-frame codec: cannot unmarshal into %T", v)
 }
 
-var _ encoding.CodecV2 = frameCodec{}
+var _ encoding.CodecV2 = codec{}
 
 type exchangeAck struct{ status byte }
 
-// frameHandler receives frames that arrive at this worker.
-type frameHandler interface {
-	deliverLocal(ctx context.Context, f *wire.Frame) error
+// Handler is the runtime side of a worker's exchange server.
+type Handler interface {
+	// DeliverLocal hands a frame that arrived to a local task, blocking
+	// while the task is behind.
+	DeliverLocal(ctx context.Context, f *wire.Frame) error
+	// TakeState serves a state fetch from a local task's store.
+	TakeState(req *FetchRequest) (*FetchReply, error)
 }
 
 const exchangeMethod = "/koala.Exchange/Send"
 
-// maxMessageBytes bounds one gRPC message (frames, fetch replies).
+// maxMessageBytes bounds one gRPC message (frames, fetch replies); it
+// matches wire's largest frame buffer.
 const maxMessageBytes = 64 << 20
 
 // Exchange streams carry batches of tens of KB back to back: a flow-control
@@ -104,13 +116,13 @@ const (
 
 var exchangeDesc = grpc.ServiceDesc{
 	ServiceName: "koala.Exchange",
-	HandlerType: (*frameHandler)(nil),
+	HandlerType: (*Handler)(nil),
 	Methods:     []grpc.MethodDesc{{MethodName: "Fetch", Handler: fetchHandler}},
 	Streams: []grpc.StreamDesc{{
 		StreamName:    "Send",
 		ClientStreams: true,
 		Handler: func(srv any, stream grpc.ServerStream) error {
-			h := srv.(frameHandler)
+			h := srv.(Handler)
 			for {
 				f := new(wire.Frame)
 				if err := stream.RecvMsg(f); err != nil {
@@ -119,7 +131,7 @@ var exchangeDesc = grpc.ServiceDesc{
 					}
 					return err
 				}
-				if err := h.deliverLocal(stream.Context(), f); err != nil {
+				if err := h.DeliverLocal(stream.Context(), f); err != nil {
 					return err
 				}
 			}
@@ -127,18 +139,19 @@ var exchangeDesc = grpc.ServiceDesc{
 	}},
 }
 
-// newExchangeServer builds the gRPC server that accepts frames for h.
-// creds are the transport credentials (plaintext or TLS, see GRPCTLS).
-func newExchangeServer(h frameHandler, creds credentials.TransportCredentials) *grpc.Server {
-	s := grpc.NewServer(grpc.Creds(transport.OrPlaintext(creds)), grpc.ForceServerCodecV2(frameCodec{}), grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes),
+// NewServer builds the gRPC server that accepts frames and fetches for h.
+// creds are the transport credentials (nil: plaintext; see
+// transport.GRPCTLS).
+func NewServer(h Handler, creds credentials.TransportCredentials) *grpc.Server {
+	s := grpc.NewServer(grpc.Creds(transport.OrPlaintext(creds)), grpc.ForceServerCodecV2(codec{}), grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes),
 		grpc.InitialWindowSize(exchangeWindow), grpc.InitialConnWindowSize(exchangeWindow), grpc.ReadBufferSize(exchangeIOBuffer), grpc.WriteBufferSize(exchangeIOBuffer))
 	s.RegisterService(&exchangeDesc, h)
 	return s
 }
 
-// peer is the ordered outbound stream to one remote worker. One goroutine
+// Peer is the ordered outbound stream to one remote worker. One goroutine
 // sends, so frames to any task on that worker keep the order they were queued in.
-type peer struct {
+type Peer struct {
 	addr   string
 	creds  credentials.TransportCredentials
 	queue  chan *wire.Frame
@@ -148,34 +161,37 @@ type peer struct {
 	done   chan struct{}
 }
 
-// peers holds one peer per remote address.
-type peers struct {
+// Peers holds one Peer per remote address.
+type Peers struct {
 	mu    sync.Mutex
-	byAdr map[string]*peer
+	byAdr map[string]*Peer
 	ctx   context.Context
 	log   *slog.Logger
 	creds credentials.TransportCredentials
 }
 
-func newPeers(ctx context.Context, log *slog.Logger, creds credentials.TransportCredentials) *peers {
-	return &peers{byAdr: map[string]*peer{}, ctx: ctx, log: log, creds: creds}
+// NewPeers starts no stream yet: each Peer dials on first use and
+// redials, with backoff, until ctx ends.
+func NewPeers(ctx context.Context, log *slog.Logger, creds credentials.TransportCredentials) *Peers {
+	return &Peers{byAdr: map[string]*Peer{}, ctx: ctx, log: log, creds: creds}
 }
 
-func (ps *peers) get(addr string) *peer {
+// Get returns the stream to addr, starting it on first use.
+func (ps *Peers) Get(addr string) *Peer {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p, ok := ps.byAdr[addr]
 	if !ok {
-		p = &peer{addr: addr, creds: ps.creds, queue: make(chan *wire.Frame, 256), log: ps.log, done: make(chan struct{})}
+		p = &Peer{addr: addr, creds: ps.creds, queue: make(chan *wire.Frame, 256), log: ps.log, done: make(chan struct{})}
 		ps.byAdr[addr] = p
 		go p.run(ps.ctx)
 	}
 	return p
 }
 
-// send queues f; it blocks when the peer is behind, which is how
+// Send queues f; it blocks when the Peer is behind, which is how
 // backpressure reaches the sending task.
-func (p *peer) send(ctx context.Context, f *wire.Frame) error {
+func (p *Peer) Send(ctx context.Context, f *wire.Frame) error {
 	select {
 	case p.queue <- f:
 		return nil
@@ -184,7 +200,7 @@ func (p *peer) send(ctx context.Context, f *wire.Frame) error {
 	}
 }
 
-func (p *peer) run(ctx context.Context) {
+func (p *Peer) run(ctx context.Context) {
 	defer close(p.done)
 	var pendingFrame *wire.Frame
 	backoff := 50 * time.Millisecond
@@ -193,7 +209,7 @@ func (p *peer) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		p.log.Warn("exchange stream failed; reconnecting", "peer", p.addr, "err", err)
+		p.log.Warn("exchange stream failed; reconnecting", "Peer", p.addr, "err", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -207,10 +223,10 @@ func (p *peer) run(ctx context.Context) {
 
 // stream opens one stream and sends until it fails. A frame whose send
 // failed is kept in *pending and sent first on the next stream.
-func (p *peer) stream(ctx context.Context, pending **wire.Frame) error {
+func (p *Peer) stream(ctx context.Context, pending **wire.Frame) error {
 	conn, err := grpc.NewClient(p.addr,
 		grpc.WithTransportCredentials(transport.OrPlaintext(p.creds)),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(frameCodec{}), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{}), grpc.MaxCallSendMsgSize(maxMessageBytes)),
 		grpc.WithInitialWindowSize(exchangeWindow), grpc.WithInitialConnWindowSize(exchangeWindow),
 		grpc.WithReadBufferSize(exchangeIOBuffer), grpc.WithWriteBufferSize(exchangeIOBuffer))
 	if err != nil {
@@ -240,6 +256,6 @@ func (p *peer) stream(ctx context.Context, pending **wire.Frame) error {
 		}
 		*pending = nil
 		p.sent.Add(1)
-		f.Release() // encoded: the record array can be reused (outputs.emitTo)
+		f.Release() // encoded: the record array can be reused (the sending task reserved it)
 	}
 }

@@ -1,7 +1,8 @@
-package dataplane
+package exchange
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"koala/dataplane/wire"
 	"log/slog"
@@ -11,17 +12,17 @@ import (
 	"google.golang.org/grpc"
 )
 
-// ExchangeLoopback is the worker-to-worker record path without the tasks at
+// Loopback is the worker-to-worker record path without the tasks at
 // either end: one worker's outbound peer stream (the one ordered stream a
 // worker keeps per remote worker) sending to another worker's exchange
 // server over loopback TCP, with the exchange's own gRPC service, framing
 // and codec. It exists to measure that path's ceiling and to test it; a
 // real worker hands the frames it receives to its tasks instead of counting
 // them.
-type ExchangeLoopback struct {
+type Loopback struct {
 	srv    *grpc.Server
 	addr   string
-	peer   *peer
+	peer   *Peer
 	cancel context.CancelFunc
 	recv   *loopbackReceiver
 }
@@ -32,7 +33,7 @@ type loopbackReceiver struct {
 	onFrame         func(*wire.Frame)
 }
 
-func (r *loopbackReceiver) deliverLocal(_ context.Context, f *wire.Frame) error {
+func (r *loopbackReceiver) DeliverLocal(_ context.Context, f *wire.Frame) error {
 	// Count first: a caller that waits in onFrame for the last record then
 	// reads complete counts from Received.
 	r.records.Add(uint64(len(f.Records)))
@@ -43,42 +44,47 @@ func (r *loopbackReceiver) deliverLocal(_ context.Context, f *wire.Frame) error 
 	return nil
 }
 
-// StartExchangeLoopback starts the receiving exchange server on a free
+// TakeState refuses: the loopback carries frames only.
+func (r *loopbackReceiver) TakeState(*FetchRequest) (*FetchReply, error) {
+	return nil, errors.New("exchange loopback: no state to fetch")
+}
+
+// StartLoopback starts the receiving exchange server on a free
 // 127.0.0.1 port and the sending peer stream to it (plaintext). onFrame,
 // when not nil, sees every frame received, in arrival order, on the
 // server's stream goroutine, after it is counted. Close stops both.
-func StartExchangeLoopback(onFrame func(*wire.Frame)) (*ExchangeLoopback, error) {
+func StartLoopback(onFrame func(*wire.Frame)) (*Loopback, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("exchange loopback: listen on 127.0.0.1: %w", err)
 	}
 	recv := &loopbackReceiver{onFrame: onFrame}
-	srv := newExchangeServer(recv, nil)
+	srv := NewServer(recv, nil)
 	go func() { _ = srv.Serve(lis) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := lis.Addr().String()
-	ps := newPeers(ctx, slog.New(slog.DiscardHandler), nil)
-	return &ExchangeLoopback{srv: srv, addr: addr, peer: ps.get(addr), cancel: cancel, recv: recv}, nil
+	ps := NewPeers(ctx, slog.New(slog.DiscardHandler), nil)
+	return &Loopback{srv: srv, addr: addr, peer: ps.Get(addr), cancel: cancel, recv: recv}, nil
 }
 
 // Addr is the receiving server's address.
-func (l *ExchangeLoopback) Addr() string { return l.addr }
+func (l *Loopback) Addr() string { return l.addr }
 
 // Send queues f on the sending peer's stream, blocking while the stream is
 // behind (the exchange's backpressure). f is encoded when the stream sends
 // it, so the caller must not change it until it has been received.
-func (l *ExchangeLoopback) Send(ctx context.Context, f *wire.Frame) error {
-	return l.peer.send(ctx, f)
+func (l *Loopback) Send(ctx context.Context, f *wire.Frame) error {
+	return l.peer.Send(ctx, f)
 }
 
 // Received reports the frames and records the receiving side got so far.
-func (l *ExchangeLoopback) Received() (frames, records uint64) {
+func (l *Loopback) Received() (frames, records uint64) {
 	return l.recv.frames.Load(), l.recv.records.Load()
 }
 
 // Close stops the sending stream, waits for its goroutine, and stops the
 // server. Frames still queued are dropped.
-func (l *ExchangeLoopback) Close() {
+func (l *Loopback) Close() {
 	l.cancel()
 	<-l.peer.done
 	l.srv.Stop()

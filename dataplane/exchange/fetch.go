@@ -1,0 +1,153 @@
+package exchange
+
+import (
+	"context"
+	"fmt"
+	"koala/dataplane/transport"
+	"koala/dataplane/wire"
+	"koala/statesvc"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// FetchRequest takes state keys from an owner task: the owner returns their
+// values and deletes them, because their new owner becomes the only writer.
+// A fetch of a key the owner does not hold (the key lookup table keeps key
+// hashes, so it can name an owner for a key that is local) returns nil
+// values and deletes nothing.
+//
+// With Limit > 0 it is a bucket pull instead (progressive migration): the
+// owner takes up to Limit user keys of Bucket — every state of each — and
+// returns them; fewer than Limit means the owner holds no more of Bucket.
+//
+// After is the last checkpoint the requesting task wrote its part of ("" =
+// none): the owner keeps what it hands out to a task that is ahead of it
+// in a checkpoint, for its own part of that checkpoint (see servedLog).
+type FetchRequest struct {
+	JobID  string
+	Task   string
+	Keys   [][]byte
+	Bucket int
+	Limit  int
+	After  string
+}
+
+// FetchReply holds values aligned with the request's keys (nil = absent).
+// For a bucket pull, Keys are the user keys taken and Values hold, per
+// key, one value per state name of the operator in declaration order.
+type FetchReply struct {
+	Values [][]byte
+	Keys   [][]byte
+}
+
+const fetchMethod = "/koala.Exchange/Fetch"
+
+func fetchHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	req := new(FetchRequest)
+	if err := dec(req); err != nil {
+		return nil, err
+	}
+	return srv.(Handler).TakeState(req)
+}
+
+// StateConns keeps one client connection per remote worker for fetches.
+type StateConns struct {
+	creds credentials.TransportCredentials
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func (sc *StateConns) get(addr string) (*grpc.ClientConn, error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if c, ok := sc.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(transport.OrPlaintext(sc.creds)),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{}), grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))
+	if err != nil {
+		return nil, fmt.Errorf("state plane: dial %s: %w", addr, err)
+	}
+	if sc.conns == nil {
+		sc.conns = map[string]*grpc.ClientConn{}
+	}
+	sc.conns[addr] = c
+	return c, nil
+}
+
+// Close closes every connection.
+func (sc *StateConns) Close() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, c := range sc.conns {
+		_ = c.Close()
+	}
+	sc.conns = nil
+}
+
+func AppendFetchRequest(buf []byte, r *FetchRequest) []byte {
+	buf = wire.AppendString(buf, r.JobID)
+	buf = wire.AppendString(buf, r.Task)
+	buf = wire.AppendByteSlices(buf, r.Keys)
+	buf = wire.AppendUvarint(buf, uint64(r.Bucket))
+	buf = wire.AppendUvarint(buf, uint64(r.Limit))
+	return wire.AppendString(buf, r.After)
+}
+
+func DecodeFetchRequest(data []byte) (*FetchRequest, error) {
+	d := wire.NewDecoder(data)
+	r := &FetchRequest{JobID: d.Str(), Task: d.Str()}
+	r.Keys = d.ByteSlices()
+	bucket, limit := d.Uvarint(), d.Uvarint()
+	r.After = d.Str()
+	switch {
+	case d.Err() != nil:
+		return nil, fmt.Errorf("decode fetch request: %w", d.Err())
+	case len(d.Rest()) != 0:
+		return nil, fmt.Errorf("decode fetch request: %d trailing bytes", len(d.Rest()))
+	case bucket >= statesvc.MaxBuckets:
+		return nil, fmt.Errorf("decode fetch request: bucket %d, allowed [0, %d)", bucket, statesvc.MaxBuckets)
+	case limit > wire.MaxFrameRecords:
+		return nil, fmt.Errorf("decode fetch request: pull limit %d, at most %d allowed", limit, wire.MaxFrameRecords)
+	}
+	r.Bucket, r.Limit = int(bucket), int(limit)
+	return r, nil
+}
+
+func AppendFetchReply(buf []byte, r *FetchReply) []byte {
+	buf = wire.AppendByteSlices(buf, r.Values)
+	return wire.AppendByteSlices(buf, r.Keys)
+}
+
+func DecodeFetchReply(data []byte) (*FetchReply, error) {
+	d := wire.NewDecoder(data)
+	r := &FetchReply{Values: d.ByteSlices(), Keys: d.ByteSlices()}
+	if d.Err() == nil && len(d.Rest()) != 0 {
+		d.Fail(fmt.Errorf("%d trailing bytes", len(d.Rest())))
+	}
+	if d.Err() != nil {
+		return nil, fmt.Errorf("decode fetch reply: %w", d.Err())
+	}
+	return r, nil
+}
+
+// NewStateConns dials with creds (nil: plaintext).
+func NewStateConns(creds credentials.TransportCredentials) *StateConns {
+	return &StateConns{creds: creds}
+}
+
+// Fetch sends req to the worker at addr and returns its reply.
+func (sc *StateConns) Fetch(ctx context.Context, addr string, req *FetchRequest) (*FetchReply, error) {
+	conn, err := sc.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	rep := new(FetchReply)
+	if err := conn.Invoke(ctx, fetchMethod, req, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}

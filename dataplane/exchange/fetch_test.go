@@ -1,0 +1,32 @@
+package exchange
+
+import (
+	"testing"
+
+	"koala/dataplane/wire"
+)
+
+func TestFetchMessagesRoundTrip(t *testing.T) {
+	req := &FetchRequest{JobID: "j", Task: "counter-1", Keys: [][]byte{[]byte("a"), {}, []byte("c")}, After: "cp-000007"}
+	got, err := DecodeFetchRequest(AppendFetchRequest(nil, req))
+	if err != nil || got.JobID != "j" || got.Task != "counter-1" || len(got.Keys) != 3 || string(got.Keys[2]) != "c" || got.After != "cp-000007" {
+		t.Fatalf("fetch request round trip: %+v, %v", got, err)
+	}
+	pull := &FetchRequest{JobID: "j", Task: "counter-1", Bucket: 77, Limit: 4096}
+	if got, err := DecodeFetchRequest(AppendFetchRequest(nil, pull)); err != nil || got.Bucket != 77 || got.Limit != 4096 || len(got.Keys) != 0 || got.After != "" {
+		t.Fatalf("bucket pull round trip: %+v, %v", got, err)
+	}
+	for name, bad := range map[string]*FetchRequest{
+		"bucket": {Bucket: 1 << 16},
+		"limit":  {Limit: wire.MaxFrameRecords + 1},
+	} {
+		if _, err := DecodeFetchRequest(AppendFetchRequest(nil, bad)); err == nil {
+			t.Errorf("fetch request with a bad %s decoded", name)
+		}
+	}
+	rep := &FetchReply{Values: [][]byte{nil, {}, []byte("v")}, Keys: [][]byte{[]byte("k")}}
+	gotRep, err := DecodeFetchReply(AppendFetchReply(nil, rep))
+	if err != nil || len(gotRep.Values) != 3 || gotRep.Values[0] != nil || gotRep.Values[1] == nil || string(gotRep.Values[2]) != "v" || len(gotRep.Keys) != 1 || string(gotRep.Keys[0]) != "k" {
+		t.Fatalf("fetch reply round trip keeps nil and empty apart: %+v, %v", gotRep, err)
+	}
+}
