@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/dataplane/wire"
 )
 
@@ -32,7 +33,7 @@ func newOpBenchPipe(b *testing.B, q *QueryBuilder, opName, backend string) *opBe
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &Worker{opts: Options{ID: "w1", DataDir: b.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*producer{}}
+	w := &Worker{opts: Options{ID: "w1", DataDir: b.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
 	job := control.JobSpec{JobID: "bench-" + q.Name(), Operators: ops, NumBuckets: 128, BatchSize: opBenchBatch, StateBackend: backend}
 	dep := control.Deployment{Job: job, Epoch: 1}
 	for _, op := range ops {
@@ -104,7 +105,7 @@ func (p *opBenchPipe) run(b *testing.B, mk func(i int) Record, from func(i int) 
 var opBenchKeys = func() [][]byte {
 	keys := make([][]byte, 10000)
 	for i := range keys {
-		keys[i] = []byte(KeyName(i))
+		keys[i] = []byte(produce.KeyName(i))
 	}
 	return keys
 }()
@@ -122,7 +123,7 @@ func opBenchFromSource(int) string { return "source-0" }
 var opBenchKeys100k = func() [][]byte {
 	keys := make([][]byte, 100_000)
 	for i := range keys {
-		keys[i] = []byte(KeyName(i))
+		keys[i] = []byte(produce.KeyName(i))
 	}
 	return keys
 }()

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/dataplane/wire"
 	"koala/statesvc"
 )
@@ -42,7 +43,7 @@ func newKLTCkptCluster(t *testing.T, store string, moved ...int) *kltCkptCluster
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*producer{}}
+	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
 	job := control.JobSpec{JobID: "klt-ckpt", Operators: ops, NumBuckets: kltCkptBuckets, BatchSize: 100, StateBackend: "pebble",
 		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand, control.ParamCheckpointStore: store}}
 	dep := control.Deployment{Job: job, Epoch: 1}

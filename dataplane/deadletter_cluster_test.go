@@ -16,6 +16,7 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/dataplane/produce"
 	"koala/queries/examples/qtest"
 )
 
@@ -63,7 +64,7 @@ func TestDeadLetterPipeline(t *testing.T) {
 	var good []int64
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	for i := int64(0); i < 3000; i++ {
-		key := []byte(dataplane.KeyName(int(i % 37)))
+		key := []byte(produce.KeyName(int(i % 37)))
 		var v string
 		switch {
 		case i%101 == 7:

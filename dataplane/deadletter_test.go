@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"koala/dataplane/control"
+	"koala/dataplane/dptest/testkafka"
 	"koala/dataplane/metrics"
 )
 
@@ -82,7 +83,7 @@ func TestDeadLettersWriteWithHeaders(t *testing.T) {
 	if c := d.Counts(); c != (DeadLetterCounts{Malformed: 1, Oversize: 1, Written: 2}) {
 		t.Fatalf("counts %+v", c)
 	}
-	recs := readTopic(t, kc.ListenAddrs(), "dlq", 2)[0]
+	recs := testkafka.ReadTopic(t, kc.ListenAddrs(), "dlq", 2)[0]
 	h := map[string]string{}
 	for _, kv := range recs[0].Headers {
 		h[kv.Key] = string(kv.Value)

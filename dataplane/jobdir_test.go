@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 )
 
 // TestStopTasksRemovesJobDir checks that a worker deletes a job's data
@@ -27,7 +28,7 @@ func TestStopTasksRemovesJobDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
-	w := &Worker{opts: Options{ID: "w1", DataDir: dataDir}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*producer{}}
+	w := &Worker{opts: Options{ID: "w1", DataDir: dataDir}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
 	deploy := func(jobID string) []string {
 		job := control.JobSpec{JobID: jobID, Operators: ops, NumBuckets: 8, BatchSize: 10, StateBackend: "pebble"}
 		dep := control.Deployment{Job: job, Epoch: 1}

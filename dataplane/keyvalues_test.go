@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"koala/dataplane/produce"
 	"maps"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func BenchmarkKeyValues(b *testing.B) {
 	const nKeys, batch = 200_000, 1000
 	keys := make([][]byte, nKeys)
 	for i := range keys {
-		keys[i] = []byte(KeyName(i))
+		keys[i] = []byte(produce.KeyName(i))
 	}
 	recs := make([]Record, batch)
 	kv := newKeyValues()

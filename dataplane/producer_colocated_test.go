@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"koala/dataplane/control"
+	"koala/dataplane/dptest/testkafka"
+	"koala/dataplane/produce"
 )
 
 // Two producers of one job on one worker run side by side, and each stop
@@ -22,8 +24,8 @@ func TestProducersOfOneJobShareAWorker(t *testing.T) {
 	defer kc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w := &Worker{opts: Options{ID: "w3"}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), producers: map[string]*producer{}, ctx: ctx}
-	shares := SplitProduce(control.ProduceRequest{Topic: "in", KafkaBrokers: kc.ListenAddrs(), Generator: "keys", NumKeys: 10, RatePerSec: 3000, MaxEvents: 301}, 2)
+	w := &Worker{opts: Options{ID: "w3"}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), producers: map[string]*produce.Producer{}, ctx: ctx}
+	shares := produce.SplitProduce(control.ProduceRequest{Topic: "in", KafkaBrokers: kc.ListenAddrs(), Generator: "keys", NumKeys: 10, RatePerSec: 3000, MaxEvents: 301}, 2)
 	for _, s := range shares {
 		if err := w.startProducer("job", s); err != nil {
 			t.Fatal(err)
@@ -32,7 +34,7 @@ func TestProducersOfOneJobShareAWorker(t *testing.T) {
 	// Both run to their MaxEvents share before they are stopped.
 	for key, p := range w.producers {
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-ctx.Done():
 			t.Fatalf("producer %s did not finish its share", key)
 		}
@@ -52,7 +54,7 @@ func TestProducersOfOneJobShareAWorker(t *testing.T) {
 		total += rep.Acked
 	}
 	got := 0
-	for _, recs := range readTopic(t, kc.ListenAddrs(), "in", int(total)) {
+	for _, recs := range testkafka.ReadTopic(t, kc.ListenAddrs(), "in", int(total)) {
 		got += len(recs)
 	}
 	if total == 0 || int64(got) != total {

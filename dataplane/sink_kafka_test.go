@@ -12,34 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"koala/dataplane/control"
+	"koala/dataplane/dptest/testkafka"
 )
-
-// readTopic consumes topic from the start until it holds want records
-// (polling with a deadline) and returns them per partition in offset order.
-func readTopic(t *testing.T, brokers []string, topic string, want int) map[int32][]*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	out := map[int32][]*kgo.Record{}
-	n := 0
-	deadline := time.Now().Add(30 * time.Second)
-	for n < want && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			out[r.Partition] = append(out[r.Partition], r)
-			n++
-		})
-	}
-	if n != want {
-		t.Fatalf("topic %s holds %d records, want %d", topic, n, want)
-	}
-	return out
-}
 
 func endOffsetsSum(t *testing.T, adm *kadm.Client, topic string) int64 {
 	t.Helper()
@@ -101,7 +75,7 @@ func TestKafkaSinkWritesEachRecordOnceInKeyOrder(t *testing.T) {
 			t.Fatalf("after batch %d: topic end offsets sum to %d, want %d (a batch must be acknowledged when ProcessBatch returns)", b, got, sent)
 		}
 	}
-	parts := readTopic(t, brokers, "out", int(sent))
+	parts := testkafka.ReadTopic(t, brokers, "out", int(sent))
 	seen := map[string]bool{}
 	keyPart := map[string]int32{}
 	last := map[string]int{}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/dataplane/wire"
 	"koala/statesvc"
 )
@@ -46,7 +47,7 @@ func TestFetchOfAbsentKeyIsHarmless(t *testing.T) {
 		t.Fatal(err)
 	}
 	const buckets = 16
-	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*producer{}}
+	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
 	job := control.JobSpec{JobID: "fp-fetch", Operators: ops, NumBuckets: buckets, BatchSize: 100, StateBackend: "pebble",
 		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand}} // no background pulls until asked
 	dep := control.Deployment{Job: job, Epoch: 1}

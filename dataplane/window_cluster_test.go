@@ -10,6 +10,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/queries/examples/qtest"
 	"koala/workflows"
@@ -58,7 +59,7 @@ func runWindowRescale(t *testing.T, protocol any, mode string) {
 	phase := func(from, to int64, extra ...dataplane.Record) []dataplane.Record {
 		var out []dataplane.Record
 		for ts, i := t0+from*sec, 0; ts < t0+to*sec; ts, i = ts+int64(3*time.Millisecond), i+1 {
-			out = append(out, dataplane.Record{Key: []byte(dataplane.KeyName(i % numKeys)), EventTime: ts})
+			out = append(out, dataplane.Record{Key: []byte(produce.KeyName(i % numKeys)), EventTime: ts})
 		}
 		out = append(out, extra...)
 		sort.SliceStable(out, func(i, j int) bool { return out[i].EventTime < out[j].EventTime })
@@ -76,7 +77,7 @@ func runWindowRescale(t *testing.T, protocol any, mode string) {
 	for _, r := range append(append(append([]dataplane.Record{}, p1...), p2...), p3...) {
 		want[string(dataplane.WindowResultKey(r.Key, (r.EventTime/sec+1)*sec))]++
 	}
-	firstWindow := string(dataplane.WindowResultKey([]byte(dataplane.KeyName(0)), t0+sec))
+	firstWindow := string(dataplane.WindowResultKey([]byte(produce.KeyName(0)), t0+sec))
 	fired := func(key string) func(r *qtest.Run) bool {
 		return func(r *qtest.Run) bool {
 			for _, rec := range r.Output() {
@@ -94,7 +95,7 @@ func runWindowRescale(t *testing.T, protocol any, mode string) {
 		Workers: 3,
 		Phases: []qtest.Phase{
 			{Records: p1, Until: fired(firstWindow), Then: func(r *qtest.Run) { r.Rescale(protocol, "window", 4) }},
-			{Records: p2, Until: fired(string(dataplane.WindowResultKey([]byte(dataplane.KeyName(0)), t0+4*sec))),
+			{Records: p2, Until: fired(string(dataplane.WindowResultKey([]byte(produce.KeyName(0)), t0+4*sec))),
 				Then: func(r *qtest.Run) { r.Rescale(protocol, "window", 2) }},
 			{Records: p3},
 		},

@@ -21,6 +21,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/exchange"
 	"koala/dataplane/metrics"
+	"koala/dataplane/produce"
 	"koala/dataplane/transport"
 	"koala/dataplane/wire"
 )
@@ -96,7 +97,7 @@ type Worker struct {
 
 	mu        sync.Mutex
 	tasks     map[string]*task // by job/task
-	producers map[string]*producer
+	producers map[string]*produce.Producer
 	known     map[string]control.Deployment // by job: newest state of each operator seen here (handlers.go)
 	// stoppedJobs are jobs whose tasks were stopped here: frames still in
 	// flight to those tasks are stale (deliverLocal drops and counts them).
@@ -135,7 +136,7 @@ func NewWorker(opts Options) (*Worker, error) {
 	return &Worker{
 		opts: opts, log: log, nc: nc, lis: lis, addr: lis.Addr().String(),
 		grpcServerCreds: serverCreds, grpcClientCreds: clientCreds, state: exchange.NewStateConns(clientCreds),
-		tasks: map[string]*task{}, producers: map[string]*producer{},
+		tasks: map[string]*task{}, producers: map[string]*produce.Producer{},
 	}, nil
 }
 
@@ -196,13 +197,13 @@ func (w *Worker) shutdown() {
 	for _, t := range w.tasks {
 		tasks = append(tasks, t)
 	}
-	prods := make([]*producer, 0, len(w.producers))
+	prods := make([]*produce.Producer, 0, len(w.producers))
 	for _, p := range w.producers {
 		prods = append(prods, p)
 	}
 	w.mu.Unlock()
 	for _, p := range prods {
-		p.stop(ctx)
+		p.Stop(ctx)
 	}
 	for _, t := range tasks {
 		start := time.Now()

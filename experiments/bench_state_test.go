@@ -21,6 +21,7 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/workflows"
 	"koala/workflows/plan"
@@ -176,7 +177,7 @@ func stateScalingPoint(t *testing.T, spec StateSpec, size uint64) StatePoint {
 	}
 
 	t0 := time.Now()
-	warm := phase(dataplane.SequentialGenerator, warmKeys, int64(warmKeys))
+	warm := phase(produce.SequentialGenerator, warmKeys, int64(warmKeys))
 	if err := acts.StartProducer(ctx, warm); err != nil {
 		return fail("start warm-up producer", err)
 	}
@@ -206,7 +207,7 @@ func stateScalingPoint(t *testing.T, spec StateSpec, size uint64) StatePoint {
 	}
 
 	t0 = time.Now()
-	act := phase(dataplane.DefaultGenerator, activeKeys, activeEvents)
+	act := phase(produce.DefaultGenerator, activeKeys, activeEvents)
 	if err := acts.StartProducer(ctx, act); err != nil {
 		return fail("start active producer", err)
 	}
@@ -225,10 +226,10 @@ func stateScalingPoint(t *testing.T, spec StateSpec, size uint64) StatePoint {
 	}
 	touched := make([]bool, activeKeys)
 	for n := int64(0); n < activeEvents; n++ {
-		touched[dataplane.UniformKeyIndex(seed, activeKeys, n)] = true
+		touched[produce.UniformKeyIndex(seed, activeKeys, n)] = true
 	}
 	for i := range warmKeys {
-		key := dataplane.KeyName(i)
+		key := produce.KeyName(i)
 		sz := uint64(len(key) + spec.ValueBytes)
 		p.TotalStateBytes += sz
 		if !moved[dataplane.BucketOf([]byte(key), job.NumBuckets)] {

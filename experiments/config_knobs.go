@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/workflows/plan"
 )
@@ -106,7 +106,7 @@ func (p *parser) knob(k knob, raw json.RawMessage, at string) (string, bool) {
 		v, ok := p.strs(raw, at, false)
 		return strings.Join(v, ","), ok
 	case knobRateLimiter:
-		if _, err := dataplane.ParseRateLimiterConfig(raw); err != nil {
+		if _, err := produce.ParseRateLimiterConfig(raw); err != nil {
 			errs := []error{err}
 			if j, ok := err.(interface{ Unwrap() []error }); ok {
 				errs = j.Unwrap()

@@ -12,8 +12,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"koala/dataplane"
 	"koala/dataplane/metrics"
+	"koala/dataplane/produce"
 	"koala/workflows"
 )
 
@@ -206,7 +206,7 @@ func Fig16Split(runs []RunData) (locality, skew []RunData) {
 		if r.Input == nil || len(r.Entry.Reconfigs) == 0 {
 			continue
 		}
-		if r.Input.Producer.Generator == dataplane.ZipfGenerator || r.Input.Producer.Nexmark != nil && r.Input.Producer.Nexmark.Sellers == "zipf" {
+		if r.Input.Producer.Generator == produce.ZipfGenerator || r.Input.Producer.Nexmark != nil && r.Input.Producer.Nexmark.Sellers == "zipf" {
 			zipf = append(zipf, r)
 		} else {
 			plain = append(plain, r)

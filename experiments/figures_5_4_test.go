@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/dataplane/produce"
 	"koala/workflows"
 )
 
@@ -30,12 +30,12 @@ func run54(exp, kw, gen string, numKeys int, skew float64, stateBytes uint64) Ru
 }
 
 func TestFig54_Shaping(t *testing.T) {
-	warm := run54("state", "s1", dataplane.SequentialGenerator, 1000, 0, 64e6)
+	warm := run54("state", "s1", produce.SequentialGenerator, 1000, 0, 64e6)
 	loc2 := run54("loc", "l2", "keys", 20000, 0, 0)
 	loc1 := run54("loc", "l1", "keys", 10000, 0, 0)
-	skew := run54("skew", "z1", dataplane.ZipfGenerator, 10000, 1.2, 0)
-	skew2 := run54("skew", "z2", dataplane.ZipfGenerator, 10000, 0.8, 0)
-	lone := run54("lone", "z3", dataplane.ZipfGenerator, 10000, 0.8, 0)
+	skew := run54("skew", "z1", produce.ZipfGenerator, 10000, 1.2, 0)
+	skew2 := run54("skew", "z2", produce.ZipfGenerator, 10000, 0.8, 0)
+	lone := run54("lone", "z3", produce.ZipfGenerator, 10000, 0.8, 0)
 	runs := []RunData{warm, loc2, loc1, skew, skew2, lone}
 
 	locality, sk := Fig16Split(runs)
@@ -64,12 +64,12 @@ func TestFig54_Shaping(t *testing.T) {
 
 func TestWriteSuiteFigures_54Files(t *testing.T) {
 	runs := []RunData{
-		run54("state", "s1", dataplane.SequentialGenerator, 1000, 0, 64e6),
-		run54("state", "s2", dataplane.SequentialGenerator, 1000, 0, 128e6),
+		run54("state", "s1", produce.SequentialGenerator, 1000, 0, 64e6),
+		run54("state", "s2", produce.SequentialGenerator, 1000, 0, 128e6),
 		run54("loc", "l1", "keys", 10000, 0, 0),
 		run54("loc", "l2", "keys", 20000, 0, 0),
-		run54("skew", "z1", dataplane.ZipfGenerator, 10000, 1.2, 0),
-		run54("skew", "z2", dataplane.ZipfGenerator, 10000, 0.6, 0),
+		run54("skew", "z1", produce.ZipfGenerator, 10000, 1.2, 0),
+		run54("skew", "z2", produce.ZipfGenerator, 10000, 0.6, 0),
 	}
 	dir := t.TempDir()
 	paths, _, err := WriteSuiteFigures(dir, runs, []string{"14", "15", "16"})

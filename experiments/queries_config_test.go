@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/queries"
 	_ "koala/queries/examples" // the example queries
 	_ "koala/queries/nexmark"  // the Nexmark queries and generator
@@ -31,7 +31,7 @@ func TestTraceQueryConfigs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := dataplane.NewGenerator(control.ProduceRequest{Generator: in.Producer.Generator, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed, Skew: in.Producer.Skew}); err != nil {
+			if _, err := produce.NewGenerator(control.ProduceRequest{Generator: in.Producer.Generator, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed, Skew: in.Producer.Skew}); err != nil {
 				t.Fatal(err)
 			}
 			if len(in.Reconfigurations) != 1 {

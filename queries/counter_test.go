@@ -9,6 +9,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/queries/examples/qtest"
 	"koala/workflows"
@@ -26,7 +27,7 @@ func TestCounterPaddedState(t *testing.T) {
 	const numKeys, pad = 3000, 1000
 	var recs []dataplane.Record
 	for i := range numKeys {
-		recs = append(recs, dataplane.Record{Key: []byte(dataplane.KeyName(i)), Value: []byte{1}})
+		recs = append(recs, dataplane.Record{Key: []byte(produce.KeyName(i)), Value: []byte{1}})
 	}
 	var run *qtest.Run
 	res := qtest.RunQuery(t, qtest.Options{
@@ -47,7 +48,7 @@ func TestCounterPaddedState(t *testing.T) {
 	}
 	vals := run.SinkValues()
 	for i := range numKeys {
-		if k := dataplane.KeyName(i); vals[k] != 2 {
+		if k := produce.KeyName(i); vals[k] != 2 {
 			t.Fatalf("key %s: count %d, want 2", k, vals[k])
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"koala/dataplane"
+	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/queries/examples/qtest"
 )
@@ -20,7 +21,7 @@ func TestTwoCountersMatchesOracle(t *testing.T) {
 	in := make([]dataplane.Record, n)
 	perKey := map[string]uint64{}
 	for i := range in {
-		k := dataplane.KeyName(dataplane.UniformKeyIndex(7, numKeys, int64(i)))
+		k := produce.KeyName(produce.UniformKeyIndex(7, numKeys, int64(i)))
 		in[i] = dataplane.Record{Key: []byte(k), Value: []byte{1}}
 		perKey[k]++
 	}

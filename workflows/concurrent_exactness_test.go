@@ -11,9 +11,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/statesvc"
 	"koala/workflows"
@@ -79,7 +79,7 @@ func runConcurrentExactness(t *testing.T, mode string) {
 
 	perKey := map[string]uint64{}
 	for n := int64(0); n < rep.Acked; n++ {
-		perKey[dataplane.KeyName(dataplane.UniformKeyIndex(seed, numKeys, n))]++
+		perKey[produce.KeyName(produce.UniformKeyIndex(seed, numKeys, n))]++
 	}
 	oracle := map[string]uint64{}
 	for k, n := range perKey {

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/dataplane/produce"
 	"koala/statesvc"
 	"koala/workflows"
 )
@@ -54,7 +54,7 @@ func TestRemoteStateIsPerJob(t *testing.T) {
 		rep := stopAndCheckLedger(t, ctx, acts, job, dep, prod)
 		oracle := map[string]uint64{}
 		for n := int64(0); n < rep.Acked; n++ {
-			oracle[dataplane.KeyName(dataplane.UniformKeyIndex(seed, numKeys, n))]++
+			oracle[produce.KeyName(produce.UniformKeyIndex(seed, numKeys, n))]++
 		}
 		assertMatchesOracle(t, sinkStatus(t, ctx, acts, dep, true).KeyValues, oracle, rep.Acked)
 		must(t, acts.StopTasks(ctx, activities.TasksInput{Deployment: dep}))

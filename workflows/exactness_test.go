@@ -13,9 +13,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/dataplane/produce"
 	_ "koala/queries"
 	"koala/statesvc"
 	"koala/workflows"
@@ -104,7 +104,7 @@ func runExactness(t *testing.T, tc exactnessCase) {
 
 	oracle := map[string]uint64{}
 	for n := int64(0); n < rep.Acked; n++ {
-		oracle[dataplane.KeyName(dataplane.UniformKeyIndex(seed, numKeys, n))]++
+		oracle[produce.KeyName(produce.UniformKeyIndex(seed, numKeys, n))]++
 	}
 	assertMatchesOracle(t, sinkStatus(t, ctx, acts, dep, true).KeyValues, oracle, rep.Acked)
 	t.Logf("%s: %d records, %d keys exact after 2→4→2", tc.name, rep.Acked, len(oracle))

@@ -15,9 +15,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/dataplane/produce"
 	"koala/statesvc"
 	"koala/workflows"
 	"koala/workflows/plan"
@@ -56,12 +56,12 @@ func startKinds(t *testing.T, name string, p int, mode string, skew float64) *ki
 	req := control.ProduceRequest{Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, RatePerSec: 5000, NumKeys: kindsNumKeys, Seed: kindsSeed}
 	r := &kindsRun{t: t, ctx: ctx, acts: acts, job: job, dep: dep, workers: workers}
 	if skew > 0 {
-		req.Generator, req.Skew = dataplane.ZipfGenerator, skew
-		z, err := dataplane.NewZipfKeys(kindsNumKeys, skew)
+		req.Generator, req.Skew = produce.ZipfGenerator, skew
+		z, err := produce.NewZipfKeys(kindsNumKeys, skew)
 		must(t, err)
-		r.keyOf = func(n int64) string { return dataplane.KeyName(z.Index(kindsSeed, n)) }
+		r.keyOf = func(n int64) string { return produce.KeyName(z.Index(kindsSeed, n)) }
 	} else {
-		r.keyOf = func(n int64) string { return dataplane.KeyName(dataplane.UniformKeyIndex(kindsSeed, kindsNumKeys, n)) }
+		r.keyOf = func(n int64) string { return produce.KeyName(produce.UniformKeyIndex(kindsSeed, kindsNumKeys, n)) }
 	}
 	r.prod = activities.ProducerInput{JobID: job.JobID, WorkerID: workers[0].ID, Request: req}
 	must(t, acts.StartProducer(ctx, r.prod))
@@ -189,7 +189,7 @@ func TestRebalanceUnderSkewExactAndEvener(t *testing.T) {
 	}
 	const skew = 1.2
 	r := startKinds(t, "rebalance", 3, control.ModeEventual, skew)
-	z, err := dataplane.NewZipfKeys(kindsNumKeys, skew)
+	z, err := produce.NewZipfKeys(kindsNumKeys, skew)
 	must(t, err)
 	load := z.BucketLoad(r.job.NumBuckets)
 	before, dBefore := r.inputSpread("counter", 2*time.Second)
@@ -311,7 +311,7 @@ func TestRepeatedReconfigurationsExact(t *testing.T) {
 	for _, mode := range []string{control.ModeFetchOnDemand, control.ModeEventual} {
 		t.Run(mode, func(t *testing.T) {
 			r := startKinds(t, "repeat-"+mode, 2, mode, 1.0)
-			z, err := dataplane.NewZipfKeys(kindsNumKeys, 1.0)
+			z, err := produce.NewZipfKeys(kindsNumKeys, 1.0)
 			must(t, err)
 			specs := []workflows.ReconfigSpec{
 				{Type: plan.KindScaleUp, TargetOperator: "counter", TargetParallelism: 3},
@@ -410,7 +410,7 @@ func TestKindsOnOtherProtocols(t *testing.T) {
 	}{{"stop-and-restart", workflows.ReconfigureStopAndRestart}, {"drrs", workflows.ReconfigureDRRS}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startKinds(t, "other-"+tc.name, 3, control.ModeEventual, 1.2)
-			z, err := dataplane.NewZipfKeys(kindsNumKeys, 1.2)
+			z, err := produce.NewZipfKeys(kindsNumKeys, 1.2)
 			must(t, err)
 			target := r.workers[0].ID
 			if r.dep.TasksOf("counter")[0].WorkerID == target {

@@ -14,6 +14,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/queries"
 )
 
@@ -76,7 +77,7 @@ func TestRecoverKafkaTxnSinkExactlyOnce(t *testing.T) {
 
 	oracle := map[string]uint64{}
 	for i := int64(0); i < rep.Acked; i++ {
-		oracle[dataplane.KeyName(dataplane.UniformKeyIndex(ckptSeed, j.numKeys, i))]++
+		oracle[produce.KeyName(produce.UniformKeyIndex(ckptSeed, j.numKeys, i))]++
 	}
 	got := visibleCounts(t, ctx, j.c.Brokers, topic, kgo.ReadCommitted())
 	var wrong []string

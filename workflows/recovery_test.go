@@ -14,10 +14,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/dataplane/produce"
 	"koala/statesvc"
 	"koala/workflows"
 )
@@ -238,7 +238,7 @@ func (j *checkpointedJob) finishExact(t *testing.T, ctx context.Context, victim 
 	rep := stopAndCheckLedger(t, ctx, j.acts, j.job, j.dep, j.prod)
 	oracle := map[string]uint64{}
 	for n := int64(0); n < rep.Acked; n++ {
-		oracle[dataplane.KeyName(dataplane.UniformKeyIndex(ckptSeed, j.numKeys, n))]++
+		oracle[produce.KeyName(produce.UniformKeyIndex(ckptSeed, j.numKeys, n))]++
 	}
 	assertMatchesOracle(t, sinkStatus(t, ctx, j.acts, j.dep, true).KeyValues, oracle, rep.Acked)
 	t.Logf("%d records, %d keys exact after losing %s", rep.Acked, len(oracle), victim)

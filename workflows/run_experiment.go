@@ -10,9 +10,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/dataplane/produce"
 	"koala/statesvc"
 	"koala/workflows/plan"
 )
@@ -345,8 +345,8 @@ func dropRemoteState(ctx workflow.Context, job control.JobSpec) {
 func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.WorkerInfo) []activities.ProducerInput {
 	// A RateLimiterConfig schedule (checked by validateInput) limits each
 	// producer, as in the artifact; RatePerSec is split among them.
-	sched, _ := dataplane.ParseRateLimiterConfig([]byte(in.Params["RateLimiterConfig"]))
-	shares := dataplane.SplitProduce(control.ProduceRequest{
+	sched, _ := produce.ParseRateLimiterConfig([]byte(in.Params["RateLimiterConfig"]))
+	shares := produce.SplitProduce(control.ProduceRequest{
 		Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, Generator: in.Producer.Generator,
 		RatePerSec: in.Producer.RatePerSec, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed, ValueSize: in.Producer.ValueSize,
 		Skew: in.Producer.Skew, MaxEvents: in.Producer.MaxEvents, Nexmark: in.Producer.Nexmark,
@@ -405,7 +405,7 @@ func validateInput(in ExperimentInput) error {
 		problems = append(problems, "KafkaBrokers must name at least one broker")
 	}
 	if rc := in.Params["RateLimiterConfig"]; rc != "" {
-		if _, err := dataplane.ParseRateLimiterConfig([]byte(rc)); err != nil {
+		if _, err := produce.ParseRateLimiterConfig([]byte(rc)); err != nil {
 			problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
 		}
 	}

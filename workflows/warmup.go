@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 )
 
 // Warm-up state, as in the Koala artifact: a warm-up run ("IsWarmUp")
@@ -105,7 +105,7 @@ func warmUpProducers(in ExperimentInput, w warmUp, m activities.SnapshotManifest
 		switch {
 		case w.save:
 			r.StartEvent, r.MaxEvents = int64(i)*w.numEvents, w.numEvents
-			if r.Generator == dataplane.SequentialGenerator {
+			if r.Generator == produce.SequentialGenerator {
 				r.NumKeys = int(w.numEvents) * len(out)
 			}
 		case w.load && r.Nexmark != nil && r.Nexmark.OutputEventNumber > 0:
@@ -121,7 +121,7 @@ func resumePoint(w warmUp, m activities.SnapshotManifest, generator string) int6
 	switch {
 	case w.resume >= 0:
 		return w.resume
-	case generator == dataplane.SequentialGenerator:
+	case generator == produce.SequentialGenerator:
 		return int64(m.Keys)
 	}
 	return m.NumEvents * int64(max(m.Producers, 1))

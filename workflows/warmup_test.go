@@ -11,6 +11,7 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/dataplane/produce"
 	"koala/workflows"
 )
 
@@ -60,7 +61,7 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 	var warm []activities.ProducerInput
 	for i := range producers {
 		p := activities.ProducerInput{JobID: dep.Job.JobID, WorkerID: workers[i].ID, Request: control.ProduceRequest{
-			Topic: dep.Job.Topic, KafkaBrokers: dep.Job.KafkaBrokers, Generator: dataplane.SequentialGenerator,
+			Topic: dep.Job.Topic, KafkaBrokers: dep.Job.KafkaBrokers, Generator: produce.SequentialGenerator,
 			NumKeys: warmKeys, StartEvent: int64(i) * perProducer, MaxEvents: perProducer,
 		}}
 		must(t, acts.StartProducer(ctx, p))
@@ -81,11 +82,11 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 	// One new key per warm-up record: every key counted once.
 	warmOracle := map[string]uint64{}
 	for i := range warmKeys {
-		warmOracle[dataplane.KeyName(i)] = 1
+		warmOracle[produce.KeyName(i)] = 1
 	}
 	assertMatchesOracle(t, sinkStatus(t, ctx, acts, dep, true).KeyValues, warmOracle, warmKeys)
 
-	m, err := acts.SnapshotState(ctx, activities.SnapshotInput{Deployment: dep, Dir: snapDir, NumEvents: perProducer, Producers: producers, Generator: dataplane.SequentialGenerator})
+	m, err := acts.SnapshotState(ctx, activities.SnapshotInput{Deployment: dep, Dir: snapDir, NumEvents: perProducer, Producers: producers, Generator: produce.SequentialGenerator})
 	must(t, err)
 	if len(m.Operators) != 1 || m.Operators[0].Operator != "counter" || m.Operators[0].Parallelism != 2 || len(m.Operators[0].Tasks) != 2 {
 		t.Fatalf("manifest operators: %+v", m.Operators)
@@ -135,7 +136,7 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 	// Measured input resumes the sequence at the snapshot's key count.
 	resume := int64(loaded.Keys)
 	meas := activities.ProducerInput{JobID: dep.Job.JobID, WorkerID: workers[0].ID, Request: control.ProduceRequest{
-		Topic: dep.Job.Topic, KafkaBrokers: dep.Job.KafkaBrokers, Generator: dataplane.SequentialGenerator,
+		Topic: dep.Job.Topic, KafkaBrokers: dep.Job.KafkaBrokers, Generator: produce.SequentialGenerator,
 		NumKeys: activeKeys, StartEvent: resume, MaxEvents: measured,
 	}}
 	must(t, acts.StartProducer(ctx, meas))
@@ -155,7 +156,7 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 	// Oracle: the warm-up's one record per key plus the measured records.
 	oracle := map[string]uint64{}
 	for n := resume; n < resume+measured; n++ {
-		key := dataplane.KeyName(int(n % activeKeys))
+		key := produce.KeyName(int(n % activeKeys))
 		if oracle[key] == 0 {
 			oracle[key] = 1 // its warm-up record
 		}
@@ -166,7 +167,7 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 	moved := movedBuckets(dep)
 	var want, total uint64
 	for i := range warmKeys {
-		key := dataplane.KeyName(i)
+		key := produce.KeyName(i)
 		if !moved[dataplane.BucketOf([]byte(key), buckets)] {
 			continue
 		}

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 )
 
 func TestWarmUpOf(t *testing.T) {
@@ -70,19 +70,19 @@ func TestWarmUpProducers(t *testing.T) {
 		wantKeys int
 		nexmark  *control.NexmarkSource
 	}{
-		{name: "warm-up splits the sequence", w: warmUp{save: true, numEvents: 100, resume: -1}, gen: dataplane.SequentialGenerator,
+		{name: "warm-up splits the sequence", w: warmUp{save: true, numEvents: 100, resume: -1}, gen: produce.SequentialGenerator,
 			want: []want{{0, 100}, {100, 100}, {200, 100}}, wantKeys: 300},
 		{name: "warm-up of another generator keeps its key space", w: warmUp{save: true, numEvents: 100, resume: -1}, gen: "keys",
 			want: []want{{0, 100}, {100, 100}, {200, 100}}, wantKeys: 77},
-		{name: "sequential resumes at the key count", w: warmUp{load: true, resume: -1}, m: activities.SnapshotManifest{Keys: 300, NumEvents: 100, Producers: 3}, gen: dataplane.SequentialGenerator,
+		{name: "sequential resumes at the key count", w: warmUp{load: true, resume: -1}, m: activities.SnapshotManifest{Keys: 300, NumEvents: 100, Producers: 3}, gen: produce.SequentialGenerator,
 			want: []want{{300, 0}, {300, 0}, {300, 0}}, wantKeys: 77},
-		{name: "OutputEventNumber wins", w: warmUp{load: true, resume: 4600}, m: activities.SnapshotManifest{Keys: 300}, gen: dataplane.SequentialGenerator,
+		{name: "OutputEventNumber wins", w: warmUp{load: true, resume: 4600}, m: activities.SnapshotManifest{Keys: 300}, gen: produce.SequentialGenerator,
 			want: []want{{4600, 0}, {4600, 0}, {4600, 0}}, wantKeys: 77},
 		{name: "other generators resume after the warm-up's events", w: warmUp{load: true, resume: -1}, m: activities.SnapshotManifest{Keys: 10, NumEvents: 100, Producers: 3}, gen: "keys",
 			want: []want{{300, 0}, {300, 0}, {300, 0}}, wantKeys: 77},
 		{name: "Nexmark resumes at its own OutputEventNumber", w: warmUp{load: true, resume: 4600}, m: activities.SnapshotManifest{Keys: 300}, gen: "nexmark",
 			nexmark: &control.NexmarkSource{OutputEventNumber: 4600}, want: []want{{0, 0}, {0, 0}, {0, 0}}, wantKeys: 77},
-		{name: "plain run unchanged", w: warmUp{resume: -1}, gen: dataplane.SequentialGenerator,
+		{name: "plain run unchanged", w: warmUp{resume: -1}, gen: produce.SequentialGenerator,
 			want: []want{{0, 0}, {0, 0}, {0, 0}}, wantKeys: 77},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,7 +143,7 @@ func TestRunExperimentWarmUpSteps(t *testing.T) {
 				})
 			in := helloExperiment()
 			in.Reconfigurations = nil
-			in.Producer.Generator = dataplane.SequentialGenerator
+			in.Producer.Generator = produce.SequentialGenerator
 			in.Params = tc.params
 			env.ExecuteWorkflow(RunExperiment, in)
 			require.True(t, env.IsWorkflowCompleted())

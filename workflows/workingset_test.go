@@ -9,6 +9,7 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
+	"koala/dataplane/produce"
 	"koala/workflows"
 )
 
@@ -46,7 +47,7 @@ func TestLazyMigratesOnlyTheWorkingSet(t *testing.T) {
 			Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, Generator: gen, NumKeys: keys, Seed: seed, MaxEvents: events,
 		}}
 	}
-	warm := phase(dataplane.SequentialGenerator, warmKeys, warmKeys)
+	warm := phase(produce.SequentialGenerator, warmKeys, warmKeys)
 	must(t, acts.StartProducer(ctx, warm))
 	waitForSinkWithin(t, ctx, acts, dep, warmKeys, 4*time.Minute)
 	_, err = acts.StopProducer(ctx, warm)
@@ -62,7 +63,7 @@ func TestLazyMigratesOnlyTheWorkingSet(t *testing.T) {
 		t.Fatalf("key lookup tables hold %d entries after scale-out, want about %d", kltEntries, warmKeys/2)
 	}
 
-	active := phase(dataplane.DefaultGenerator, activeKeys, activeEvent)
+	active := phase(produce.DefaultGenerator, activeKeys, activeEvent)
 	must(t, acts.StartProducer(ctx, active))
 	waitForSinkWithin(t, ctx, acts, dep, warmKeys+activeEvent, 4*time.Minute)
 
@@ -70,11 +71,11 @@ func TestLazyMigratesOnlyTheWorkingSet(t *testing.T) {
 	moved := movedBuckets(dep)
 	touched := map[int]bool{}
 	for n := int64(0); n < activeEvent; n++ {
-		touched[dataplane.UniformKeyIndex(seed, activeKeys, n)] = true
+		touched[produce.UniformKeyIndex(seed, activeKeys, n)] = true
 	}
 	var want, total uint64
 	for i := range warmKeys {
-		key := dataplane.KeyName(i)
+		key := produce.KeyName(i)
 		if !moved[dataplane.BucketOf([]byte(key), job.NumBuckets)] {
 			continue
 		}

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	_ "koala/queries"
 	_ "koala/queries/examples" // example queries
 	_ "koala/queries/nexmark"  // Nexmark generator and queries // registers query generators
@@ -39,7 +39,7 @@ func init() {
 				return fmt.Errorf("--partitions %d: must be ≥ 1", partitions)
 			}
 			if len(rateLimit) > 0 {
-				sched := dataplane.RateSchedule{RateLimit: rateLimit, RateChangeInterval: rateChange}
+				sched := produce.RateSchedule{RateLimit: rateLimit, RateChangeInterval: rateChange}
 				if err := sched.Validate(); err != nil {
 					return fmt.Errorf("--rate-limit/--rate-change-interval: %w", err)
 				}
@@ -74,7 +74,7 @@ func init() {
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers (env "+envKafka+")")
 	f.StringVar(&req.Topic, "topic", "", "topic to write (created when missing)")
 	f.IntVar(&partitions, "partitions", 4, "partitions of a created topic")
-	f.StringVar(&req.Generator, "generator", dataplane.DefaultGenerator, "input generator")
+	f.StringVar(&req.Generator, "generator", produce.DefaultGenerator, "input generator")
 	f.IntVar(&req.RatePerSec, "rate", 1000, "records per second (0 = as fast as possible)")
 	f.IntVar(&req.NumKeys, "keys", 1000, "distinct keys")
 	f.Int64Var(&req.Seed, "seed", 1, "generator seed")
@@ -97,7 +97,7 @@ func init() {
 // produceParallel runs the request's share on each of n producers at once,
 // printing their summed progress every tick of the first one.
 func produceParallel(ctx context.Context, req control.ProduceRequest, n int) error {
-	shares := dataplane.SplitProduce(req, n)
+	shares := produce.SplitProduce(req, n)
 	reports := make([]control.ProduceReport, len(shares))
 	errs := make([]error, len(shares))
 	var mu sync.Mutex
@@ -106,7 +106,7 @@ func produceParallel(ctx context.Context, req control.ProduceRequest, n int) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rep, err := dataplane.Produce(ctx, share, nil, func(r control.ProduceReport) {
+			rep, err := produce.Produce(ctx, share, nil, func(r control.ProduceReport) {
 				mu.Lock()
 				defer mu.Unlock()
 				reports[i] = r

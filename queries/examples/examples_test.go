@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/queries/examples"
 	"koala/queries/examples/qtest"
@@ -33,7 +34,7 @@ func input(n, numKeys int, base int64, step time.Duration) []dataplane.Record {
 	out := make([]dataplane.Record, n)
 	for i := range out {
 		out[i] = dataplane.Record{
-			Key:       []byte(dataplane.KeyName(dataplane.UniformKeyIndex(3, numKeys, int64(i)))),
+			Key:       []byte(produce.KeyName(produce.UniformKeyIndex(3, numKeys, int64(i)))),
 			Value:     binary.LittleEndian.AppendUint64(nil, uint64(i)),
 			EventTime: base + int64(i)*int64(step),
 		}
@@ -121,19 +122,19 @@ func TestTumblingWindow(t *testing.T) {
 		if i%7 == 3 {
 			ts -= int64(100 * time.Millisecond)
 		}
-		p1 = append(p1, dataplane.Record{Key: []byte(dataplane.KeyName(i % numKeys)), Value: []byte("x"), EventTime: ts})
+		p1 = append(p1, dataplane.Record{Key: []byte(produce.KeyName(i % numKeys)), Value: []byte("x"), EventTime: ts})
 	}
 	edge(base + 6*int64(time.Second) - int64(time.Millisecond))
 	// Phase 2, sent once the 2nd window fired: late records (their windows
 	// are done) and more on-time records.
 	late := []dataplane.Record{
-		{Key: []byte(dataplane.KeyName(1)), EventTime: base + 500*int64(time.Millisecond)},
+		{Key: []byte(produce.KeyName(1)), EventTime: base + 500*int64(time.Millisecond)},
 		{Key: []byte("edge"), EventTime: base + int64(time.Second)},
 	}
 	var p2 []dataplane.Record
 	p2 = append(p2, late...)
 	for i := 0; i < 500; i++ {
-		p2 = append(p2, dataplane.Record{Key: []byte(dataplane.KeyName(i % numKeys)), EventTime: base + int64(7*time.Second) + int64(i)*int64(time.Millisecond)})
+		p2 = append(p2, dataplane.Record{Key: []byte(produce.KeyName(i % numKeys)), EventTime: base + int64(7*time.Second) + int64(i)*int64(time.Millisecond)})
 	}
 	want := map[string]uint64{}
 	for _, r := range append(p1, p2[len(late):]...) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/produce"
 	"koala/queries/examples/qtest"
 	"koala/workflows"
 )
@@ -50,7 +51,7 @@ func sequencedInput(n, numKeys int) []dataplane.Record {
 	next := map[string]uint64{}
 	out := make([]dataplane.Record, n)
 	for i := range out {
-		k := dataplane.KeyName(dataplane.UniformKeyIndex(7, numKeys, int64(i)))
+		k := produce.KeyName(produce.UniformKeyIndex(7, numKeys, int64(i)))
 		out[i] = dataplane.Record{Key: []byte(k), Value: binary.LittleEndian.AppendUint64(nil, next[k]), EventTime: base + int64(i)*int64(time.Millisecond)}
 		next[k]++
 	}

@@ -11,6 +11,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 )
 
 // Generator constants, as in the Nexmark reference generator.
@@ -319,7 +320,7 @@ func (g *Generator) Next(n int64, r *dataplane.Record) {
 const GeneratorName = "nexmark"
 
 func init() {
-	if err := dataplane.RegisterGenerator(GeneratorName, func(req control.ProduceRequest) (dataplane.Generator, error) {
+	if err := produce.RegisterGenerator(GeneratorName, func(req control.ProduceRequest) (produce.Generator, error) {
 		return NewGenerator(ConfigOf(req))
 	}); err != nil {
 		panic(err)

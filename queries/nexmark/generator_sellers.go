@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"koala/dataplane"
+	"koala/dataplane/produce"
 )
 
 // Closing-auction streams (q6* state experiments)
@@ -51,7 +51,7 @@ func newSellerPicker(cfg Config) (sellerPicker, error) {
 			return rand.New(rand.NewPCG(seed, uint64(k)^0x5e11e5)).Int64N(n)
 		}, nil
 	case SellersZipf:
-		z, err := dataplane.NewZipfKeys(cfg.NumActivePeople, cfg.Skew)
+		z, err := produce.NewZipfKeys(cfg.NumActivePeople, cfg.Skew)
 		if err != nil {
 			return nil, fmt.Errorf("nexmark sellers %q over NumActivePeople %d: %w", SellersZipf, cfg.NumActivePeople, err)
 		}

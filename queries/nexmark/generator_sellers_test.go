@@ -6,6 +6,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/queries/nexmark"
 )
 
@@ -111,7 +112,7 @@ func TestClosingAuctionStreamRequest(t *testing.T) {
 	if cfg.Sellers != nexmark.SellersZipf || cfg.Skew != 1 || cfg.NumActivePeople != 50 {
 		t.Fatalf("config %+v", cfg)
 	}
-	if _, err := dataplane.NewGenerator(req); err != nil {
+	if _, err := produce.NewGenerator(req); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []nexmark.Config{{Sellers: "random"}, {Sellers: nexmark.SellersUniform, Kinds: []string{"Bid"}}} {

@@ -6,13 +6,14 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/queries/nexmark"
 )
 
 func produced(t *testing.T, req control.ProduceRequest, n int) []nexmark.Event {
 	t.Helper()
 	req.Generator = nexmark.GeneratorName
-	g, err := dataplane.NewGenerator(req)
+	g, err := produce.NewGenerator(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestGeneratorKnobs(t *testing.T) {
 		t.Errorf("%d distinct sellers with hot seller ratio 100", n)
 	}
 
-	_, err := dataplane.NewGenerator(control.ProduceRequest{Generator: nexmark.GeneratorName, Nexmark: &control.NexmarkSource{EventTypes: []string{"Bids"}}})
+	_, err := produce.NewGenerator(control.ProduceRequest{Generator: nexmark.GeneratorName, Nexmark: &control.NexmarkSource{EventTypes: []string{"Bids"}}})
 	if err == nil || !strings.Contains(err.Error(), `"Bids"`) || !strings.Contains(err.Error(), "Person, Auction, Bid") {
 		t.Fatalf("unknown event type: error %v, want one naming it and the allowed types", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 )
 
 // Azure generator parameters.
@@ -17,14 +18,14 @@ const (
 	// AzureReadingInterval is the trace's reading period (seconds): the
 	// timestamp advances by it once every NumKeys readings.
 	AzureReadingInterval = 300
-	maxAzureVMs          = dataplane.MaxZipfKeys
+	maxAzureVMs          = produce.MaxZipfKeys
 )
 
 // AzureGenerator makes VM CPU readings: the VM of reading n is drawn from
 // a Zipf over NumKeys VMs; each VM has its own load level around which its
 // readings vary. Reading n depends only on (seed, n).
 type AzureGenerator struct {
-	vms  *dataplane.ZipfKeys
+	vms  *produce.ZipfKeys
 	seed int64
 	num  int
 }
@@ -71,7 +72,7 @@ func clamp(v, lo, hi float64) float64 { return math.Min(math.Max(v, lo), hi) }
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 func init() {
-	registerTrace(&trace{name: Azure, key: azureKey}, func(req control.ProduceRequest) (dataplane.Generator, error) {
+	registerTrace(&trace{name: Azure, key: azureKey}, func(req control.ProduceRequest) (produce.Generator, error) {
 		return NewAzureGenerator(req)
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 )
 
 // Borg generator parameters.
@@ -18,7 +19,7 @@ const (
 	BorgFirstJobID = 3418309
 	// borgTraceStart is the time of event 0 (µs; the trace starts at 600 s).
 	borgTraceStart = 600_000_000
-	maxBorgJobs    = dataplane.MaxZipfKeys
+	maxBorgJobs    = produce.MaxZipfKeys
 )
 
 // borgEventMix is the share (per mille) of each event type, roughly the
@@ -32,7 +33,7 @@ var borgEventMix = [borgEventTypes]int{
 // Zipf over NumKeys jobs, the event type from the trace's mix; a job's
 // requests vary around its own level. Event n depends only on (seed, n).
 type BorgGenerator struct {
-	jobs *dataplane.ZipfKeys
+	jobs *produce.ZipfKeys
 	seed int64
 }
 
@@ -87,7 +88,7 @@ func (g *BorgGenerator) Next(n int64, r *dataplane.Record) {
 func round6(v float64) float64 { return float64(int64(v*1e6+0.5)) / 1e6 }
 
 func init() {
-	registerTrace(&trace{name: Borg, key: borgKey}, func(req control.ProduceRequest) (dataplane.Generator, error) {
+	registerTrace(&trace{name: Borg, key: borgKey}, func(req control.ProduceRequest) (produce.Generator, error) {
 		return NewBorgGenerator(req)
 	})
 }

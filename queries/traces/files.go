@@ -13,6 +13,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 )
 
 // trace describes one trace's CSV layout.
@@ -268,9 +269,9 @@ var traceByName = map[string]*trace{}
 
 // registerTrace registers the generator of tr: synthetic records from
 // synth, or the files of FilePath.
-func registerTrace(tr *trace, synth func(req control.ProduceRequest) (dataplane.Generator, error)) {
+func registerTrace(tr *trace, synth func(req control.ProduceRequest) (produce.Generator, error)) {
 	traceByName[tr.name] = tr
-	if err := dataplane.RegisterGenerator(tr.name, func(req control.ProduceRequest) (dataplane.Generator, error) {
+	if err := produce.RegisterGenerator(tr.name, func(req control.ProduceRequest) (produce.Generator, error) {
 		if len(req.FilePath) > 0 {
 			return newFileGenerator(tr, req.FilePath, nil)
 		}
@@ -282,7 +283,7 @@ func registerTrace(tr *trace, synth func(req control.ProduceRequest) (dataplane.
 
 // zipfKeys builds the key distribution of a synthetic trace: NumKeys ids,
 // Zipf exponent Skew (the trace's default when 0).
-func zipfKeys(name string, req control.ProduceRequest, defaultSkew float64, maxKeys int) (*dataplane.ZipfKeys, error) {
+func zipfKeys(name string, req control.ProduceRequest, defaultSkew float64, maxKeys int) (*produce.ZipfKeys, error) {
 	if req.NumKeys < 1 || req.NumKeys > maxKeys {
 		return nil, fmt.Errorf("generator %q: NumKeys %d must be between 1 and %d", name, req.NumKeys, maxKeys)
 	}
@@ -290,7 +291,7 @@ func zipfKeys(name string, req control.ProduceRequest, defaultSkew float64, maxK
 	if skew == 0 {
 		skew = defaultSkew
 	}
-	z, err := dataplane.NewZipfKeys(req.NumKeys, skew)
+	z, err := produce.NewZipfKeys(req.NumKeys, skew)
 	if err != nil {
 		return nil, fmt.Errorf("generator %q: %w", name, err)
 	}

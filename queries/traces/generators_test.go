@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/queries/traces"
 )
 
@@ -120,7 +120,7 @@ func TestGeneratorErrors(t *testing.T) {
 		{control.ProduceRequest{Generator: traces.Borg, FilePath: []string{junk}}, "no valid borg record (2 malformed lines"},
 		{control.ProduceRequest{Generator: traces.Azure, FilePath: []string{junk, ""}}, "FilePath[1] is empty"},
 	} {
-		_, err := dataplane.NewGenerator(tc.req)
+		_, err := produce.NewGenerator(tc.req)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one mentioning %q", tc.req, err, tc.want)
 		}
@@ -153,7 +153,7 @@ func TestProduceReportsMalformed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := dataplane.Produce(ctx, control.ProduceRequest{Topic: "trace", KafkaBrokers: kc.ListenAddrs(), Generator: traces.Twitch, FilePath: []string{p}, MaxEvents: 5}, nil, nil)
+	rep, err := produce.Produce(ctx, control.ProduceRequest{Topic: "trace", KafkaBrokers: kc.ListenAddrs(), Generator: traces.Twitch, FilePath: []string{p}, MaxEvents: 5}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

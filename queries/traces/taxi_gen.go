@@ -7,6 +7,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 )
 
 // Taxi generator parameters.
@@ -32,7 +33,7 @@ var taxiTraceStart = time.Date(2013, 1, 1, 0, 0, 0, 0, time.UTC)
 // over NumKeys distinct (pickup cell, dropoff cell) pairs; trip times grow
 // with the route's length. Trip n depends only on (seed, n).
 type TaxiGenerator struct {
-	routes *dataplane.ZipfKeys
+	routes *produce.ZipfKeys
 	seed   int64
 }
 
@@ -104,7 +105,7 @@ func abs(v int) int {
 }
 
 func init() {
-	registerTrace(&trace{name: Taxi, header: true, key: taxiKey}, func(req control.ProduceRequest) (dataplane.Generator, error) {
+	registerTrace(&trace{name: Taxi, header: true, key: taxiKey}, func(req control.ProduceRequest) (produce.Generator, error) {
 		return NewTaxiGenerator(req)
 	})
 }

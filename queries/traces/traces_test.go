@@ -13,6 +13,7 @@ import (
 	"koala/activities"
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/queries/examples/qtest"
 	"koala/queries/traces"
@@ -80,7 +81,7 @@ func run(t *testing.T, q string, par map[string]int, params map[string]string, r
 // generate returns records 0..n-1 of the registered generator q.
 func generate(t testing.TB, q string, numKeys int, seed int64, n int) []dataplane.Record {
 	t.Helper()
-	g, err := dataplane.NewGenerator(control.ProduceRequest{Generator: q, NumKeys: numKeys, Seed: seed})
+	g, err := produce.NewGenerator(control.ProduceRequest{Generator: q, NumKeys: numKeys, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func csvInput(t *testing.T, q, header string, good [][]byte, bad []string) []dat
 		}
 		paths = append(paths, p)
 	}
-	g, err := dataplane.NewGenerator(control.ProduceRequest{Generator: q, FilePath: paths})
+	g, err := produce.NewGenerator(control.ProduceRequest{Generator: q, FilePath: paths})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func csvInput(t *testing.T, q, header string, good [][]byte, bad []string) []dat
 			t.Fatalf("file record %d is %q, want %q", i, recs[i].Value, good[i])
 		}
 	}
-	mc, ok := g.(dataplane.MalformedCounter)
+	mc, ok := g.(produce.MalformedCounter)
 	if !ok {
 		t.Fatalf("generator %s with FilePath does not count malformed lines", q)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 )
 
 // Twitch generator parameters.
@@ -15,7 +16,7 @@ const (
 	TwitchDefaultSkew = 1.2
 	// TwitchUsersPerStream sets the users: NumKeys × it.
 	TwitchUsersPerStream = 10
-	maxTwitchStreams     = dataplane.MaxZipfKeys / TwitchUsersPerStream
+	maxTwitchStreams     = produce.MaxZipfKeys / TwitchUsersPerStream
 )
 
 // TwitchGenerator makes viewing events: users take turns (event n is user
@@ -23,7 +24,7 @@ const (
 // from a Zipf over NumKeys streams and leaving it. Event n depends only on
 // (seed, n).
 type TwitchGenerator struct {
-	streams *dataplane.ZipfKeys
+	streams *produce.ZipfKeys
 	seed    int64
 	users   int64
 }
@@ -63,7 +64,7 @@ func (g *TwitchGenerator) Next(n int64, r *dataplane.Record) {
 }
 
 func init() {
-	registerTrace(&trace{name: Twitch, header: true, key: twitchKey}, func(req control.ProduceRequest) (dataplane.Generator, error) {
+	registerTrace(&trace{name: Twitch, header: true, key: twitchKey}, func(req control.ProduceRequest) (produce.Generator, error) {
 		return NewTwitchGenerator(req)
 	})
 }

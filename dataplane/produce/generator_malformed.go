@@ -1,4 +1,4 @@
-package dataplane
+package produce
 
 // MalformedCounter is implemented by generators that read external input
 // (trace files) and skip lines they cannot parse. The producer reports the

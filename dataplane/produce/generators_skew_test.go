@@ -1,4 +1,4 @@
-package dataplane
+package produce
 
 import (
 	"math"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 func TestZipfGenerator(t *testing.T) {
@@ -17,7 +18,7 @@ func TestZipfGenerator(t *testing.T) {
 	counts := map[string]int{}
 	const n = 200000
 	for i := int64(0); i < n; i++ {
-		var r Record
+		var r wire.Record
 		g.Next(i, &r)
 		if want := KeyName(z.Index(3, i)); string(r.Key) != want {
 			t.Fatalf("record %d: key %s, oracle %s", i, r.Key, want)

@@ -1,4 +1,4 @@
-package dataplane
+package produce
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // The generators' key streams are recomputed by oracles and must not change:
@@ -52,7 +53,7 @@ func TestZipfIndexMatchesRandFloat64(t *testing.T) {
 func TestGeneratorRecordLayout(t *testing.T) {
 	for _, vs := range []int{0, 8, 100} {
 		g := &keysGenerator{numKeys: 50, seed: 9, valueSize: vs}
-		var r Record
+		var r wire.Record
 		g.Next(77, &r)
 		if want := KeyName(UniformKeyIndex(9, 50, 77)); string(r.Key) != want || cap(r.Key) != len(r.Key) {
 			t.Errorf("valueSize %d: key %q (cap %d), want %q with no spare capacity", vs, r.Key, cap(r.Key), want)
@@ -70,7 +71,7 @@ func TestGeneratorRecordLayout(t *testing.T) {
 
 func BenchmarkKeysGenerator(b *testing.B) {
 	g := &keysGenerator{numKeys: 100000, seed: 1}
-	var r Record
+	var r wire.Record
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		g.Next(int64(i), &r)
@@ -92,7 +93,7 @@ func TestStampedGeneratorsMatchNext(t *testing.T) {
 			t.Fatalf("%s: does not take the producer's event time", name)
 		}
 		for n := int64(0); n < 100; n++ {
-			var x, y Record
+			var x, y wire.Record
 			a.Next(n, &x)
 			sg.NextAt(n, 12345, &y)
 			if !bytes.Equal(x.Key, y.Key) || !bytes.Equal(x.Value, y.Value) || y.EventTime != 12345 {

@@ -1,4 +1,4 @@
-package dataplane
+package produce
 
 import "koala/dataplane/control"
 

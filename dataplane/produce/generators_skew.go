@@ -1,4 +1,4 @@
-package dataplane
+package produce
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
+	"koala/statesvc"
 )
 
 // ZipfGenerator draws keys from a Zipf distribution over NumKeys keys:
@@ -69,7 +71,7 @@ func (z *ZipfKeys) Prob(k int) float64 {
 func (z *ZipfKeys) BucketLoad(numBuckets int) []float64 {
 	out := make([]float64, max(numBuckets, 1))
 	for k := range z.cdf {
-		out[BucketOf([]byte(KeyName(k)), numBuckets)] += z.Prob(k)
+		out[statesvc.BucketOf([]byte(KeyName(k)), numBuckets)] += z.Prob(k)
 	}
 	return out
 }
@@ -81,9 +83,9 @@ type zipfGenerator struct {
 	arena     byteArena
 }
 
-func (g *zipfGenerator) Next(n int64, r *Record) { g.NextAt(n, time.Now().UnixNano(), r) }
+func (g *zipfGenerator) Next(n int64, r *wire.Record) { g.NextAt(n, time.Now().UnixNano(), r) }
 
-func (g *zipfGenerator) NextAt(n, now int64, r *Record) {
+func (g *zipfGenerator) NextAt(n, now int64, r *wire.Record) {
 	r.Key, r.Value = keyAndValue(&g.arena, g.keys.Index(g.seed, n), n, g.valueSize)
 	r.EventTime = now
 }

@@ -1,4 +1,4 @@
-package dataplane
+package produce
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"koala/dataplane/control"
+	"koala/dataplane/dptest/testkafka"
 )
 
 func TestRateScheduleRateAt(t *testing.T) {
@@ -73,7 +74,7 @@ func TestParseRateLimiterConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := newProducer(control.ProduceRequest{Topic: "t", KafkaBrokers: []string{"127.0.0.1:1"}, NumKeys: 1,
+	if _, err := NewProducer(control.ProduceRequest{Topic: "t", KafkaBrokers: []string{"127.0.0.1:1"}, NumKeys: 1,
 		RateLimit: []int64{5}, RateChangeInterval: []int64{1, 2, 3}}, nil); err == nil || !strings.Contains(err.Error(), "RateChangeInterval") {
 		t.Fatalf("producer with a bad schedule: err = %v", err)
 	}
@@ -117,7 +118,7 @@ func TestProduceRateSchedule(t *testing.T) {
 			t.Fatalf("producer %d: acked %d of %d, err %v", i, reps[i].Acked, req.MaxEvents, errs[i])
 		}
 	}
-	parts := readTopic(t, kc.ListenAddrs(), "in", total)
+	parts := testkafka.ReadTopic(t, kc.ListenAddrs(), "in", total)
 	var t0 time.Time
 	for _, recs := range parts {
 		for _, r := range recs {

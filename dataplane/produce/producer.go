@@ -1,4 +1,4 @@
-package dataplane
+package produce
 
 import (
 	"context"
@@ -15,13 +15,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // Generator makes input records; it is deterministic for a seed. A
 // generator is used by one goroutine (it may keep buffers between records).
 type Generator interface {
 	// Next fills r with the n-th record (n counts from 0).
-	Next(n int64, r *Record)
+	Next(n int64, r *wire.Record)
 }
 
 // GeneratorFactory builds a generator from a produce request.
@@ -157,17 +158,17 @@ func keyAndValue(arena *byteArena, idx int, n int64, valueSize int) (key, value 
 }
 
 // stampedGenerator is a generator whose records carry the time they are
-// made as event time. The producer passes that time in — it reads the clock
+// made as event time. The Producer passes that time in — it reads the clock
 // at the start of each burst of the rate limiter and every stampEvery
 // records, microseconds apart — instead of each record reading it.
 type stampedGenerator interface {
 	Generator
-	NextAt(n, now int64, r *Record)
+	NextAt(n, now int64, r *wire.Record)
 }
 
-func (g *keysGenerator) Next(n int64, r *Record) { g.NextAt(n, time.Now().UnixNano(), r) }
+func (g *keysGenerator) Next(n int64, r *wire.Record) { g.NextAt(n, time.Now().UnixNano(), r) }
 
-func (g *keysGenerator) NextAt(n, now int64, r *Record) {
+func (g *keysGenerator) NextAt(n, now int64, r *wire.Record) {
 	r.Key, r.Value = keyAndValue(&g.arena, UniformKeyIndex(int64(g.seed), g.numKeys, n), n, g.valueSize)
 	r.EventTime = now
 }
@@ -182,9 +183,9 @@ type sequentialGenerator struct {
 	arena     byteArena
 }
 
-func (g *sequentialGenerator) Next(n int64, r *Record) { g.NextAt(n, time.Now().UnixNano(), r) }
+func (g *sequentialGenerator) Next(n int64, r *wire.Record) { g.NextAt(n, time.Now().UnixNano(), r) }
 
-func (g *sequentialGenerator) NextAt(n, now int64, r *Record) {
+func (g *sequentialGenerator) NextAt(n, now int64, r *wire.Record) {
 	r.Key, r.Value = keyAndValue(&g.arena, int(n%int64(g.numKeys)), n, g.valueSize)
 	r.EventTime = now
 }
@@ -204,23 +205,25 @@ func init() {
 	})
 }
 
-// ProducerStats is what a producer has written so far.
+// ProducerStats is what a Producer has written so far.
 type ProducerStats = control.ProduceReport
 
 // Produce writes generated records to Kafka at req.RatePerSec until ctx
 // ends or req.MaxEvents records were acknowledged. It returns what Kafka
 // acknowledged; onTick, when set, is called about once a second.
 func Produce(ctx context.Context, req control.ProduceRequest, extra []kgo.Opt, onTick func(control.ProduceReport)) (control.ProduceReport, error) {
-	p, err := newProducer(req, extra)
+	p, err := NewProducer(req, extra)
 	if err != nil {
 		return control.ProduceReport{}, err
 	}
 	p.onTick = onTick
-	p.run(ctx)
-	return p.report(), p.firstErr()
+	p.Run(ctx)
+	return p.Report(), p.Err()
 }
 
-type producer struct {
+// Producer writes the records of one produce request to Kafka. A worker
+// runs it in the background (Start, Stop); Produce runs one in the caller.
+type Producer struct {
 	req     control.ProduceRequest
 	gen     Generator
 	client  *kgo.Client
@@ -228,7 +231,7 @@ type producer struct {
 	slab    []kgo.Record // unused records of the current slab (produce)
 	now     int64        // event time of the next records (stampedGenerator)
 	stamped int          // records stamped with now; 0 reads the clock again
-	// stampedGen is gen when it takes the event time from the producer.
+	// stampedGen is gen when it takes the event time from the Producer.
 	stampedGen stampedGenerator
 	ackFn      func(*kgo.Record, error)
 
@@ -243,7 +246,9 @@ type producer struct {
 	done   chan struct{}
 }
 
-func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error) {
+// NewProducer checks req and connects; nothing is written before Run or
+// Start.
+func NewProducer(req control.ProduceRequest, extra []kgo.Opt) (*Producer, error) {
 	if req.Topic == "" {
 		return nil, fmt.Errorf("produce: Topic must not be empty")
 	}
@@ -269,7 +274,7 @@ func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error)
 		kgo.SeedBrokers(req.KafkaBrokers...),
 		kgo.DefaultProduceTopic(req.Topic),
 		kgo.ProducerLinger(5 * time.Millisecond),
-		// Generated records are small and the producer's CPU is the
+		// Generated records are small and the Producer's CPU is the
 		// pipeline's (it runs in a worker): compressing each batch and
 		// decompressing it at the source cost more than the bytes saved.
 		// Callers may pass another codec in extra.
@@ -280,16 +285,16 @@ func newProducer(req control.ProduceRequest, extra []kgo.Opt) (*producer, error)
 	if err != nil {
 		return nil, fmt.Errorf("produce: kafka client for %v: %w", req.KafkaBrokers, err)
 	}
-	p := &producer{req: req, gen: gen, client: cl, perPart: map[int32]int64{}}
+	p := &Producer{req: req, gen: gen, client: cl, perPart: map[int32]int64{}}
 	p.ackFn = p.ack // one closure, not one per record
 	p.stampedGen, _ = gen.(stampedGenerator)
 	return p, nil
 }
 
-// run paces records by the request's rate schedule or, without one, by
+// Run paces records by the request's rate schedule or, without one, by
 // RatePerSec, and waits for every outstanding acknowledgement before
 // returning.
-func (p *producer) run(ctx context.Context) {
+func (p *Producer) Run(ctx context.Context) {
 	defer p.client.Close()
 	p.started = time.Now()
 	if len(p.req.RateLimit) > 0 {
@@ -305,7 +310,7 @@ func (p *producer) run(ctx context.Context) {
 
 // runSmooth produces RatePerSec records per second in 10 ms slots (all at
 // once when RatePerSec is 0).
-func (p *producer) runSmooth(ctx context.Context) {
+func (p *Producer) runSmooth(ctx context.Context) {
 	const slot = 10 * time.Millisecond
 	tick := time.NewTicker(slot)
 	defer tick.Stop()
@@ -325,7 +330,7 @@ func (p *producer) runSmooth(ctx context.Context) {
 				continue
 			case <-report.C:
 				if p.onTick != nil {
-					p.onTick(p.report())
+					p.onTick(p.Report())
 				}
 				continue
 			case <-tick.C:
@@ -346,7 +351,7 @@ func (p *producer) runSmooth(ctx context.Context) {
 // started + k·RateInterval (absolute times, so delays do not accumulate)
 // and produces the interval's quota at once, as the artifact's limiter
 // lets a burst through and then blocks until the interval ends.
-func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
+func (p *Producer) runSchedule(ctx context.Context, sched RateSchedule) {
 	report := time.NewTicker(time.Second)
 	defer report.Stop()
 	wait := time.NewTimer(0)
@@ -364,7 +369,7 @@ func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
 				return
 			case <-report.C:
 				if p.onTick != nil {
-					p.onTick(p.report())
+					p.onTick(p.Report())
 				}
 			case <-wait.C:
 				break waiting
@@ -379,19 +384,19 @@ func (p *producer) runSchedule(ctx context.Context, sched RateSchedule) {
 	}
 }
 
-// produceSlab is how many Kafka records the producer allocates at once.
+// produceSlab is how many Kafka records the Producer allocates at once.
 const produceSlab = 256
 
 // stampEvery is how many records share one reading of the clock as event
 // time; every burst of the rate limiter also starts with a fresh reading.
 const stampEvery = 64
 
-// produce generates the n-th record of this producer (the generator's
+// produce generates the n-th record of this Producer (the generator's
 // record StartEvent + n) and writes it asynchronously. Kafka records are
 // carved from slabs: one allocation per produceSlab records instead of one
 // each (a slab lives until its last record is acknowledged).
-func (p *producer) produce(n int64) {
-	var r Record
+func (p *Producer) produce(n int64) {
+	var r wire.Record
 	if len(p.slab) == 0 {
 		p.slab = make([]kgo.Record, produceSlab)
 	}
@@ -410,7 +415,7 @@ func (p *producer) produce(n int64) {
 	p.client.Produce(context.Background(), rec, p.ackFn)
 }
 
-func (p *producer) ack(r *kgo.Record, err error) {
+func (p *Producer) ack(r *kgo.Record, err error) {
 	if err != nil {
 		p.failed.Add(1)
 		p.setErr(fmt.Errorf("produce to %s: %w", r.Topic, err))
@@ -422,7 +427,7 @@ func (p *producer) ack(r *kgo.Record, err error) {
 	p.mu.Unlock()
 }
 
-func (p *producer) setErr(err error) {
+func (p *Producer) setErr(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err == nil {
@@ -430,13 +435,15 @@ func (p *producer) setErr(err error) {
 	}
 }
 
-func (p *producer) firstErr() error {
+// Err is the first write error, if any.
+func (p *Producer) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
 }
 
-func (p *producer) report() control.ProduceReport {
+// Report is what Kafka acknowledged so far.
+func (p *Producer) Report() control.ProduceReport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	per := make(map[int32]int64, len(p.perPart))
@@ -450,8 +457,8 @@ func (p *producer) report() control.ProduceReport {
 	return control.ProduceReport{Acked: p.acked.Load(), Failed: p.failed.Load(), PerPart: per, ElapsedSecs: el.Seconds(), Malformed: generatorMalformed(p.gen)}
 }
 
-// stop ends a background producer and waits for its acknowledgements.
-func (p *producer) stop(ctx context.Context) {
+// Stop ends a background Producer and waits for its acknowledgements.
+func (p *Producer) Stop(ctx context.Context) {
 	if p.cancel == nil {
 		return
 	}
@@ -462,44 +469,16 @@ func (p *producer) stop(ctx context.Context) {
 	}
 }
 
-// producerKey names one producer of a job on a worker.
-func producerKey(jobID string, index int) string {
-	return fmt.Sprintf("%s#%d", jobID, index)
-}
-
-func (w *Worker) startProducer(jobID string, req control.ProduceRequest) error {
-	key := producerKey(jobID, req.Producer)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if old, ok := w.producers[key]; ok {
-		select {
-		case <-old.done: // finished (MaxEvents reached or stopped): a new phase may start
-		default:
-			return nil // a retried start
-		}
-	}
-	p, err := newProducer(req, w.opts.KafkaOpts)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(w.ctx)
+// Start runs p in the background until parent ends or Stop.
+func (p *Producer) Start(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
 	p.cancel, p.done = cancel, make(chan struct{})
-	w.producers[key] = p
 	go func() {
 		defer close(p.done)
-		p.run(ctx)
+		p.Run(ctx)
 	}()
-	return nil
 }
 
-func (w *Worker) stopProducer(ctx context.Context, jobID string, index int) (control.ProduceReport, error) {
-	w.mu.Lock()
-	p := w.producers[producerKey(jobID, index)]
-	w.mu.Unlock()
-	if p == nil {
-		return control.ProduceReport{}, fmt.Errorf("produce.stop: no producer %d for job %q on worker %s", index, jobID, w.opts.ID)
-	}
-	p.stop(ctx)
-	// The producer stays registered so a retried stop returns the same report.
-	return p.report(), p.firstErr()
-}
+// Done is closed when a started Producer has finished (MaxEvents written,
+// or stopped).
+func (p *Producer) Done() <-chan struct{} { return p.done }
