@@ -16,7 +16,7 @@ import (
 )
 
 // Worker liveness. Every worker publishes a heartbeat on
-// control.HeartbeatSubject(id) once a second (dataplane.Worker.Run).
+// control.HeartbeatSubject(id) once a second (the worker runtime's Run).
 // WatchWorkers runs for the whole experiment and fails with a non-retryable
 // WorkerLost error as soon as one watched worker has been silent for longer
 // than the allowed silence; the experiment workflow then cancels what is in

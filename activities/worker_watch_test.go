@@ -196,7 +196,7 @@ func TestWatchWorkers(t *testing.T) {
 }
 
 // TestWatchWorkersHearsRealWorkers runs the watch against in-process
-// workers: their heartbeats (dataplane.Worker, once a second) arrive on
+// workers: their heartbeats (the worker runtime, once a second) arrive on
 // the subjects the watch listens to, so none of them is reported lost.
 func TestWatchWorkersHearsRealWorkers(t *testing.T) {
 	c := dptest.Start(t, dptest.Options{Workers: 2})

@@ -6,6 +6,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/wire"
+	"koala/statesvc"
 )
 
 // Hot-path benchmarks of the data plane, run by `make bench` (koala bench)
@@ -101,7 +102,7 @@ func BenchmarkBucketOf(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for j := range recs {
-			sink += BucketOf(recs[j].Key, benchBucketsOf)
+			sink += statesvc.BucketOf(recs[j].Key, benchBucketsOf)
 		}
 	}
 	reportPerRecord(b)

@@ -143,7 +143,7 @@ func keysInBuckets(n int, odd bool) []string {
 	var out []string
 	for i := 0; len(out) < n; i++ {
 		k := fmt.Sprintf("key-%d", i)
-		if (BucketOf([]byte(k), kltCkptBuckets)%2 == 1) == odd {
+		if (statesvc.BucketOf([]byte(k), kltCkptBuckets)%2 == 1) == odd {
 			out = append(out, k)
 		}
 	}
@@ -177,9 +177,9 @@ func TestCheckpointWithKeysStillRemote(t *testing.T) {
 	}
 	nw.owners.Store("count-0", control.TaskRef{ID: "count-0", WorkerID: "w1"})
 	for _, k := range moved {
-		nw.klt.Add(BucketOf([]byte(k), kltCkptBuckets), []byte(k), "count-0")
+		nw.klt.Add(statesvc.BucketOf([]byte(k), kltCkptBuckets), []byte(k), "count-0")
 	}
-	nw.klt.Add(BucketOf([]byte(b), kltCkptBuckets), []byte(b), "count-0") // b listed twice
+	nw.klt.Add(statesvc.BucketOf([]byte(b), kltCkptBuckets), []byte(b), "count-0") // b listed twice
 
 	c.count(t, cKey) // fetched before any checkpoint: 30 → 31
 	// Checkpoint 1: the new owner's part first, then a fetch, then the old owner's.
@@ -223,7 +223,7 @@ func TestCheckpointWithKeysStillRemote(t *testing.T) {
 			t.Errorf("restored %s: %v, want %v", tc.cp, got, tc.want)
 		}
 		for k, id := range where {
-			if owner := fmt.Sprintf("count-%d", BucketOf([]byte(k), kltCkptBuckets)%2); id != owner {
+			if owner := fmt.Sprintf("count-%d", statesvc.BucketOf([]byte(k), kltCkptBuckets)%2); id != owner {
 				t.Errorf("restored %s: key %s in %s, its bucket's owner is %s", tc.cp, k, id, owner)
 			}
 		}
@@ -238,7 +238,7 @@ func TestCheckpointRefusedForRemovedOwner(t *testing.T) {
 	nw := c.tasks["count-1"].keyed
 	k := keysInBuckets(1, true)[0]
 	nw.owners.Store("count-2", control.TaskRef{ID: "count-2", WorkerID: "w1"})
-	nw.klt.Add(BucketOf([]byte(k), kltCkptBuckets), []byte(k), "count-2")
+	nw.klt.Add(statesvc.BucketOf([]byte(k), kltCkptBuckets), []byte(k), "count-2")
 	ack := c.part(t, "count-1", "cp-000001")
 	if !strings.Contains(ack.Error, "count-2, no longer a task of count") {
 		t.Fatalf("part with entries of a removed owner: error %q, want a refusal naming count-2", ack.Error)

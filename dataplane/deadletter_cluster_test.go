@@ -17,7 +17,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/dataplane/produce"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 )
 
 // deadLetterQuery parses JSON events {"id": n, "pad": p}: records that do
@@ -86,13 +86,13 @@ func TestDeadLetterPipeline(t *testing.T) {
 		input = append(input, dataplane.Record{Key: key, Value: []byte(v), EventTime: t0 + i*int64(time.Millisecond)})
 	}
 	rec := metrics.NewMemory()
-	run := qtest.Start(t, qtest.Options{
+	run := wftest.Start(t, wftest.Options{
 		Query:       registerQuery(t, deadLetterQuery),
 		Parallelism: map[string]int{"sink": 2},
 		Params:      map[string]string{control.ParamDeadLetterTopic: "dlq", control.ParamMaxRecordBytes: strconv.Itoa(maxBytes), control.ParamKafkaSinkTopic: "out"},
 		Workers:     2,
 		Recorder:    rec,
-		Phases:      []qtest.Phase{{Records: input[:1500]}, {Records: input[1500:]}},
+		Phases:      []wftest.Phase{{Records: input[:1500]}, {Records: input[1500:]}},
 	})
 	adm := kadm.NewClient(newClient(t, run.Cluster.Brokers))
 	if _, err := adm.CreateTopics(run.Ctx, 3, 1, nil, "out", "dlq"); err != nil {

@@ -303,7 +303,7 @@ func (t *task) installKLT(f *wire.Frame) error {
 			}
 			continue
 		}
-		ks.klt.Add(BucketOf(r.Key, ks.buckets), r.Key, ref.ID)
+		ks.klt.Add(statesvc.BucketOf(r.Key, ks.buckets), r.Key, ref.ID)
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func TestCheckpointHandoffWindow(t *testing.T) {
 	var stay string // a key count-0 keeps
 	for i := 0; stay == "" || a == "" || b == ""; i++ {
 		k := keysInBuckets(i+1, false)[i]
-		switch bk := BucketOf([]byte(k), kltCkptBuckets); {
+		switch bk := statesvc.BucketOf([]byte(k), kltCkptBuckets); {
 		case bk == 0 && a == "":
 			a = k
 		case bk == 2 && b == "":
@@ -169,7 +169,7 @@ func TestCheckpointHandoffWindow(t *testing.T) {
 	}
 	for k, id := range where {
 		owner := "count-0"
-		if bk := BucketOf([]byte(k), kltCkptBuckets); bk%2 == 1 || slices.Contains(moved, bk) {
+		if bk := statesvc.BucketOf([]byte(k), kltCkptBuckets); bk%2 == 1 || slices.Contains(moved, bk) {
 			owner = "count-1"
 		}
 		if id != owner {

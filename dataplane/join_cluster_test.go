@@ -9,7 +9,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/workflows"
 )
 
@@ -57,11 +57,11 @@ func TestJoinAcrossLazyRescale(t *testing.T) {
 		return out
 	}
 	all := mk(0, 6000)
-	run := qtest.Start(t, qtest.Options{
+	run := wftest.Start(t, wftest.Options{
 		Query:   registerQuery(t, joinRescaleQuery),
 		Params:  map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand},
 		Backend: "pebble", Workers: 3,
-		Phases: []qtest.Phase{{Records: all[:2000], Then: func(r *qtest.Run) {
+		Phases: []wftest.Phase{{Records: all[:2000], Then: func(r *wftest.Run) {
 			wait := r.ProduceAsync(all[2000:6000], 50, 2*time.Millisecond)
 			r.Rescale(workflows.ReconfigureLazy, "join", 4)
 			r.Rescale(workflows.ReconfigureLazy, "join", 3)
@@ -90,7 +90,7 @@ func TestJoinAcrossLazyRescale(t *testing.T) {
 	if len(want) < 1000 {
 		t.Fatalf("the oracle expects only %d pairs", len(want))
 	}
-	if d := qtest.Diff(qtest.Lines(res.Output, nil), want); d != "" {
+	if d := wftest.Diff(wftest.Lines(res.Output, nil), want); d != "" {
 		t.Fatal(d)
 	}
 	t.Logf("%d joined pairs exact across 2→4→3", len(want))

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"koala/dataplane/wire"
+	"koala/statesvc"
 	"math/rand/v2"
 	"reflect"
 	"sort"
@@ -70,7 +71,7 @@ func TestJoinOracle(t *testing.T) {
 					r.ts = wm - rng.Int64N(100*ms)
 				}
 				d := a
-				if moved && BucketOf([]byte(r.key), 2) == 1 {
+				if moved && statesvc.BucketOf([]byte(r.key), 2) == 1 {
 					d = b
 				}
 				d.batch(t, []Record{tagged(r.side, r.key, r.ts, r.v)})
@@ -102,7 +103,7 @@ func TestJoinOracle(t *testing.T) {
 					}
 				}
 				if i == 700 {
-					a.moveKeys(b, func(k string) bool { return BucketOf([]byte(k), 2) == 1 })
+					a.moveKeys(b, func(k string) bool { return statesvc.BucketOf([]byte(k), 2) == 1 })
 					moved = true
 				}
 			}

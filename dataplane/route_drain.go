@@ -9,6 +9,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/wire"
+	"koala/statesvc"
 )
 
 // Per-key order across a lazy handoff.
@@ -136,7 +137,7 @@ func (t *task) admit(view *taskView, f *wire.Frame) *wire.Frame {
 	}
 	var now, later []Record
 	for _, r := range f.Records {
-		if g.holds(BucketOf(r.Key, view.self.buckets), s) {
+		if g.holds(statesvc.BucketOf(r.Key, view.self.buckets), s) {
 			later = append(later, r)
 		} else {
 			now = append(now, r)

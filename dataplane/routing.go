@@ -5,12 +5,6 @@ import (
 	"koala/statesvc"
 )
 
-// BucketOf maps a key to one of n buckets. Every component that partitions
-// by key (routing, state layout, migration, the key lookup table) must use
-// this one function, defined in statesvc so the lookup table can derive a
-// key's bucket and its stored hash from one hash computation.
-func BucketOf(key []byte, n int) int { return statesvc.BucketOf(key, n) }
-
 // route is a task's compiled view of one downstream operator: where each
 // bucket goes and which tasks exist.
 type route struct {
@@ -41,7 +35,7 @@ func (rt *route) target(r *Record, fromIndex int) control.TaskRef {
 // of the same route is the same pointer.
 func (rt *route) targetRef(r *Record, fromIndex int) *control.TaskRef {
 	if rt.op.Keyed && len(rt.table.Buckets) > 0 {
-		idx := rt.table.Buckets[BucketOf(r.Key, rt.buckets)]
+		idx := rt.table.Buckets[statesvc.BucketOf(r.Key, rt.buckets)]
 		if idx < len(rt.tasks) {
 			return &rt.tasks[idx]
 		}

@@ -92,8 +92,8 @@ func TestFetchOfAbsentKeyIsHarmless(t *testing.T) {
 	}
 	otherRef := control.TaskRef{ID: other.id, WorkerID: "w1"}
 	ks.owners.Store(other.id, otherRef)
-	ks.klt.Add(BucketOf(local, buckets), local, other.id)
-	ks.klt.Add(BucketOf(remote, buckets), remote, other.id)
+	ks.klt.Add(statesvc.BucketOf(local, buckets), local, other.id)
+	ks.klt.Add(statesvc.BucketOf(remote, buckets), remote, other.id)
 
 	f := &wire.Frame{Kind: wire.FrameData, JobID: job.JobID, FromTask: control.TaskID("source", 0), ToTask: owner.id, Records: []Record{
 		{Key: local, Offset: 0}, {Key: remote, Offset: 1}, {Key: fresh, Offset: 2},

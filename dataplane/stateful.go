@@ -110,7 +110,7 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 }
 
 func (ks *keyedState) stateKey(name string, key []byte) []byte {
-	return statesvc.StateKey(nil, ks.opName, BucketOf(key, ks.buckets), name, key)
+	return statesvc.StateKey(nil, ks.opName, statesvc.BucketOf(key, ks.buckets), name, key)
 }
 
 // stateKeyBuf builds the state keys of a batch into shared chunks instead
@@ -132,7 +132,7 @@ func (kb *stateKeyBuf) keyInBucket(ks *keyedState, bucket int, name string, user
 
 func (kb *stateKeyBuf) key(ks *keyedState, name, user string) []byte {
 	u := []byte(user) // short-lived: StateKey copies it
-	return kb.keyInBucket(ks, BucketOf(u, ks.buckets), name, u)
+	return kb.keyInBucket(ks, statesvc.BucketOf(u, ks.buckets), name, u)
 }
 
 // processKeyed runs one batch of records this task owns.
@@ -205,7 +205,7 @@ func (ks *keyedState) writes(st *State, kvs []statesvc.KV) []statesvc.KV {
 	var kb stateKeyBuf
 	st.written(func(si int, key []byte, sl *stateSlot) {
 		if sl.skey == nil {
-			sl.skey = kb.keyInBucket(ks, BucketOf(key, ks.buckets), ks.names[si], key)
+			sl.skey = kb.keyInBucket(ks, statesvc.BucketOf(key, ks.buckets), ks.names[si], key)
 		}
 		kvs = append(kvs, statesvc.KV{Key: sl.skey, Value: sl.value})
 	})
@@ -230,7 +230,7 @@ func (ks *keyedState) loadLocal(st *State, kis []int) error {
 	var kb stateKeyBuf
 	for _, ki := range kis {
 		k := st.keys[ki]
-		b := BucketOf(k, ks.buckets)
+		b := statesvc.BucketOf(k, ks.buckets)
 		for si, n := range ks.names {
 			sk := kb.keyInBucket(ks, b, n, k)
 			st.slotOf(si, ki).skey = sk

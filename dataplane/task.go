@@ -11,6 +11,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/dataplane/wire"
+	"koala/statesvc"
 )
 
 // taskView is a task's immutable view of the deployment; a routing update
@@ -388,7 +389,7 @@ func (t *task) forwardForeign(view *taskView, recs []Record) []Record {
 		counts = &c
 	}
 	for i := range recs {
-		b := BucketOf(recs[i].Key, view.self.buckets)
+		b := statesvc.BucketOf(recs[i].Key, view.self.buckets)
 		owner := view.self.owner(b)
 		if owner.ID == t.id {
 			mine = append(mine, recs[i])

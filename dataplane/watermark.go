@@ -444,7 +444,7 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 			continue
 		}
 		seen[string(k)] = true
-		if view.self != nil && view.self.owner(BucketOf(k, ks.buckets)).ID != t.id {
+		if view.self != nil && view.self.owner(statesvc.BucketOf(k, ks.buckets)).ID != t.id {
 			continue // moved away: its new owner fires it
 		}
 		if owner, ok := ks.klt.Lookup(k); ok {

@@ -12,7 +12,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
 	"koala/queries"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/workflows"
 )
 
@@ -78,8 +78,8 @@ func runWindowRescale(t *testing.T, protocol any, mode string) {
 		want[string(dataplane.WindowResultKey(r.Key, (r.EventTime/sec+1)*sec))]++
 	}
 	firstWindow := string(dataplane.WindowResultKey([]byte(produce.KeyName(0)), t0+sec))
-	fired := func(key string) func(r *qtest.Run) bool {
-		return func(r *qtest.Run) bool {
+	fired := func(key string) func(r *wftest.Run) bool {
+		return func(r *wftest.Run) bool {
 			for _, rec := range r.Output() {
 				if string(rec.Key) == key {
 					return true
@@ -88,15 +88,15 @@ func runWindowRescale(t *testing.T, protocol any, mode string) {
 			return false
 		}
 	}
-	run := qtest.Start(t, qtest.Options{
+	run := wftest.Start(t, wftest.Options{
 		Query:   registerQuery(t, windowRescaleQuery),
 		Params:  map[string]string{control.ParamMigrationMode: mode, control.ParamGradualBatchSize: "10"},
 		Backend: "pebble",
 		Workers: 3,
-		Phases: []qtest.Phase{
-			{Records: p1, Until: fired(firstWindow), Then: func(r *qtest.Run) { r.Rescale(protocol, "window", 4) }},
+		Phases: []wftest.Phase{
+			{Records: p1, Until: fired(firstWindow), Then: func(r *wftest.Run) { r.Rescale(protocol, "window", 4) }},
 			{Records: p2, Until: fired(string(dataplane.WindowResultKey([]byte(produce.KeyName(0)), t0+4*sec))),
-				Then: func(r *qtest.Run) { r.Rescale(protocol, "window", 2) }},
+				Then: func(r *wftest.Run) { r.Rescale(protocol, "window", 2) }},
 			{Records: p3},
 		},
 	})

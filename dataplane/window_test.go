@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 	"fmt"
+	"koala/statesvc"
 	"math/rand/v2"
 	"reflect"
 	"sort"
@@ -162,7 +163,7 @@ func runWindowOracle(t *testing.T, spec WindowSpec, migrate, negative bool) {
 	}
 	a, b := newKeyedDriver(t, f), newKeyedDriver(t, f)
 	owner := func(key string) *keyedDriver {
-		if migrate && BucketOf([]byte(key), 2) == 1 {
+		if migrate && statesvc.BucketOf([]byte(key), 2) == 1 {
 			return b
 		}
 		return a
@@ -244,7 +245,7 @@ func runWindowOracle(t *testing.T, spec WindowSpec, migrate, negative bool) {
 		}
 		if migrate && !moved && i == 2000 {
 			flush()
-			a.moveKeys(b, func(k string) bool { return BucketOf([]byte(k), 2) == 1 })
+			a.moveKeys(b, func(k string) bool { return statesvc.BucketOf([]byte(k), 2) == 1 })
 			moved = true
 		}
 	}

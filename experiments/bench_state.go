@@ -129,7 +129,7 @@ const EnvBenchState = "KOALA_BENCH_STATE"
 // State phase bounds. A state value is the counter's 8-byte count followed by
 // its pad (queries.ParamCounterPad), so it is at least 8 bytes.
 const (
-	StateKeyBytes      = 8 // dataplane.KeyName(i) for i < 10⁷
+	StateKeyBytes      = 8 // produce.KeyName(i) for i < 10⁷
 	MinStateValueBytes = 8
 	MaxStateValueBytes = 8 + queries.MaxCounterPad
 	// MaxStateBytes bounds one size (each is built on this machine's disk).

@@ -18,11 +18,11 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
 	"koala/dataplane/produce"
 	"koala/queries"
+	"koala/statesvc"
 	"koala/workflows"
 	"koala/workflows/plan"
 )
@@ -232,7 +232,7 @@ func stateScalingPoint(t *testing.T, spec StateSpec, size uint64) StatePoint {
 		key := produce.KeyName(i)
 		sz := uint64(len(key) + spec.ValueBytes)
 		p.TotalStateBytes += sz
-		if !moved[dataplane.BucketOf([]byte(key), job.NumBuckets)] {
+		if !moved[statesvc.BucketOf([]byte(key), job.NumBuckets)] {
 			continue
 		}
 		p.MovedStateBytes += sz

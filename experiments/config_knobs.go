@@ -27,7 +27,7 @@ const (
 	knobNested                      // JSON object or array (stored compact)
 	knobScalar                      // number or string (stored as written)
 	knobEnum                        // one of values
-	knobRateLimiter                 // dataplane.ParseRateLimiterConfig's object (stored compact)
+	knobRateLimiter                 // produce.ParseRateLimiterConfig's object (stored compact)
 )
 
 type knob struct {

@@ -11,7 +11,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
 	"koala/queries"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/workflows"
 )
 
@@ -29,14 +29,14 @@ func TestCounterPaddedState(t *testing.T) {
 	for i := range numKeys {
 		recs = append(recs, dataplane.Record{Key: []byte(produce.KeyName(i)), Value: []byte{1}})
 	}
-	var run *qtest.Run
-	res := qtest.RunQuery(t, qtest.Options{
+	var run *wftest.Run
+	res := wftest.RunQuery(t, wftest.Options{
 		Query: "counter", Parallelism: map[string]int{"counter": 2}, Backend: "pebble", Workers: 3, Timeout: 3 * time.Minute,
 		Params: map[string]string{
 			queries.ParamCounterPad: strconv.Itoa(pad), control.ParamMigrationMode: control.ModeFetchOnDemand,
 		},
-		Phases: []qtest.Phase{
-			{Records: recs, Until: func(r *qtest.Run) bool { return len(r.SinkValues()) == numKeys }, Then: func(r *qtest.Run) {
+		Phases: []wftest.Phase{
+			{Records: recs, Until: func(r *wftest.Run) bool { return len(r.SinkValues()) == numKeys }, Then: func(r *wftest.Run) {
 				r.Rescale(workflows.ReconfigureLazy, "counter", 4)
 				run = r
 			}},
@@ -70,7 +70,7 @@ func TestCounterPaddedState(t *testing.T) {
 	}
 }
 
-func taskStatus(t *testing.T, r *qtest.Run, task control.TaskRef) control.TaskStatus {
+func taskStatus(t *testing.T, r *wftest.Run, task control.TaskRef) control.TaskStatus {
 	t.Helper()
 	data, err := control.NewEnvelope(r.Job.JobID, "", control.TasksRequest{TaskIDs: []string{task.ID}})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/produce"
 	"koala/queries"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 )
 
 // TestTwoCountersMatchesOracle runs the registered two-counters query and
@@ -29,7 +29,7 @@ func TestTwoCountersMatchesOracle(t *testing.T) {
 	for k, c := range perKey {
 		want[string(queries.GroupOf([]byte(k)))] += c * (c + 1) / 2
 	}
-	r := qtest.Start(t, qtest.Options{Query: "two-counters", Parallelism: map[string]int{"counter": 2, "groupsum": 3}})
+	r := wftest.Start(t, wftest.Options{Query: "two-counters", Parallelism: map[string]int{"counter": 2, "groupsum": 3}})
 	r.Produce(in)
 	res := r.Run()
 	if got := r.SinkValues(); fmt.Sprint(got) != fmt.Sprint(want) {

@@ -12,28 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
-	"koala/queries"
+	"koala/workflows/wftest"
 )
-
-// kafkaCounterQuery counts records per key and writes (key, running
-// count as 8 little-endian bytes) to a Kafka topic (ParamKafkaSinkTopic).
-var kafkaCounterQuery = dataplane.NewQuery("test-counter-kafka-sink").
-	Source("source", 1).
-	KeyedStateful("counter", []string{"count"}, func(r dataplane.Record, st *dataplane.State, emit dataplane.Emit) error {
-		var n uint64
-		if v := st.Get("count", r.Key); len(v) == 8 {
-			n = binary.LittleEndian.Uint64(v)
-		}
-		v := binary.LittleEndian.AppendUint64(nil, n+1)
-		st.Put("count", r.Key, v)
-		r.Value = v
-		emit(r)
-		return nil
-	}).Parallelism(2).
-	KafkaSink("sink", "")
 
 var registerKafkaCounter sync.Once
 
@@ -50,12 +32,12 @@ func TestRecoverKafkaTxnSinkExactlyOnce(t *testing.T) {
 		t.Skip("in-process cluster test")
 	}
 	registerKafkaCounter.Do(func() {
-		must(t, queries.Register(queries.Query{Name: kafkaCounterQuery.Name(), Operators: kafkaCounterQuery.MustBuild()}))
+		must(t, wftest.RegisterKafkaCounter())
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const topic = "counts"
-	j := startCheckpointedQuery(t, ctx, "ckpt-kafka-txn", kafkaCounterQuery.Name(), ckptNumKeys, map[string]string{control.ParamKafkaSinkTopic: topic})
+	j := startCheckpointedQuery(t, ctx, "ckpt-kafka-txn", wftest.KafkaCounterQuery, ckptNumKeys, map[string]string{control.ParamKafkaSinkTopic: topic})
 	waitForSink(t, ctx, j.acts, j.dep, 3000)
 	cp := j.checkpoint(t, 1)
 	covered := visibleCounts(t, ctx, j.c.Brokers, topic, kgo.ReadCommitted())

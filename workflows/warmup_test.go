@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
 	"koala/dataplane/produce"
+	"koala/statesvc"
 	"koala/workflows"
 )
 
@@ -168,7 +168,7 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 	var want, total uint64
 	for i := range warmKeys {
 		key := produce.KeyName(i)
-		if !moved[dataplane.BucketOf([]byte(key), buckets)] {
+		if !moved[statesvc.BucketOf([]byte(key), buckets)] {
 			continue
 		}
 		total += uint64(len(key) + valueBytes)

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"koala/activities"
-	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/dptest"
 	"koala/dataplane/produce"
+	"koala/statesvc"
 	"koala/workflows"
 )
 
@@ -76,7 +76,7 @@ func TestLazyMigratesOnlyTheWorkingSet(t *testing.T) {
 	var want, total uint64
 	for i := range warmKeys {
 		key := produce.KeyName(i)
-		if !moved[dataplane.BucketOf([]byte(key), job.NumBuckets)] {
+		if !moved[statesvc.BucketOf([]byte(key), job.NumBuckets)] {
 			continue
 		}
 		total += uint64(len(key) + valueBytes)

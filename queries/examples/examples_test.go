@@ -12,7 +12,7 @@ import (
 	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/queries/examples"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 )
 
 var registered sync.Map
@@ -53,7 +53,7 @@ func TestCounter(t *testing.T) {
 	for _, r := range in {
 		want[string(r.Key)]++
 	}
-	r := qtest.Start(t, qtest.Options{Query: examples.Counter.Name()})
+	r := wftest.Start(t, wftest.Options{Query: examples.Counter.Name()})
 	r.Produce(in)
 	res := r.Run()
 	got := r.SinkValues()
@@ -71,7 +71,7 @@ func TestFilter(t *testing.T) {
 	}
 	in := input(2001, 40, base, time.Millisecond)
 	in = append(in, dataplane.Record{Key: []byte("short"), Value: []byte{1}}) // too short: filtered out
-	res := qtest.RunQuery(t, qtest.Options{Query: examples.Filter.Name(), Phases: []qtest.Phase{{Records: in}}})
+	res := wftest.RunQuery(t, wftest.Options{Query: examples.Filter.Name(), Phases: []wftest.Phase{{Records: in}}})
 	if res.Sink.Received != 1001 || res.Sink.Distinct != 1001 {
 		t.Fatalf("sink ledger %+v, want the 1001 even records", res.Sink)
 	}
@@ -82,19 +82,19 @@ func TestMapper(t *testing.T) {
 		t.Skip("in-process cluster test")
 	}
 	in := input(1500, 30, base, time.Millisecond)
-	res := qtest.RunQuery(t, qtest.Options{Query: examples.Mapper.Name(), Phases: []qtest.Phase{{Records: in}}})
+	res := wftest.RunQuery(t, wftest.Options{Query: examples.Mapper.Name(), Phases: []wftest.Phase{{Records: in}}})
 	if res.Sink.Received != uint64(len(in)) || res.Sink.Distinct != uint64(len(in)) {
 		t.Fatalf("sink ledger %+v, want %d records", res.Sink, len(in))
 	}
 	// The same map into a record sink, to check what it emits.
 	q := mapperRecords
 	registerForTest(t, q)
-	res = qtest.RunQuery(t, qtest.Options{Query: q.Name(), Phases: []qtest.Phase{{Records: in}}})
+	res = wftest.RunQuery(t, wftest.Options{Query: q.Name(), Phases: []wftest.Phase{{Records: in}}})
 	var want []dataplane.Record
 	for _, r := range in {
 		want = append(want, dataplane.Record{Key: bytes.ToUpper(r.Key), Value: r.Value})
 	}
-	if d := qtest.Diff(qtest.Lines(res.Output, nil), qtest.Lines(want, nil)); d != "" {
+	if d := wftest.Diff(wftest.Lines(res.Output, nil), wftest.Lines(want, nil)); d != "" {
 		t.Fatal(d)
 	}
 }
@@ -141,10 +141,10 @@ func TestTumblingWindow(t *testing.T) {
 		want[string(dataplane.WindowResultKey(r.Key, (r.EventTime/int64(time.Second)+1)*int64(time.Second)))]++
 	}
 	secondWindow := string(dataplane.WindowResultKey([]byte("edge"), base+2*int64(time.Second)))
-	run := qtest.Start(t, qtest.Options{
+	run := wftest.Start(t, wftest.Options{
 		Query: examples.TumblingWindow.Name(),
-		Phases: []qtest.Phase{
-			{Records: p1, Until: func(r *qtest.Run) bool { return r.SinkValues()[secondWindow] > 0 }},
+		Phases: []wftest.Phase{
+			{Records: p1, Until: func(r *wftest.Run) bool { return r.SinkValues()[secondWindow] > 0 }},
 			{Records: p2},
 		},
 	})

@@ -8,7 +8,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/produce"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/workflows"
 )
 
@@ -70,9 +70,9 @@ func TestPerKeyOrderAcrossLazyRescale(t *testing.T) {
 	const numKeys = 200
 	in := sequencedInput(90000, numKeys)
 	third := len(in) / 3
-	res := qtest.RunQuery(t, qtest.Options{
+	res := wftest.RunQuery(t, wftest.Options{
 		Query: sequenceQuery.Name(), Backend: "pebble", Workers: 3, Timeout: 4 * time.Minute,
-		Phases: []qtest.Phase{{Records: in[:third], Then: func(r *qtest.Run) {
+		Phases: []wftest.Phase{{Records: in[:third], Then: func(r *wftest.Run) {
 			wait := r.ProduceAsync(in[third:2*third], 1000, time.Millisecond)
 			r.Rescale(workflows.ReconfigureLazy, "order", 4)
 			wait()

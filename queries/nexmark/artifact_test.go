@@ -7,7 +7,7 @@ import (
 
 	"koala/dataplane"
 	"koala/queries"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/queries/nexmark"
 	"koala/workflows"
 )
@@ -64,8 +64,8 @@ func TestArtifactQ1AcrossScaleOut(t *testing.T) {
 	recs, events := input()
 	half := len(recs) / 2
 	moved := false
-	res := qtest.RunQuery(t, qtest.Options{Query: name, Backend: "pebble", Workers: 3, Phases: []qtest.Phase{
-		{Records: recs[:half], Until: func(r *qtest.Run) bool { return len(r.Output()) > 0 }, Then: func(r *qtest.Run) {
+	res := wftest.RunQuery(t, wftest.Options{Query: name, Backend: "pebble", Workers: 3, Phases: []wftest.Phase{
+		{Records: recs[:half], Until: func(r *wftest.Run) bool { return len(r.Output()) > 0 }, Then: func(r *wftest.Run) {
 			r.Rescale(workflows.ReconfigureLazy, "mapper", 2)
 			moved = len(r.Dep.TasksOf("mapper")) == 2
 		}},
@@ -83,7 +83,7 @@ func TestArtifactQ1AcrossScaleOut(t *testing.T) {
 			want = append(want, fmt.Sprintf("%d=%d/%d/%d", b.Auction, b.Price*89/100, b.Bidder, b.DateTime))
 		}
 	}
-	check(t, qtest.Lines(res.Output, func(r dataplane.Record) string {
+	check(t, wftest.Lines(res.Output, func(r dataplane.Record) string {
 		var b nexmark.Bid
 		if err := json.Unmarshal(r.Value, &b); err != nil {
 			t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"koala/dataplane"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/queries/nexmark"
 )
 
@@ -29,7 +29,7 @@ func benchQuery(b *testing.B, q string, par map[string]int, params map[string]st
 		g.Next(int64(i), &recs[i])
 	}
 	b.StopTimer()
-	r := qtest.Start(b, qtest.Options{Query: name, JobID: fmt.Sprintf("bench-%s-%d", q, b.N), Phases: []qtest.Phase{{Records: recs}},
+	r := wftest.Start(b, wftest.Options{Query: name, JobID: fmt.Sprintf("bench-%s-%d", q, b.N), Phases: []wftest.Phase{{Records: recs}},
 		Parallelism: par, Params: params, Backend: "pebble", BatchSize: 500, Timeout: 10 * time.Minute})
 	b.StartTimer()
 	start := time.Now()

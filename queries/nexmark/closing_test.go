@@ -10,7 +10,7 @@ import (
 
 	"koala/dataplane"
 	"koala/queries"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/queries/nexmark"
 	"koala/workflows"
 )
@@ -97,14 +97,14 @@ func registerRecordQuery(t testing.TB, q string) string {
 // watermark ≥ lateAfter, produces late (which must all be dropped as late
 // by lateOp), and returns the output. rescale, when set, runs a lazy
 // scale-out of that operator to 4 tasks halfway through in.
-func lateRun(t *testing.T, q, lateOp string, in, late []dataplane.Record, lateAfter int64, rescale string, par map[string]int, params map[string]string) qtest.Result {
+func lateRun(t *testing.T, q, lateOp string, in, late []dataplane.Record, lateAfter int64, rescale string, par map[string]int, params map[string]string) wftest.Result {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("in-process cluster test")
 	}
 	name := registerRecordQuery(t, q)
-	wmAtLeast := func(op string, ts int64) func(r *qtest.Run) bool {
-		return func(r *qtest.Run) bool {
+	wmAtLeast := func(op string, ts int64) func(r *wftest.Run) bool {
+		return func(r *wftest.Run) bool {
 			n := 0
 			for task, wm := range r.Watermarks() {
 				if len(task) > len(op) && task[:len(op)+1] == op+"-" {
@@ -118,14 +118,14 @@ func lateRun(t *testing.T, q, lateOp string, in, late []dataplane.Record, lateAf
 		}
 	}
 	half := len(in) / 2
-	phases := []qtest.Phase{{Records: in[:half]}, {Records: in[half:], Until: wmAtLeast(lateOp, lateAfter)}, {Records: late}}
+	phases := []wftest.Phase{{Records: in[:half]}, {Records: in[half:], Until: wmAtLeast(lateOp, lateAfter)}, {Records: late}}
 	if rescale != "" {
 		// Rescale once the first half is being closed: its first auctions
 		// expired, later ones are pending in state and move.
 		phases[0].Until = wmAtLeast(rescale, in[0].EventTime+int64(8*time.Second))
-		phases[0].Then = func(r *qtest.Run) { r.Rescale(workflows.ReconfigureLazy, rescale, 4) }
+		phases[0].Then = func(r *wftest.Run) { r.Rescale(workflows.ReconfigureLazy, rescale, 4) }
 	}
-	res := qtest.RunQuery(t, qtest.Options{Query: name, Phases: phases, Parallelism: par, Params: params, Backend: "pebble", Workers: 3})
+	res := wftest.RunQuery(t, wftest.Options{Query: name, Phases: phases, Parallelism: par, Params: params, Backend: "pebble", Workers: 3})
 	if n := res.Counter(lateOp, "late_records"); n != uint64(len(late)) {
 		t.Fatalf("%s counted %d late records, want %d", lateOp, n, len(late))
 	}
@@ -332,7 +332,7 @@ func TestQ8(t *testing.T) {
 	if edgeJoins != 1 {
 		t.Fatalf("oracle: the edge person joins %d auctions, want 1", edgeJoins)
 	}
-	check(t, qtest.Lines(res.Output, func(r dataplane.Record) string {
+	check(t, wftest.Lines(res.Output, func(r dataplane.Record) string {
 		var v nexmark.Q8Result
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 
 	"koala/dataplane"
 	"koala/queries"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/queries/nexmark"
 )
 
@@ -63,7 +63,7 @@ func input() ([]dataplane.Record, []nexmark.Event) {
 
 var registered sync.Map
 
-func run(t *testing.T, q string, params ...string) (qtest.Result, []nexmark.Event) {
+func run(t *testing.T, q string, params ...string) (wftest.Result, []nexmark.Event) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("in-process cluster test")
@@ -90,7 +90,7 @@ func run(t *testing.T, q string, params ...string) (qtest.Result, []nexmark.Even
 	for i := 0; i+1 < len(params); i += 2 {
 		p[params[i]] = params[i+1]
 	}
-	res := qtest.RunQuery(t, qtest.Options{Query: name, Phases: []qtest.Phase{{Records: recs}}, Parallelism: par, Params: p})
+	res := wftest.RunQuery(t, wftest.Options{Query: name, Phases: []wftest.Phase{{Records: recs}}, Parallelism: par, Params: p})
 	if res.Output == nil {
 		t.Fatal("no output")
 	}
@@ -119,7 +119,7 @@ func check(t *testing.T, got []string, want []string) {
 	if len(want) == 0 {
 		t.Fatal("the oracle expects no output: the input is too small")
 	}
-	if d := qtest.Diff(got, want); d != "" {
+	if d := wftest.Diff(got, want); d != "" {
 		t.Fatal(d)
 	}
 	t.Logf("%d output records match the oracle", len(want))
@@ -133,7 +133,7 @@ func TestQ1(t *testing.T) {
 			want = append(want, fmt.Sprintf("%d=%d/%d/%d", b.Auction, b.Price*89/100, b.Bidder, b.DateTime))
 		}
 	}
-	check(t, qtest.Lines(res.Output, func(r dataplane.Record) string {
+	check(t, wftest.Lines(res.Output, func(r dataplane.Record) string {
 		var b nexmark.Bid
 		if err := json.Unmarshal(r.Value, &b); err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestQ2(t *testing.T) {
 			want = append(want, fmt.Sprintf("%d={\"auction\":%d,\"price\":%d}", b.Auction, b.Auction, b.Price))
 		}
 	}
-	check(t, qtest.Lines(res.Output, nil), want)
+	check(t, wftest.Lines(res.Output, nil), want)
 }
 
 func TestQ3(t *testing.T) {
@@ -169,7 +169,7 @@ func TestQ3(t *testing.T) {
 			}
 		}
 	}
-	check(t, qtest.Lines(res.Output, func(r dataplane.Record) string {
+	check(t, wftest.Lines(res.Output, func(r dataplane.Record) string {
 		var v nexmark.Q3Result
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			t.Fatal(err)
@@ -194,7 +194,7 @@ func TestQ5(t *testing.T) {
 	for k, n := range counts {
 		want = append(want, fmt.Sprintf("%s=%d", k, n))
 	}
-	check(t, qtest.Lines(res.Output, func(r dataplane.Record) string {
+	check(t, wftest.Lines(res.Output, func(r dataplane.Record) string {
 		return fmt.Sprint(binary.LittleEndian.Uint64(r.Value))
 	}), want)
 }
@@ -219,7 +219,7 @@ func TestQ7(t *testing.T) {
 		ms := end / int64(time.Millisecond)
 		want = append(want, fmt.Sprintf("max@%d={\"auction\":%d,\"bidder\":%d,\"price\":%d,\"windowEnd\":%d}", ms, b.Auction, b.Bidder, b.Price, ms))
 	}
-	check(t, qtest.Lines(res.Output, nil), want)
+	check(t, wftest.Lines(res.Output, nil), want)
 }
 
 func TestParseRejectsMalformed(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"koala/dataplane"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/queries/nexmark"
 	"koala/workflows"
 )
@@ -51,8 +51,8 @@ func TestQ6WarmSellersAcrossLazyScaleOut(t *testing.T) {
 		}
 		return out
 	}
-	q6AverageWM := func(at int64) func(r *qtest.Run) bool {
-		return func(r *qtest.Run) bool {
+	q6AverageWM := func(at int64) func(r *wftest.Run) bool {
+		return func(r *wftest.Run) bool {
 			n := 0
 			for task, wm := range r.Watermarks() {
 				if strings.HasPrefix(task, "q6-average-") {
@@ -66,12 +66,12 @@ func TestQ6WarmSellersAcrossLazyScaleOut(t *testing.T) {
 		}
 	}
 	name := registerRecordQuery(t, "q6")
-	res := qtest.RunQuery(t, qtest.Options{
+	res := wftest.RunQuery(t, wftest.Options{
 		Query: name, Backend: "pebble", Workers: 3,
 		Parallelism: map[string]int{"q6-close": 2, "q6-average": 2},
 		Params:      map[string]string{nexmark.ParamDummyField: "64"},
-		Phases: []qtest.Phase{
-			{Records: toRecords(warm, "w"), Until: q6AverageWM(warm[len(warm)/2].ts), Then: func(r *qtest.Run) {
+		Phases: []wftest.Phase{
+			{Records: toRecords(warm, "w"), Until: q6AverageWM(warm[len(warm)/2].ts), Then: func(r *wftest.Run) {
 				r.Rescale(workflows.ReconfigureLazy, "q6-average", 4)
 			}},
 			{Records: toRecords(meas, "m")},

@@ -15,7 +15,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
 	"koala/queries"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/queries/traces"
 	"koala/workflows"
 )
@@ -48,14 +48,14 @@ func skipShort(t testing.TB) {
 // parallelism 2 and rescales op lazily 2→4: the first third is in Kafka
 // when the tasks start, the second flows while the rescale runs, the last
 // is produced after it.
-func runRescaled(t *testing.T, q, op string, par map[string]int, params map[string]string, recs []dataplane.Record) qtest.Result {
+func runRescaled(t *testing.T, q, op string, par map[string]int, params map[string]string, recs []dataplane.Record) wftest.Result {
 	t.Helper()
 	skipShort(t)
 	third := len(recs) / 3
-	res := qtest.RunQuery(t, qtest.Options{
+	res := wftest.RunQuery(t, wftest.Options{
 		Query: recordQuery(t, q), Parallelism: par, Params: params, Backend: "pebble", Workers: 3,
 		Timeout: 4 * time.Minute,
-		Phases: []qtest.Phase{{Records: recs[:third], Then: func(r *qtest.Run) {
+		Phases: []wftest.Phase{{Records: recs[:third], Then: func(r *wftest.Run) {
 			wait := r.ProduceAsync(recs[third:2*third], 100, 5*time.Millisecond)
 			r.Rescale(workflows.ReconfigureLazy, op, 4)
 			wait()
@@ -72,10 +72,10 @@ func runRescaled(t *testing.T, q, op string, par map[string]int, params map[stri
 }
 
 // run runs recs through query q without reconfiguration.
-func run(t *testing.T, q string, par map[string]int, params map[string]string, recs []dataplane.Record) qtest.Result {
+func run(t *testing.T, q string, par map[string]int, params map[string]string, recs []dataplane.Record) wftest.Result {
 	t.Helper()
 	skipShort(t)
-	return qtest.RunQuery(t, qtest.Options{Query: recordQuery(t, q), Parallelism: par, Params: params, Phases: []qtest.Phase{{Records: recs}}})
+	return wftest.RunQuery(t, wftest.Options{Query: recordQuery(t, q), Parallelism: par, Params: params, Phases: []wftest.Phase{{Records: recs}}})
 }
 
 // generate returns records 0..n-1 of the registered generator q.
@@ -174,13 +174,13 @@ func injectBad(recs []dataplane.Record, bad []dataplane.Record) ([]dataplane.Rec
 }
 
 // compare fails t when got (sink records as key=value) differs from want.
-func compare(t *testing.T, res qtest.Result, want []string) {
+func compare(t *testing.T, res wftest.Result, want []string) {
 	t.Helper()
 	sort.Strings(want)
 	if len(want) == 0 {
 		t.Fatal("the oracle expects no output")
 	}
-	if d := qtest.Diff(qtest.Lines(res.Output, nil), want); d != "" {
+	if d := wftest.Diff(wftest.Lines(res.Output, nil), want); d != "" {
 		t.Fatal(d)
 	}
 	t.Logf("%d output records match the oracle", len(want))
@@ -230,7 +230,7 @@ func lastN[T any](w []T, v T, n int) []T {
 func benchQuery(b *testing.B, q string, numKeys int, params map[string]string) {
 	b.StopTimer()
 	recs := generate(b, q, numKeys, 1, b.N)
-	r := qtest.Start(b, qtest.Options{Query: q, Params: params, JobID: fmt.Sprintf("bench-%s-%d", q, b.N), Timeout: 10 * time.Minute})
+	r := wftest.Start(b, wftest.Options{Query: q, Params: params, JobID: fmt.Sprintf("bench-%s-%d", q, b.N), Timeout: 10 * time.Minute})
 	r.Produce(recs)
 	b.StartTimer()
 	start := time.Now()

@@ -8,7 +8,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
-	"koala/queries/examples/qtest"
+	"koala/workflows/wftest"
 	"koala/queries/traces"
 )
 
@@ -49,7 +49,7 @@ func twitchOracle(in []traces.ViewEvent) map[string][]contrib {
 // peak is the largest viewer count. Viewers never go negative, which holds
 // when each user's enter reaches streamViewers before the leave that
 // closes it (per-key order).
-func checkTwitch(t *testing.T, res qtest.Result, in []traces.ViewEvent) {
+func checkTwitch(t *testing.T, res wftest.Result, in []traces.ViewEvent) {
 	t.Helper()
 	per := twitchOracle(in)
 	type out struct{ events, viewers, joins, leaves, watch, updates, peak int64 }

@@ -1,9 +1,9 @@
-// Package qtest runs a registered query end to end for tests: an
+// Package wftest runs a registered query end to end for tests: an
 // in-process data plane (embedded NATS, kfake Kafka, workers), the job
 // deployed with the real activities, input produced to Kafka with the
 // records' event times as Kafka timestamps, the input finished and drained,
 // and the record sinks' output returned.
-package qtest
+package wftest
 
 import (
 	"context"
