@@ -9,8 +9,8 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
-	"koala/workflows/wftest"
 	"koala/workflows"
+	"koala/workflows/wftest"
 )
 
 // side keeps the records whose value starts with prefix, keyed by the

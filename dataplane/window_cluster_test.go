@@ -12,8 +12,8 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
 	"koala/queries"
-	"koala/workflows/wftest"
 	"koala/workflows"
+	"koala/workflows/wftest"
 )
 
 var registerOnce sync.Map

@@ -11,8 +11,8 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
 	"koala/queries"
-	"koala/workflows/wftest"
 	"koala/workflows"
+	"koala/workflows/wftest"
 )
 
 // TestCounterPaddedState runs the counter with a DummyFieldSize pad,

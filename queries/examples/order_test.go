@@ -8,8 +8,8 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/produce"
-	"koala/workflows/wftest"
 	"koala/workflows"
+	"koala/workflows/wftest"
 )
 
 // checkSequence keeps, per key, the last sequence number the operator saw

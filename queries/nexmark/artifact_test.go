@@ -7,9 +7,9 @@ import (
 
 	"koala/dataplane"
 	"koala/queries"
-	"koala/workflows/wftest"
 	"koala/queries/nexmark"
 	"koala/workflows"
+	"koala/workflows/wftest"
 )
 
 // TestArtifactNames checks the artifact's query names are registered with

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"koala/dataplane"
-	"koala/workflows/wftest"
 	"koala/queries/nexmark"
+	"koala/workflows/wftest"
 )
 
 // End-to-end benchmarks of the query families q4/q6* (keyed stateful with

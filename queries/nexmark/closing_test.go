@@ -10,9 +10,9 @@ import (
 
 	"koala/dataplane"
 	"koala/queries"
-	"koala/workflows/wftest"
 	"koala/queries/nexmark"
 	"koala/workflows"
+	"koala/workflows/wftest"
 )
 
 // Oracle tests of q4, q6* and q8: the generated stream plus hand-made

@@ -11,8 +11,8 @@ import (
 
 	"koala/dataplane"
 	"koala/queries"
-	"koala/workflows/wftest"
 	"koala/queries/nexmark"
+	"koala/workflows/wftest"
 )
 
 const (

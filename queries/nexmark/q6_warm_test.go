@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"koala/dataplane"
-	"koala/workflows/wftest"
 	"koala/queries/nexmark"
 	"koala/workflows"
+	"koala/workflows/wftest"
 )
 
 // TestQ6WarmSellersAcrossLazyScaleOut runs q6* the way section 5.4 does:

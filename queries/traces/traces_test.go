@@ -15,9 +15,9 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
 	"koala/queries"
-	"koala/workflows/wftest"
 	"koala/queries/traces"
 	"koala/workflows"
+	"koala/workflows/wftest"
 )
 
 var registered sync.Map

@@ -8,8 +8,8 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
-	"koala/workflows/wftest"
 	"koala/queries/traces"
+	"koala/workflows/wftest"
 )
 
 // contrib is what one event adds to its stream: viewers (−1, 0, +1) and
