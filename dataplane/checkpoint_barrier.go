@@ -271,7 +271,7 @@ func (t *task) commitCheckpointAck(ctx context.Context, view *taskView, id strin
 // record emitted so far.
 func (t *task) injectCheckpoint(ctx context.Context, id string) (map[int32]int64, error) {
 	view := t.view.Load()
-	offsets := t.source.positions()
+	offsets := t.source.Positions()
 	store, err := checkpoint.Open(view.job.Params[control.ParamCheckpointStore])
 	if err != nil {
 		return nil, err

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"koala/dataplane/control"
+	"koala/dataplane/kafkaio"
 	"koala/dataplane/wire"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -23,85 +22,20 @@ type sourceCmd struct {
 	reply      chan error
 }
 
-// sourceState is the Kafka side of a source task. It reads an explicit set
-// of partitions (no consumer group), so positions are owned by the job.
+// sourceState is the task side of a source: its partition reader, the
+// control requests its goroutine executes and whether it is paused.
 type sourceState struct {
-	client     *kgo.Client
-	partitions []int32
-	cmds       chan sourceCmd
-	paused     atomic.Bool
-
-	mu   sync.Mutex
-	pos  map[int32]int64 // next offset to emit
-	hwm  map[int32]int64 // last high watermark seen
-	once sync.Once
-}
-
-// sourcePartitions assigns partitions round-robin: partition p belongs to
-// source task p mod parallelism.
-func sourcePartitions(numPartitions, parallelism, index int) []int32 {
-	var out []int32
-	for p := index; p < numPartitions; p += parallelism {
-		out = append(out, int32(p))
-	}
-	return out
+	*kafkaio.Reader
+	cmds   chan sourceCmd
+	paused atomic.Bool
 }
 
 func newSourceState(brokers []string, topic string, parts []int32, start map[int32]int64, extra []kgo.Opt) (*sourceState, error) {
-	assign := map[int32]kgo.Offset{}
-	pos := map[int32]int64{}
-	for _, p := range parts {
-		off := start[p]
-		assign[p] = kgo.NewOffset().At(off)
-		pos[p] = off
-	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
-		kgo.FetchMaxWait(50 * time.Millisecond), // extra may set another (source_fetch.go)
-	}
-	opts = append(opts, extra...)
-	cl, err := kgo.NewClient(opts...)
+	r, err := kafkaio.NewReader(brokers, topic, parts, start, extra)
 	if err != nil {
-		return nil, fmt.Errorf("kafka source client for %v: %w", brokers, err)
+		return nil, err
 	}
-	return &sourceState{client: cl, partitions: parts, cmds: make(chan sourceCmd, 8), pos: pos, hwm: map[int32]int64{}}, nil
-}
-
-func (s *sourceState) close() { s.once.Do(s.client.Close) }
-
-func (s *sourceState) positions() map[int32]int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[int32]int64, len(s.pos))
-	for p, o := range s.pos {
-		out[p] = o
-	}
-	return out
-}
-
-func (s *sourceState) lag() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var lag int64
-	for p, h := range s.hwm {
-		if d := h - s.pos[p]; d > 0 {
-			lag += d
-		}
-	}
-	return uint64(lag)
-}
-
-// reached reports whether every partition is at or past its end offset.
-func (s *sourceState) reached(end map[int32]int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.partitions {
-		if s.pos[p] < end[p] {
-			return false
-		}
-	}
-	return true
+	return &sourceState{Reader: r, cmds: make(chan sourceCmd, 8)}, nil
 }
 
 // command runs a control request on the source goroutine.
@@ -123,7 +57,7 @@ func (t *task) command(ctx context.Context, cmd sourceCmd) error {
 // runSource polls Kafka and emits batches until cancelled or finished.
 func (t *task) runSource(ctx context.Context) error {
 	s := t.source
-	go t.trackLag(ctx, t.view.Load().job.Topic)
+	go t.trackLag(ctx)
 	var finishAt map[int32]int64
 	var finishID string
 	finished := false
@@ -164,7 +98,7 @@ func (t *task) runSource(ctx context.Context) error {
 				cmd.reply <- fmt.Errorf("source %s: unknown command %q", t.id, cmd.kind)
 			}
 		}
-		if finishAt != nil && !finished && s.reached(finishAt) {
+		if finishAt != nil && !finished && s.Reached(finishAt) {
 			// End of input: a final watermark fires every pending window (watermark.go).
 			if err := t.sourceWatermark(ctx, true); err != nil {
 				return err
@@ -190,7 +124,7 @@ func (t *task) runSource(ctx context.Context) error {
 func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 	s := t.source
 	pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	fetches := s.client.PollRecords(pctx, max(1, t.view.Load().job.BatchSize))
+	fetches := s.Poll(pctx, max(1, t.view.Load().job.BatchSize))
 	cancel()
 	if ctx.Err() != nil {
 		return nil
@@ -229,14 +163,9 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 		}
 		// Positions move once per partition and fetch, not per record; the
 		// batch leaves the task only after this loop (flush).
-		s.mu.Lock()
-		s.hwm[fp.Partition] = fp.HighWatermark
-		if next >= 0 {
-			s.pos[fp.Partition] = next
-		}
-		s.mu.Unlock()
+		s.Advance(fp.Partition, fp.HighWatermark, next)
 	})
-	t.stats.kafkaLag.Store(s.lag())
+	t.stats.kafkaLag.Store(s.Lag())
 	if rejected > 0 {
 		t.dead.flush(ctx) // before the records after them and any barrier
 	}
@@ -253,9 +182,8 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 // trackLag refreshes the end offsets of the task's partitions once a second,
 // independently of polling, so the lag metric keeps growing while the source
 // is paused or falling behind (a fetch only reports the end it reached).
-func (t *task) trackLag(ctx context.Context, topic string) {
+func (t *task) trackLag(ctx context.Context) {
 	s := t.source
-	adm := kadm.NewClient(s.client)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -265,18 +193,11 @@ func (t *task) trackLag(ctx context.Context, topic string) {
 		case <-tick.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		ends, err := adm.ListEndOffsets(rctx, topic)
+		err := s.RefreshEnds(rctx)
 		cancel()
 		if err != nil {
 			continue // the next tick retries; the metric keeps its last value
 		}
-		s.mu.Lock()
-		for _, p := range s.partitions {
-			if o, ok := ends.Lookup(topic, p); ok && o.Err == nil {
-				s.hwm[p] = o.Offset
-			}
-		}
-		s.mu.Unlock()
-		t.stats.kafkaLag.Store(s.lag())
+		t.stats.kafkaLag.Store(s.Lag())
 	}
 }

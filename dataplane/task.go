@@ -217,7 +217,7 @@ func (t *task) closeResources() error {
 		t.dead.close()
 	}
 	if t.source != nil {
-		t.source.close()
+		t.source.Close()
 	}
 	if t.keyed != nil {
 		if err := t.keyed.store.Close(); err != nil {
@@ -457,7 +457,7 @@ func (t *task) status(req control.TasksRequest) control.TaskStatus {
 	}
 	if t.source != nil {
 		st.Paused = t.source.paused.Load()
-		st.Offsets = t.source.positions()
+		st.Offsets = t.source.Positions()
 	}
 	if err := t.err(); err != nil {
 		st.Error = err.Error()

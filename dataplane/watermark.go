@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/kafkaio"
 	"koala/dataplane/wire"
 	"koala/statesvc"
 )
@@ -137,6 +138,7 @@ type watermarks struct {
 	boundSet    bool
 	partMax     map[int32]int64
 	lastPos     map[int32]int64
+	parts       []kafkaio.PartitionPos // reused cut of the source's positions
 	lastActive  map[int32]time.Time
 	partMaxAt   map[int32]int64 // partMax when last checked
 	idleTimeout time.Duration
@@ -245,16 +247,15 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 	if w.lastPos == nil {
 		w.lastPos, w.lastActive, w.partMaxAt = map[int32]int64{}, map[int32]time.Time{}, map[int32]int64{}
 	}
-	s := t.source
 	idleAfter := w.idleTimeout
-	s.mu.Lock()
+	w.parts = t.source.AppendPositions(w.parts[:0])
 	// Partitions that made progress are active now. One waking up after
 	// being idle wakes every partition: input that resumes after a quiet
 	// spell comes in bursts, and the partition fetched first must not run
 	// the watermark past the others' backlog.
 	wake := false
-	for _, p := range s.partitions {
-		pos := s.pos[p]
+	for _, pp := range w.parts {
+		p, pos := pp.Partition, pp.Next
 		last, seen := w.lastPos[p]
 		w.lastPos[p] = pos
 		if seen && pos == last && w.partMax[p] == w.partMaxAt[p] {
@@ -268,7 +269,8 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 	}
 	activeMin, allMax := MaxWatermark, MinWatermark
 	anyActive, anyData := false, false
-	for _, p := range s.partitions {
+	for _, pp := range w.parts {
+		p := pp.Partition
 		if wake {
 			w.lastActive[p] = now
 		}
@@ -278,8 +280,7 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 		}
 		// A partition is idle when nothing came from it for a while and it
 		// has no backlog the source knows of.
-		hwm, known := s.hwm[p]
-		idle := now.Sub(active) > idleAfter && !(known && s.pos[p] < hwm)
+		idle := now.Sub(active) > idleAfter && !(pp.Known && pp.Next < pp.HighWatermark)
 		m, has := w.partMax[p]
 		if has {
 			anyData = true
@@ -293,7 +294,6 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 			activeMin = min(activeMin, m)
 		}
 	}
-	s.mu.Unlock()
 	switch {
 	case anyActive:
 		if activeMin == MinWatermark {

@@ -20,6 +20,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/exchange"
+	"koala/dataplane/kafkaio"
 	"koala/dataplane/metrics"
 	"koala/dataplane/produce"
 	"koala/dataplane/transport"
@@ -377,8 +378,8 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	t.dead = dead
 	if spec.Kind == control.KindKafkaSource {
 		parallelism := len(dep.TasksOf(ref.Operator))
-		parts := sourcePartitions(dep.Job.Partitions, parallelism, ref.Index)
-		fetch, err := sourceFetchOpts(dep.Job)
+		parts := kafkaio.Partitions(dep.Job.Partitions, parallelism, ref.Index)
+		fetch, err := kafkaio.FetchOptions(dep.Job)
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 		}

@@ -1,4 +1,4 @@
-package dataplane
+package kafkaio
 
 import (
 	"time"
@@ -26,8 +26,8 @@ const (
 	maxSourceFetchMaxWaitMs     = 10_000
 )
 
-// sourceFetchOpts returns the fetch options a job's source tasks use.
-func sourceFetchOpts(job control.JobSpec) ([]kgo.Opt, error) {
+// FetchOptions returns the fetch options a job's source tasks use.
+func FetchOptions(job control.JobSpec) ([]kgo.Opt, error) {
 	minBytes, err := control.IntParam(job, control.ParamSourceFetchMinBytes, DefaultSourceFetchMinBytes, 1, maxSourceFetchMinBytes, "bytes")
 	if err != nil {
 		return nil, err

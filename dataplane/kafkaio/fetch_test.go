@@ -1,4 +1,4 @@
-package dataplane
+package kafkaio
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	"koala/dataplane/control"
 )
 
-func TestSourceFetchOptsParams(t *testing.T) {
+func TestFetchOptionsParams(t *testing.T) {
 	for _, tc := range []struct {
 		params  map[string]string
 		wantErr string
@@ -21,7 +21,7 @@ func TestSourceFetchOptsParams(t *testing.T) {
 		{params: map[string]string{control.ParamSourceFetchMaxWaitMs: "-5"}, wantErr: "SourceFetchMaxWaitMs \"-5\": want a whole number of milliseconds between 1 and 10000"},
 		{params: map[string]string{control.ParamSourceFetchMaxWaitMs: "2.5"}, wantErr: "SourceFetchMaxWaitMs"},
 	} {
-		opts, err := sourceFetchOpts(control.JobSpec{Params: tc.params})
+		opts, err := FetchOptions(control.JobSpec{Params: tc.params})
 		if tc.wantErr == "" {
 			if err != nil || len(opts) != 2 {
 				t.Errorf("params %v: got %d options, err %v; want 2 options", tc.params, len(opts), err)
