@@ -130,7 +130,7 @@ func (t *task) onCheckpointBarrier(ctx context.Context, view *taskView, f *wire.
 		}
 	}
 	align := time.Since(a.start)
-	t.dead.flush(ctx) // rejected records before the cut leave before the barrier
+	t.dead.Flush(ctx) // rejected records before the cut leave before the barrier
 	ack := t.writeCheckpointPart(ctx, view, a.id)
 	ack.AlignMillis = millis(align)
 	t.commitCheckpointAck(ctx, view, a.id, ack)

@@ -15,6 +15,7 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/dataplane/kafkaio"
 	"koala/dataplane/metrics"
 	"koala/dataplane/produce"
 	"koala/workflows/wftest"
@@ -33,11 +34,11 @@ var deadLetterQuery = dataplane.NewQuery("test-deadletter").
 					Pad int    `json:"pad"`
 				}
 				if err := json.Unmarshal(r.Value, &ev); err != nil {
-					ctx.DeadLetters.Reject(r, dataplane.ReasonMalformed, err)
+					ctx.DeadLetters.Reject(r, kafkaio.ReasonMalformed, err)
 					continue
 				}
 				if ev.ID == nil {
-					ctx.DeadLetters.Reject(r, dataplane.ReasonMalformed, errors.New(`field "id" is missing`))
+					ctx.DeadLetters.Reject(r, kafkaio.ReasonMalformed, errors.New(`field "id" is missing`))
 					continue
 				}
 				r.Value = fmt.Appendf(nil, "%d:%s", *ev.ID, strings.Repeat("p", ev.Pad))
@@ -69,16 +70,16 @@ func TestDeadLetterPipeline(t *testing.T) {
 		switch {
 		case i%101 == 7:
 			v = fmt.Sprintf(`{"id": %d, "pad": `, i) // truncated JSON
-			wantBad[v] = bad{"parse", dataplane.ReasonMalformed}
+			wantBad[v] = bad{"parse", kafkaio.ReasonMalformed}
 		case i%103 == 11:
 			v = fmt.Sprintf(`{"ident": %d}`, i) // missing field
-			wantBad[v] = bad{"parse", dataplane.ReasonMalformed}
+			wantBad[v] = bad{"parse", kafkaio.ReasonMalformed}
 		case i%107 == 13:
 			v = fmt.Sprintf(`{"id": %d, "junk": "%s"}`, i, strings.Repeat("j", maxBytes)) // too large at the source
-			wantBad[v[:maxBytes-len(key)]] = bad{"source", dataplane.ReasonOversize}      // cut to fit
+			wantBad[v[:maxBytes-len(key)]] = bad{"source", kafkaio.ReasonOversize}        // cut to fit
 		case i%109 == 17:
 			v = fmt.Sprintf(`{"id": %d, "pad": %d}`, i, maxBytes) // output too large at the sink
-			wantBad[fmt.Sprintf("%d:%s", i, strings.Repeat("p", maxBytes))[:maxBytes-len(key)]] = bad{"sink", dataplane.ReasonOversize}
+			wantBad[fmt.Sprintf("%d:%s", i, strings.Repeat("p", maxBytes))[:maxBytes-len(key)]] = bad{"sink", kafkaio.ReasonOversize}
 		default:
 			v = fmt.Sprintf(`{"id": %d, "pad": 3}`, i)
 			good = append(good, i)
@@ -139,9 +140,9 @@ func TestDeadLetterPipeline(t *testing.T) {
 			t.Fatalf("unexpected dead letter %.60q (headers %v)", r.Value, h)
 		}
 		delete(wantBad, string(r.Value))
-		if h[dataplane.HeaderOperator] != w.operator || h[dataplane.HeaderReason] != w.reason ||
-			!strings.HasPrefix(h[dataplane.HeaderTask], w.operator+"-") || h[dataplane.HeaderError] == "" ||
-			(w.reason == dataplane.ReasonOversize) != (h[dataplane.HeaderOriginalBytes] != "") {
+		if h[kafkaio.HeaderOperator] != w.operator || h[kafkaio.HeaderReason] != w.reason ||
+			!strings.HasPrefix(h[kafkaio.HeaderTask], w.operator+"-") || h[kafkaio.HeaderError] == "" ||
+			(w.reason == kafkaio.ReasonOversize) != (h[kafkaio.HeaderOriginalBytes] != "") {
 			t.Fatalf("dead letter %.60q: headers %v, want operator %s, reason %s", r.Value, h, w.operator, w.reason)
 		}
 		byReason[w.operator+"/"+w.reason]++

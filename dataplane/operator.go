@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"koala/dataplane/control"
+	"koala/dataplane/kafkaio"
 )
 
 // Emit hands one output record to the runtime, which routes and batches it.
@@ -37,7 +38,7 @@ type OperatorContext struct {
 	DataDir string
 	Logger  *slog.Logger
 	// DeadLetters takes the records the operator cannot use (deadletter.go).
-	DeadLetters *DeadLetters
+	DeadLetters *kafkaio.DeadLetters
 }
 
 // OperatorFactory builds the operator of one task.

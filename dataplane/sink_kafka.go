@@ -12,6 +12,7 @@ import (
 
 	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
+	"koala/dataplane/kafkaio"
 )
 
 // Kafka sink
@@ -76,7 +77,7 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 		}
 		dead := ctx.DeadLetters
 		if dead == nil {
-			dead = NewTestDeadLetters(ctx.Spec.Name)
+			dead = kafkaio.NewTestDeadLetters(ctx.Spec.Name)
 		}
 		opts := []kgo.Opt{
 			kgo.SeedBrokers(brokers...),
@@ -111,17 +112,11 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 	}
 }
 
-// sinkDeliveryTimeout bounds how long a Kafka sink or dead-letter write
-// waits, so an unreachable cluster fails the task instead of blocking it.
-// (kgo.RecordDeliveryTimeout cannot be used: franz-go measures it from the
-// record's timestamp, which is the event time here, often long past.)
-const sinkDeliveryTimeout = time.Minute
-
 type kafkaSink struct {
 	name, topic string
 	client      *kgo.Client // without checkpoints
 	txn         *kafkaTxn   // with checkpoints (sink_kafka_txn.go)
-	dead        *DeadLetters
+	dead        *kafkaio.DeadLetters
 	ctx         context.Context // cancelled by Close, so a stopping task does not wait for Kafka
 	cancel      context.CancelFunc
 	recs        []*kgo.Record // reused across batches
@@ -137,7 +132,7 @@ func (k *kafkaSink) ProcessBatch(in []Record, _ Emit) error {
 	for i := range in {
 		r := &in[i]
 		if k.dead.TooLarge(*r) {
-			k.dead.Reject(*r, ReasonOversize, fmt.Errorf("%d bytes of key and value exceed %s %d", len(r.Key)+len(r.Value), control.ParamMaxRecordBytes, k.dead.MaxRecordBytes()))
+			k.dead.Reject(*r, kafkaio.ReasonOversize, fmt.Errorf("%d bytes of key and value exceed %s %d", len(r.Key)+len(r.Value), control.ParamMaxRecordBytes, k.dead.MaxRecordBytes()))
 			continue
 		}
 		kr := &kgo.Record{Key: r.Key, Value: r.Value}
@@ -150,7 +145,7 @@ func (k *kafkaSink) ProcessBatch(in []Record, _ Emit) error {
 		return nil
 	}
 	n := len(recs)
-	ctx, cancel := context.WithTimeout(k.ctx, sinkDeliveryTimeout)
+	ctx, cancel := context.WithTimeout(k.ctx, kafkaio.DeliveryTimeout)
 	var err error
 	if k.txn != nil {
 		err = k.txn.write(ctx, recs)
@@ -183,7 +178,7 @@ func (k *kafkaSink) Close() error {
 }
 
 // Two-phase commit with checkpoints (twoPhaseSink); without checkpoints
-// each is a no-op. Each Kafka call is bounded by sinkDeliveryTimeout.
+// each is a no-op. Each Kafka call is bounded by kafkaio.DeliveryTimeout.
 
 func (k *kafkaSink) transactional() bool { return k.txn != nil }
 
@@ -191,7 +186,7 @@ func (k *kafkaSink) preCommit(ctx context.Context, id, dir string) (uint64, erro
 	if k.txn == nil {
 		return 0, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, sinkDeliveryTimeout)
+	ctx, cancel := context.WithTimeout(ctx, kafkaio.DeliveryTimeout)
 	defer cancel()
 	n, err := k.txn.preCommit(ctx, id, dir)
 	if err != nil {
@@ -222,7 +217,7 @@ func (k *kafkaSink) txnStep(ctx context.Context, fn func(context.Context) error)
 	}
 	// Not cancelled with the request that asked for it: an EndTxn cut off
 	// in flight leaves the transaction's outcome unknown.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sinkDeliveryTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kafkaio.DeliveryTimeout)
 	defer cancel()
 	if err := fn(ctx); err != nil {
 		return fmt.Errorf("kafka sink %q: %w", k.name, err)

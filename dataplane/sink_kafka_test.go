@@ -13,6 +13,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/dptest/testkafka"
+	"koala/dataplane/kafkaio"
 )
 
 func endOffsetsSum(t *testing.T, adm *kadm.Client, topic string) int64 {
@@ -41,7 +42,7 @@ func TestKafkaSinkWritesEachRecordOnceInKeyOrder(t *testing.T) {
 	brokers := kc.ListenAddrs()
 	adm := kadm.NewClient(mustClient(t, brokers))
 	job := control.JobSpec{JobID: "j", KafkaBrokers: brokers, Params: map[string]string{control.ParamMaxRecordBytes: "100"}}
-	dead, err := newDeadLetters(job, "sink", "sink-0", nil, nil)
+	dead, err := kafkaio.NewDeadLetters(job, "sink", "sink-0", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

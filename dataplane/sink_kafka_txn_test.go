@@ -16,6 +16,7 @@ import (
 
 	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
+	"koala/dataplane/kafkaio"
 )
 
 // txnSinkRig is a Kafka sink topic on kfake with a checkpoint store, and
@@ -75,7 +76,7 @@ func newTxnSinkRig(t *testing.T) *txnSinkRig {
 // one, which is simply abandoned).
 func (r *txnSinkRig) incarnation() *kafkaSink {
 	r.t.Helper()
-	dead, err := newDeadLetters(r.job, "sink", "sink-0", nil, nil)
+	dead, err := kafkaio.NewDeadLetters(r.job, "sink", "sink-0", nil, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 			}
 			rec := Record{Key: r.Key, Value: r.Value, EventTime: r.Timestamp.UnixNano(), Partition: r.Partition, Offset: r.Offset}
 			if t.dead.TooLarge(rec) {
-				t.dead.Reject(rec, ReasonOversize, fmt.Errorf("%d bytes of key and value exceed %s %d", len(r.Key)+len(r.Value), control.ParamMaxRecordBytes, t.dead.MaxRecordBytes()))
+				t.dead.Reject(rec, kafkaio.ReasonOversize, fmt.Errorf("%d bytes of key and value exceed %s %d", len(r.Key)+len(r.Value), control.ParamMaxRecordBytes, t.dead.MaxRecordBytes()))
 				rejected++
 			} else {
 				t.out.emit(rec)
@@ -167,7 +167,7 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 	})
 	t.stats.kafkaLag.Store(s.Lag())
 	if rejected > 0 {
-		t.dead.flush(ctx) // before the records after them and any barrier
+		t.dead.Flush(ctx) // before the records after them and any barrier
 	}
 	if n == 0 {
 		return nil

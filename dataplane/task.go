@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/kafkaio"
 	"koala/dataplane/metrics"
 	"koala/dataplane/wire"
 	"koala/statesvc"
@@ -117,9 +118,9 @@ type task struct {
 	// measured load a rebalance plans from. Written by the task goroutine,
 	// read by status requests.
 	bucketIn atomic.Pointer[[]atomic.Uint64]
-	keyed    *keyedState  // stateful operators
-	values   *keyValues   // collecting sinks
-	dead     *DeadLetters // rejected records (deadletter.go)
+	keyed    *keyedState          // stateful operators
+	values   *keyValues           // collecting sinks
+	dead     *kafkaio.DeadLetters // rejected records (deadletter.go)
 
 	started atomic.Bool
 	startMu sync.Mutex
@@ -139,7 +140,7 @@ type task struct {
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64
-	lastDead                                DeadLetterCounts
+	lastDead                                kafkaio.DeadLetterCounts
 	lastLate                                uint64
 }
 
@@ -214,7 +215,7 @@ func (t *task) stop(ctx context.Context) error {
 
 func (t *task) closeResources() error {
 	if t.dead != nil {
-		t.dead.close()
+		t.dead.Close()
 	}
 	if t.source != nil {
 		t.source.Close()
@@ -297,7 +298,7 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) erro
 		}
 		// Rejected records are written before the batch's output and any
 		// later barrier leave the task.
-		t.dead.flush(ctx)
+		t.dead.Flush(ctx)
 		n, err := t.out.flush(ctx, t.w)
 		t.stats.recordsOut.Add(uint64(n))
 		t.stats.observeBatch(time.Since(start))
@@ -340,7 +341,7 @@ func (t *task) onBarrier(ctx context.Context, view *taskView, f *wire.Frame) err
 	if !t.align(view, f) {
 		return nil
 	}
-	t.dead.flush(ctx) // records rejected outside a data batch (e.g. on a watermark)
+	t.dead.Flush(ctx) // records rejected outside a data batch (e.g. on a watermark)
 	if len(view.routes) == 0 {
 		if tp, ok := t.twoPhase(); ok && f.Kind == wire.FrameEOS {
 			// The input ended: the output is final (checkpoint_commit.go).

@@ -556,11 +556,11 @@ func (w *Worker) OperatorCounters(jobID string) map[string]map[string]uint64 {
 			cs = c.Counters()
 		}
 		if t.dead != nil {
-			if dc := t.dead.Counts(); !dc.zero() {
+			if dc := t.dead.Counts(); !dc.IsZero() {
 				if cs == nil {
 					cs = map[string]uint64{}
 				}
-				maps.Copy(cs, dc.counters())
+				maps.Copy(cs, dc.Counters())
 			}
 		}
 		if cs != nil {

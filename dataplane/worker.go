@@ -371,7 +371,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	}
 	t := &task{w: w, jobID: dep.Job.JobID, id: ref.ID, opName: ref.Operator, index: ref.Index, spec: spec}
 	t.view.Store(newTaskView(dep, ref.Operator))
-	dead, err := newDeadLetters(dep.Job, ref.Operator, ref.ID, w.opts.KafkaOpts, w.log)
+	dead, err := kafkaio.NewDeadLetters(dep.Job, ref.Operator, ref.ID, w.opts.KafkaOpts, w.log)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/kafkaio"
 	"koala/queries"
 )
 
@@ -124,7 +125,7 @@ func unchecked(q string) string {
 // rate-limited), then skipped.
 type parseOp struct {
 	fn        func(e Event, r dataplane.Record, emit dataplane.Emit)
-	dead      *dataplane.DeadLetters
+	dead      *kafkaio.DeadLetters
 	parsed    atomic.Uint64
 	malformed atomic.Uint64
 }
@@ -133,7 +134,7 @@ func parser(fn func(Event, dataplane.Record, dataplane.Emit)) dataplane.Operator
 	return func(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
 		dead := ctx.DeadLetters
 		if dead == nil { // built outside a worker
-			dead = dataplane.NewTestDeadLetters(ctx.Spec.Name)
+			dead = kafkaio.NewTestDeadLetters(ctx.Spec.Name)
 		}
 		return &parseOp{fn: fn, dead: dead}, nil
 	}
@@ -144,7 +145,7 @@ func (p *parseOp) ProcessBatch(in []dataplane.Record, emit dataplane.Emit) error
 		e, err := Parse(r.Value)
 		if err != nil {
 			p.malformed.Add(1)
-			p.dead.Reject(r, dataplane.ReasonMalformed, err)
+			p.dead.Reject(r, kafkaio.ReasonMalformed, err)
 			continue
 		}
 		p.parsed.Add(1)

@@ -1,67 +1,17 @@
-package dataplane
+package kafkaio
 
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"koala/dataplane/control"
 	"koala/dataplane/dptest/testkafka"
-	"koala/dataplane/metrics"
+	"koala/dataplane/wire"
 )
-
-type lateCounter struct{ late atomic.Uint64 }
-
-func (o *lateCounter) ProcessBatch([]Record, Emit) error { return nil }
-func (o *lateCounter) Counters() map[string]uint64 {
-	return map[string]uint64{"late_records": o.late.Load()}
-}
-
-// TestMetricRowsCountBadRecords checks that the worker's metrics loop puts
-// per-second deltas of the dead-letter counts and of the operator's late
-// records into the task rows.
-func TestMetricRowsCountBadRecords(t *testing.T) {
-	mem := metrics.NewMemory()
-	w := &Worker{opts: Options{ID: "w1", Recorder: mem}, log: slog.Default(), tasks: map[string]*task{}}
-	op := &lateCounter{}
-	dead := NewTestDeadLetters("win")
-	tk := &task{w: w, jobID: "j", id: "win-0", opName: "win", op: op, dead: dead}
-	tk.view.Store(&taskView{job: control.JobSpec{JobID: "j", Experiment: "e"}})
-	tk.started.Store(true)
-	w.tasks[tk.key()] = tk
-
-	bad := func(n int, reason string) {
-		for range n {
-			dead.Reject(Record{Key: []byte("k")}, reason, errors.New("test"))
-		}
-	}
-	now := time.Unix(1_700_000_000, 0)
-	bad(3, ReasonMalformed)
-	bad(2, ReasonOversize)
-	op.late.Add(4)
-	w.emitMetrics(now)
-	bad(1, "no-such-field") // an operator's own reason counts as malformed
-	dead.written.Add(5)     // as if acknowledged by a dead-letter topic
-	op.late.Add(1)
-	w.emitMetrics(now.Add(time.Second))
-	w.emitMetrics(now.Add(2 * time.Second))
-	rows := mem.Tasks()
-	if len(rows) != 3 {
-		t.Fatalf("%d rows, want 3", len(rows))
-	}
-	want := [][4]uint64{{3, 2, 0, 4}, {1, 0, 5, 1}, {0, 0, 0, 0}}
-	for i, r := range rows {
-		if got := [4]uint64{r.Malformed, r.Oversize, r.DeadLettered, r.LateEvents}; got != want[i] {
-			t.Errorf("row %d: malformed, oversize, dead-lettered, late = %v, want %v", i, got, want[i])
-		}
-	}
-}
 
 // TestDeadLettersWriteWithHeaders writes rejected records to a kfake topic
 // and checks counts, headers and that nothing is written without a topic.
@@ -72,14 +22,14 @@ func TestDeadLettersWriteWithHeaders(t *testing.T) {
 	}
 	defer kc.Close()
 	job := control.JobSpec{KafkaBrokers: kc.ListenAddrs(), Params: map[string]string{control.ParamDeadLetterTopic: "dlq", control.ParamMaxRecordBytes: "8"}}
-	d, err := newDeadLetters(job, "parse", "parse-3", nil, nil)
+	d, err := NewDeadLetters(job, "parse", "parse-3", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Reject(Record{Key: []byte("a"), Value: []byte("{bad"), Partition: 2, Offset: 41, EventTime: 5e9}, ReasonMalformed, errors.New("unexpected end"))
-	d.Reject(Record{Key: []byte("b"), Value: []byte("big record"), Partition: 1, Offset: 7}, ReasonOversize, nil)
-	d.flush(context.Background())
-	d.close()
+	d.Reject(wire.Record{Key: []byte("a"), Value: []byte("{bad"), Partition: 2, Offset: 41, EventTime: 5e9}, ReasonMalformed, errors.New("unexpected end"))
+	d.Reject(wire.Record{Key: []byte("b"), Value: []byte("big record"), Partition: 1, Offset: 7}, ReasonOversize, nil)
+	d.Flush(context.Background())
+	d.Close()
 	if c := d.Counts(); c != (DeadLetterCounts{Malformed: 1, Oversize: 1, Written: 2}) {
 		t.Fatalf("counts %+v", c)
 	}
@@ -105,12 +55,12 @@ func TestDeadLettersWriteWithHeaders(t *testing.T) {
 	}
 
 	// Without a topic: counted, nothing to write.
-	d2, err := newDeadLetters(control.JobSpec{}, "parse", "parse-0", nil, nil)
+	d2, err := NewDeadLetters(control.JobSpec{}, "parse", "parse-0", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d2.Reject(Record{}, "", nil)
-	d2.flush(context.Background())
+	d2.Reject(wire.Record{}, "", nil)
+	d2.Flush(context.Background())
 	if c := d2.Counts(); c != (DeadLetterCounts{Malformed: 1}) || d2.client != nil {
 		t.Fatalf("without a topic: counts %+v, client %v", c, d2.client)
 	}
@@ -133,7 +83,7 @@ func TestMaxRecordBytesParam(t *testing.T) {
 			t.Errorf("MaxRecordBytes %q: %d, %v; want %d, error containing %q", tc.v, got, err, tc.want, tc.err)
 		}
 	}
-	if _, err := newDeadLetters(control.JobSpec{Params: map[string]string{control.ParamDeadLetterTopic: "dlq"}}, "op", "op-0", nil, nil); err == nil ||
+	if _, err := NewDeadLetters(control.JobSpec{Params: map[string]string{control.ParamDeadLetterTopic: "dlq"}}, "op", "op-0", nil, nil); err == nil ||
 		!strings.Contains(err.Error(), control.ParamDeadLetterTopic) {
 		t.Fatalf("dead-letter topic without brokers: %v", err)
 	}

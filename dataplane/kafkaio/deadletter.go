@@ -1,4 +1,4 @@
-package dataplane
+package kafkaio
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 )
 
 // Dead-letter path
@@ -54,6 +55,12 @@ const (
 	HeaderOriginalBytes = "koala-original-bytes"
 )
 
+// DeliveryTimeout bounds how long a Kafka sink or dead-letter write
+// waits, so an unreachable cluster fails the task instead of blocking it.
+// (kgo.RecordDeliveryTimeout cannot be used: franz-go measures it from the
+// record's timestamp, which is the event time here, often long past.)
+const DeliveryTimeout = time.Minute
+
 // deadLetterLogEvery is the minimum time between two log lines of one task
 // about rejected records.
 const deadLetterLogEvery = 10 * time.Second
@@ -91,9 +98,9 @@ func MaxRecordBytesOf(job control.JobSpec) (int, error) {
 	return control.IntParam(job, control.ParamMaxRecordBytes, DefaultMaxRecordBytes, 1, maxMaxRecordBytes, "bytes")
 }
 
-// newDeadLetters builds the dead-letter path of one task. The Kafka client
+// NewDeadLetters builds the dead-letter path of one task. The Kafka client
 // is created on the first record to write.
-func newDeadLetters(job control.JobSpec, operator, task string, extra []kgo.Opt, log *slog.Logger) (*DeadLetters, error) {
+func NewDeadLetters(job control.JobSpec, operator, task string, extra []kgo.Opt, log *slog.Logger) (*DeadLetters, error) {
 	maxBytes, err := MaxRecordBytesOf(job)
 	if err != nil {
 		return nil, err
@@ -129,13 +136,13 @@ func (d *DeadLetters) Topic() string { return d.topic }
 func (d *DeadLetters) MaxRecordBytes() int { return d.maxBytes }
 
 // TooLarge reports whether r exceeds the job's record size limit.
-func (d *DeadLetters) TooLarge(r Record) bool { return len(r.Key)+len(r.Value) > d.maxBytes }
+func (d *DeadLetters) TooLarge(r wire.Record) bool { return len(r.Key)+len(r.Value) > d.maxBytes }
 
 // Reject counts r as rejected for reason (ReasonMalformed, ReasonOversize
 // or an operator's own word, counted as malformed) and queues it for the
 // dead-letter topic. cause explains the rejection and may be nil. The
 // operator then skips the record.
-func (d *DeadLetters) Reject(r Record, reason string, cause error) {
+func (d *DeadLetters) Reject(r wire.Record, reason string, cause error) {
 	if d == nil { // an operator built outside a worker without NewTestDeadLetters
 		slog.Default().Warn("rejected input record (no dead-letter path)", "reason", reason, "partition", r.Partition, "offset", r.Offset, "err", cause)
 		return
@@ -194,10 +201,10 @@ func (d *DeadLetters) Reject(r Record, reason string, cause error) {
 	d.pending = append(d.pending, rec)
 }
 
-// flush writes the records rejected since the last flush and waits for
+// Flush writes the records rejected since the last flush and waits for
 // their acknowledgement. Write failures are counted and logged, not
 // returned: bad input must not fail the task.
-func (d *DeadLetters) flush(ctx context.Context) {
+func (d *DeadLetters) Flush(ctx context.Context) {
 	if d == nil {
 		return
 	}
@@ -223,7 +230,7 @@ func (d *DeadLetters) flush(ctx context.Context) {
 		return
 	}
 	var firstErr error
-	ctx, cancel := context.WithTimeout(ctx, sinkDeliveryTimeout)
+	ctx, cancel := context.WithTimeout(ctx, DeliveryTimeout)
 	defer cancel()
 	for _, res := range d.client.ProduceSync(ctx, recs...) {
 		if res.Err != nil {
@@ -241,6 +248,11 @@ func (d *DeadLetters) flush(ctx context.Context) {
 	}
 }
 
+// AddWritten counts n records as acknowledged by the dead-letter topic, as
+// Flush does; the runtime's metric tests use it to drive the counts without
+// a topic.
+func (d *DeadLetters) AddWritten(n uint64) { d.written.Add(n) }
+
 // Counts returns what the task rejected so far.
 func (d *DeadLetters) Counts() DeadLetterCounts {
 	if d == nil {
@@ -249,22 +261,23 @@ func (d *DeadLetters) Counts() DeadLetterCounts {
 	return DeadLetterCounts{Malformed: d.malformed.Load(), Oversize: d.oversize.Load(), Written: d.written.Load(), Failed: d.failed.Load()}
 }
 
-// counters renders the counts for Worker.OperatorCounters.
-func (c DeadLetterCounts) counters() map[string]uint64 {
+// Counters renders the counts as operator counters (task metrics).
+func (c DeadLetterCounts) Counters() map[string]uint64 {
 	return map[string]uint64{
 		"deadletter_malformed": c.Malformed, "deadletter_oversize": c.Oversize,
 		"deadletter_written": c.Written, "deadletter_failed": c.Failed,
 	}
 }
 
-func (c DeadLetterCounts) zero() bool { return c == DeadLetterCounts{} }
+// IsZero reports whether nothing was rejected.
+func (c DeadLetterCounts) IsZero() bool { return c == DeadLetterCounts{} }
 
-// close writes what is pending (bounded by a short timeout) and closes the
+// Close writes what is pending (bounded by a short timeout) and closes the
 // client. Records that could not be written were counted and logged.
-func (d *DeadLetters) close() {
+func (d *DeadLetters) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	d.flush(ctx)
+	d.Flush(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
