@@ -10,7 +10,7 @@ import (
 // Completion of a checkpoint, as seen by sinks that write outside the job.
 //
 // A sink whose output is visible outside the job (the transactional Kafka
-// sink, sink_kafka_txn.go) takes part in checkpoints in two phases: it
+// sink, kafkaio/txn.go) takes part in checkpoints in two phases: it
 // pre-commits at the barrier (its part of the checkpoint names what to
 // commit) and commits when the controller reports the checkpoint complete
 // with VerbCheckpointCommit, after the manifest is written. A failed

@@ -21,7 +21,7 @@ import (
 // behaves like a transactional sink that commits at every checkpoint and
 // aborts its open transaction on failure. Output visible outside the job
 // is not rolled back: the Kafka sink commits it with checkpoints instead
-// (sink_kafka_txn.go), so read_committed consumers see it exactly once.
+// (kafkaio/txn.go), so read_committed consumers see it exactly once.
 
 // sinkState is a sink's part of a checkpoint.
 type sinkState struct {

@@ -37,7 +37,7 @@ type OperatorContext struct {
 	Index   int
 	DataDir string
 	Logger  *slog.Logger
-	// DeadLetters takes the records the operator cannot use (deadletter.go).
+	// DeadLetters takes the records the operator cannot use (kafkaio/deadletter.go).
 	DeadLetters *kafkaio.DeadLetters
 }
 

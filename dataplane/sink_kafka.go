@@ -28,7 +28,7 @@ import (
 // the sink at least once: records written after the last checkpoint are
 // written again when a recovery replays them. With checkpoints the sink
 // writes transactionally and is exactly once for read_committed consumers
-// (sink_kafka_txn.go, which also says what that costs in latency).
+// (kafkaio/txn.go, which also says what that costs in latency).
 
 func init() {
 	MustRegisterOperator(control.KindKafkaSink, func(ctx OperatorContext) (Operator, error) {
@@ -96,10 +96,8 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 				return nil, fmt.Errorf("kafka sink %q: %w", ctx.Spec.Name, err)
 			}
 			jobID := ctx.Job.JobID
-			k.txn = &kafkaTxn{
-				prefix: "koala/" + jobID + "/" + ctx.TaskID, opts: opts,
-				completed: func(ctx context.Context, id string) (bool, error) { return store.Completed(ctx, jobID, id) },
-			}
+			k.txn = kafkaio.NewTxn("koala/"+jobID+"/"+ctx.TaskID, opts,
+				func(ctx context.Context, id string) (bool, error) { return store.Completed(ctx, jobID, id) })
 			return k, nil
 		}
 		cl, err := kgo.NewClient(opts...)
@@ -115,7 +113,7 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 type kafkaSink struct {
 	name, topic string
 	client      *kgo.Client // without checkpoints
-	txn         *kafkaTxn   // with checkpoints (sink_kafka_txn.go)
+	txn         *kafkaio.Txn   // with checkpoints (kafkaio.Txn)
 	dead        *kafkaio.DeadLetters
 	ctx         context.Context // cancelled by Close, so a stopping task does not wait for Kafka
 	cancel      context.CancelFunc
@@ -148,7 +146,7 @@ func (k *kafkaSink) ProcessBatch(in []Record, _ Emit) error {
 	ctx, cancel := context.WithTimeout(k.ctx, kafkaio.DeliveryTimeout)
 	var err error
 	if k.txn != nil {
-		err = k.txn.write(ctx, recs)
+		err = k.txn.Write(ctx, recs)
 	} else {
 		err = k.client.ProduceSync(ctx, recs...).FirstErr()
 	}
@@ -171,7 +169,7 @@ func (k *kafkaSink) Counters() map[string]uint64 {
 func (k *kafkaSink) Close() error {
 	k.cancel()
 	if k.txn != nil {
-		return k.txn.close()
+		return k.txn.Close()
 	}
 	k.client.Close()
 	return nil
@@ -188,7 +186,7 @@ func (k *kafkaSink) preCommit(ctx context.Context, id, dir string) (uint64, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, kafkaio.DeliveryTimeout)
 	defer cancel()
-	n, err := k.txn.preCommit(ctx, id, dir)
+	n, err := k.txn.PreCommit(ctx, id, dir)
 	if err != nil {
 		return n, fmt.Errorf("kafka sink %q: %w", k.name, err)
 	}
@@ -196,19 +194,19 @@ func (k *kafkaSink) preCommit(ctx context.Context, id, dir string) (uint64, erro
 }
 
 func (k *kafkaSink) commitCheckpoint(ctx context.Context, id string) error {
-	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.commit(ctx, id) })
+	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.Commit(ctx, id) })
 }
 
 func (k *kafkaSink) abortCheckpoint(ctx context.Context, id string) error {
-	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.abort(ctx, id) })
+	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.Abort(ctx, id) })
 }
 
 func (k *kafkaSink) finishInput(ctx context.Context) error {
-	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.finish(ctx) })
+	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.Finish(ctx) })
 }
 
 func (k *kafkaSink) restoreCheckpoint(ctx context.Context, dir string) error {
-	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.restore(ctx, dir) })
+	return k.txnStep(ctx, func(ctx context.Context) error { return k.txn.Restore(ctx, dir) })
 }
 
 func (k *kafkaSink) txnStep(ctx context.Context, fn func(context.Context) error) error {

@@ -120,7 +120,7 @@ type task struct {
 	bucketIn atomic.Pointer[[]atomic.Uint64]
 	keyed    *keyedState          // stateful operators
 	values   *keyValues           // collecting sinks
-	dead     *kafkaio.DeadLetters // rejected records (deadletter.go)
+	dead     *kafkaio.DeadLetters // rejected records (kafkaio/deadletter.go)
 
 	started atomic.Bool
 	startMu sync.Mutex

@@ -54,7 +54,7 @@ type RecoverJobResult struct {
 //     and values, so output is exactly once — see
 //     dataplane/checkpoint_restore.go and checkpoint_klt.go; a
 //     transactional Kafka sink commits the checkpoint's transaction and
-//     fences the lost incarnation's, see dataplane/sink_kafka_txn.go);
+//     fences the lost incarnation's, see dataplane/kafkaio/txn.go);
 //  6. start: the tasks run and replay the input after the cut.
 //
 // Input still in flight to the stopped tasks is dropped by the workers

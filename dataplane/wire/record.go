@@ -39,20 +39,20 @@ const (
 	// with the previous routing table; it is aligned but not forwarded.
 	FrameRouteBarrier FrameKind = 6
 	// FrameWatermark carries an event-time watermark in Records[0].EventTime
-	// (Records[0].Offset 1 = the sender is idle); see watermark.go.
+	// (Records[0].Offset 1 = the sender is idle); see dataplane/watermark.go.
 	FrameWatermark FrameKind = 7
 
 	// FrameRouteDrained: an old owner tells a new owner, behind the records
 	// it forwarded, which upstream tasks' route barriers it has seen
-	// (route_drain.go).
+	// (dataplane/route_drain.go).
 	FrameRouteDrained FrameKind = 8
 
 	// FrameCheckpoint is an aligned checkpoint barrier (BarrierID is the
-	// checkpoint id); see checkpoint_barrier.go.
+	// checkpoint id); see dataplane/checkpoint_barrier.go.
 	FrameCheckpoint FrameKind = 9
 
 	// FrameKLTAck: a new owner tells an old owner it installed the lookup
-	// entries the old owner handed to it (handoff_ack.go).
+	// entries the old owner handed to it (dataplane/handoff_ack.go).
 	FrameKLTAck FrameKind = 10
 
 	lastWireKind = FrameKLTAck

@@ -1,4 +1,4 @@
-package dataplane
+package kafkaio
 
 import (
 	"context"
@@ -94,9 +94,9 @@ type txnRef struct {
 	ProducerEpoch   int16  `json:"producer_epoch"`
 }
 
-// kafkaTxn is the transactional state of one Kafka sink task; it is used
+// Txn is the transactional state of one Kafka sink task; it is used
 // from the task goroutine only.
-type kafkaTxn struct {
+type Txn struct {
 	prefix  string    // transactional ids are prefix/0 and prefix/1
 	opts    []kgo.Opt // client options without the transactional id
 	clients [2]*kgo.Client
@@ -108,9 +108,17 @@ type kafkaTxn struct {
 	completed func(ctx context.Context, checkpointID string) (bool, error)
 }
 
-func (x *kafkaTxn) txnID(slot int) string { return fmt.Sprintf("%s/%d", x.prefix, slot) }
+// NewTxn makes the transactional state of a sink whose transactional ids
+// are prefix/0 and prefix/1; opts are its client options without a
+// transactional id, completed says whether a checkpoint of the job has its
+// manifest (the store's Completed).
+func NewTxn(prefix string, opts []kgo.Opt, completed func(ctx context.Context, checkpointID string) (bool, error)) *Txn {
+	return &Txn{prefix: prefix, opts: opts, completed: completed}
+}
 
-func (x *kafkaTxn) client(slot int) (*kgo.Client, error) {
+func (x *Txn) txnID(slot int) string { return fmt.Sprintf("%s/%d", x.prefix, slot) }
+
+func (x *Txn) client(slot int) (*kgo.Client, error) {
 	if x.clients[slot] == nil {
 		cl, err := kgo.NewClient(append(x.opts, kgo.TransactionalID(x.txnID(slot)), kgo.TransactionTimeout(kafkaSinkTxnTimeout))...)
 		if err != nil {
@@ -121,9 +129,9 @@ func (x *kafkaTxn) client(slot int) (*kgo.Client, error) {
 	return x.clients[slot], nil
 }
 
-// write produces recs into the open transaction, or holds them while a
+// Write produces recs into the open transaction, or holds them while a
 // pre-committed transaction waits for its checkpoint.
-func (x *kafkaTxn) write(ctx context.Context, recs []*kgo.Record) error {
+func (x *Txn) Write(ctx context.Context, recs []*kgo.Record) error {
 	if x.pending != nil {
 		for _, r := range recs {
 			x.held = append(x.held, &kgo.Record{Key: clone(r.Key), Value: clone(r.Value), Timestamp: r.Timestamp})
@@ -140,7 +148,7 @@ func clone(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
 }
 
-func (x *kafkaTxn) produce(ctx context.Context, recs []*kgo.Record) error {
+func (x *Txn) produce(ctx context.Context, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -160,10 +168,10 @@ func (x *kafkaTxn) produce(ctx context.Context, recs []*kgo.Record) error {
 	return nil
 }
 
-// preCommit ends the records of checkpoint id: it settles the previous
+// PreCommit ends the records of checkpoint id: it settles the previous
 // pre-commit, names the open transaction in the part written to dir and
 // holds later records until the checkpoint's outcome is known.
-func (x *kafkaTxn) preCommit(ctx context.Context, id, dir string) (uint64, error) {
+func (x *Txn) PreCommit(ctx context.Context, id, dir string) (uint64, error) {
 	if err := x.settle(ctx); err != nil {
 		return 0, err
 	}
@@ -200,7 +208,7 @@ func (x *kafkaTxn) preCommit(ctx context.Context, id, dir string) (uint64, error
 // the store: its checkpoint completed (commit) or not (the transaction
 // goes on with the held records). It is called when the next barrier
 // arrives or a failure is reported, by when the outcome is final.
-func (x *kafkaTxn) settle(ctx context.Context) error {
+func (x *Txn) settle(ctx context.Context) error {
 	if x.pending == nil {
 		return nil
 	}
@@ -217,16 +225,16 @@ func (x *kafkaTxn) settle(ctx context.Context) error {
 	return x.produce(ctx, held)
 }
 
-// commit commits the pre-committed transaction when checkpoint id is its
+// Commit commits the pre-committed transaction when checkpoint id is its
 // checkpoint or a later one (ids sort like their sequence numbers).
-func (x *kafkaTxn) commit(ctx context.Context, id string) error {
+func (x *Txn) Commit(ctx context.Context, id string) error {
 	if x.pending == nil || x.pending.CheckpointID > id {
 		return nil
 	}
 	return x.commitPending(ctx)
 }
 
-func (x *kafkaTxn) commitPending(ctx context.Context) error {
+func (x *Txn) commitPending(ctx context.Context) error {
 	p := x.pending
 	if err := x.clients[x.slot].EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("commit transaction %s of checkpoint %s: %w", p.TransactionalID, p.CheckpointID, err)
@@ -238,16 +246,16 @@ func (x *kafkaTxn) commitPending(ctx context.Context) error {
 	return x.produce(ctx, held)
 }
 
-// abort is the report that checkpoint id failed.
-func (x *kafkaTxn) abort(ctx context.Context, id string) error {
+// Abort is the report that checkpoint id failed.
+func (x *Txn) Abort(ctx context.Context, id string) error {
 	if x.pending == nil || x.pending.CheckpointID != id {
 		return nil
 	}
 	return x.settle(ctx)
 }
 
-// finish commits everything at the end of the input.
-func (x *kafkaTxn) finish(ctx context.Context) error {
+// Finish commits everything at the end of the input.
+func (x *Txn) Finish(ctx context.Context) error {
 	if err := x.settle(ctx); err != nil {
 		return err
 	}
@@ -262,9 +270,9 @@ func (x *kafkaTxn) finish(ctx context.Context) error {
 	return nil
 }
 
-// restore commits the transaction the checkpoint part in dir names, then
+// Restore commits the transaction the checkpoint part in dir names, then
 // fences the task's previous incarnation on both transactional ids.
-func (x *kafkaTxn) restore(ctx context.Context, dir string) error {
+func (x *Txn) Restore(ctx context.Context, dir string) error {
 	var part txnPart
 	ok, err := checkpoint.ReadJSON(filepath.Join(dir, checkpointTxnFile), &part)
 	if err != nil {
@@ -295,7 +303,7 @@ func (x *kafkaTxn) restore(ctx context.Context, dir string) error {
 }
 
 // recommit ends transaction p with a commit, as its producer would have.
-func (x *kafkaTxn) recommit(ctx context.Context, p txnRef) error {
+func (x *Txn) recommit(ctx context.Context, p txnRef) error {
 	cl, err := kgo.NewClient(x.opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -314,10 +322,10 @@ func (x *kafkaTxn) recommit(ctx context.Context, p txnRef) error {
 	return nil
 }
 
-// close aborts an open transaction that no checkpoint covers (a
+// Close aborts an open transaction that no checkpoint covers (a
 // pre-committed one is left for a restored task to commit) and closes
 // the clients.
-func (x *kafkaTxn) close() error {
+func (x *Txn) Close() error {
 	var err error
 	if x.inTxn && x.pending == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
