@@ -1,6 +1,9 @@
 // Package control owns the wire contract between the control plane and the
-// data-plane workers: NATS subjects, the versioned request/reply envelope and
-// the job, placement and routing types both sides agree on.
+// data-plane workers: NATS subjects, the versioned request/reply envelope,
+// every verb a worker answers (checkpoint and snapshot verbs included,
+// checkpoint.go) with its request and reply, the job, placement and routing
+// types both sides agree on, and every job-parameter name the data plane
+// reads (params.go).
 //
 // Every request names its job and reconfiguration so that a retried
 // activity can be recognised and applied at most once by the worker.
