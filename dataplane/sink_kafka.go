@@ -112,8 +112,8 @@ func NewKafkaSinkFactory(topic string) OperatorFactory {
 
 type kafkaSink struct {
 	name, topic string
-	client      *kgo.Client // without checkpoints
-	txn         *kafkaio.Txn   // with checkpoints (kafkaio.Txn)
+	client      *kgo.Client  // without checkpoints
+	txn         *kafkaio.Txn // with checkpoints (kafkaio.Txn)
 	dead        *kafkaio.DeadLetters
 	ctx         context.Context // cancelled by Close, so a stopping task does not wait for Kafka
 	cancel      context.CancelFunc
