@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"koala/experiments"
 	"koala/queries"
 )
 
@@ -17,8 +18,8 @@ import (
 // the active keys that moved, not the total state, so across S they should
 // stay within TargetStateSpread of each other.
 //
-// The phase runs in-process (an embedded NATS, kfake and three workers in the
-// go test binary: TestBenchStateScaling), not on the stack: warming GBs of
+// The phase runs in-process (an embedded NATS, kfake and three workers inside
+// koala bench: MeasureStateScaling), not on the stack: warming GBs of
 // state through the stack's Kafka on this machine takes too long for a
 // 20-minute bench. Large values make GB-scale state out of about a million
 // keys, which builds in about 20 s per GB here (Pebble's write throughput);
@@ -96,7 +97,7 @@ func (s StateScaling) markdown() string {
 		b.WriteString("Not run.\n")
 		return b.String()
 	}
-	b.WriteString("In-process cluster (embedded NATS, kfake Kafka, three workers, Pebble) in `go test`, not the stack. Each size S (--state-sizes): warm W = ⌈S / (8 + V)⌉ keys once with the `sequential` generator, " +
+	b.WriteString("In-process cluster (embedded NATS, kfake Kafka, three workers, Pebble) inside `koala bench`, not the stack. Each size S (--state-sizes): warm W = ⌈S / (8 + V)⌉ keys once with the `sequential` generator, " +
 		"the counter keeping V bytes per 8-byte key (--state-value-bytes: its 8-byte count and a pseudo-random pad, job parameter DummyFieldSize = V − 8; its output stays the count), " +
 		"scale the counter out 2 → 4 (lazy, fetch-on-demand), then 5 × A events over a fixed active set of A keys. " +
 		"*total state* is key + value bytes of the warm keys, from the generator; *on disk* what the workers' data directories (Pebble sstables and logs) held right after the warm-up. " +
@@ -111,8 +112,8 @@ func (s StateScaling) markdown() string {
 	b.WriteString("| total state | warm keys × value | on disk | active keys | moved state | active moved | bytes migrated | KLT entries | build | reconfiguration | active phase | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range s.Points {
 		fmt.Fprintf(&b, "| %s | %d × %d B | %s | %d | %s | %s | %s | %d | %.1f s | %.1f s | %.1f s | %s |\n",
-			bytesText(float64(p.TotalStateBytes)), p.WarmKeys, p.ValueBytes, bytesText(float64(p.DiskBytes)), p.ActiveKeys,
-			bytesText(float64(p.MovedStateBytes)), bytesText(float64(p.ActiveMovedBytes)), bytesText(float64(p.BytesMigrated)),
+			experiments.BytesText(float64(p.TotalStateBytes)), p.WarmKeys, p.ValueBytes, experiments.BytesText(float64(p.DiskBytes)), p.ActiveKeys,
+			experiments.BytesText(float64(p.MovedStateBytes)), experiments.BytesText(float64(p.ActiveMovedBytes)), experiments.BytesText(float64(p.BytesMigrated)),
 			p.KLTEntries, p.BuildSec, p.ReconfigSec, p.ActivePhaseSec, esc(p.Error))
 	}
 	if sp, ok := s.Spread(); ok {
@@ -120,11 +121,6 @@ func (s StateScaling) markdown() string {
 	}
 	return b.String()
 }
-
-// EnvBenchState configures TestBenchStateScaling, which only `koala bench
-// --phases state` runs: "<state bytes>,<state bytes>…:<active keys>:<value
-// bytes>:<out.json>" (FormatStateSpec).
-const EnvBenchState = "KOALA_BENCH_STATE"
 
 // State phase bounds. A state value is the counter's 8-byte count followed by
 // its pad (queries.ParamCounterPad), so it is at least 8 bytes.
@@ -141,7 +137,6 @@ type StateSpec struct {
 	Sizes      []uint64 // total state per point, bytes (keys + values)
 	ActiveKeys int
 	ValueBytes int // per key: the 8-byte count and a pad of ValueBytes − 8
-	Out        string
 }
 
 // WarmKeys is the smallest number of distinct keys whose key + value bytes
@@ -164,49 +159,13 @@ func (s StateSpec) Validate() error {
 	}
 	for _, size := range s.Sizes {
 		if size > MaxStateBytes {
-			return fmt.Errorf("state size %s: at most %s", bytesText(float64(size)), bytesText(MaxStateBytes))
+			return fmt.Errorf("state size %s: at most %s", experiments.BytesText(float64(size)), experiments.BytesText(MaxStateBytes))
 		}
 		if w := s.WarmKeys(size); w < s.ActiveKeys {
-			return fmt.Errorf("state size %s holds %d keys of %d + %d bytes, fewer than the %d active keys", bytesText(float64(size)), w, StateKeyBytes, s.ValueBytes, s.ActiveKeys)
+			return fmt.Errorf("state size %s holds %d keys of %d + %d bytes, fewer than the %d active keys", experiments.BytesText(float64(size)), w, StateKeyBytes, s.ValueBytes, s.ActiveKeys)
 		}
 	}
-	if s.Out == "" {
-		return fmt.Errorf("output path: empty")
-	}
 	return nil
-}
-
-// ParseStateSpec parses the EnvBenchState value.
-func ParseStateSpec(v string) (StateSpec, error) {
-	var s StateSpec
-	parts := strings.SplitN(v, ":", 4)
-	if len(parts) != 4 {
-		return s, fmt.Errorf("%s=%q: want <state bytes>,…:<active keys>:<value bytes>:<output path>", EnvBenchState, v)
-	}
-	sizes, err := ParseByteSizes(parts[0])
-	if err != nil {
-		return s, fmt.Errorf("%s: state sizes: %w", EnvBenchState, err)
-	}
-	s.Sizes, s.Out = sizes, parts[3]
-	if s.ActiveKeys, err = strconv.Atoi(parts[1]); err != nil {
-		return s, fmt.Errorf("%s: active keys %q: not an integer", EnvBenchState, parts[1])
-	}
-	if s.ValueBytes, err = strconv.Atoi(parts[2]); err != nil {
-		return s, fmt.Errorf("%s: value bytes %q: not an integer", EnvBenchState, parts[2])
-	}
-	if err := s.Validate(); err != nil {
-		return s, fmt.Errorf("%s: %w", EnvBenchState, err)
-	}
-	return s, nil
-}
-
-// FormatStateSpec builds the EnvBenchState value.
-func FormatStateSpec(s StateSpec) string {
-	ss := make([]string, len(s.Sizes))
-	for i, b := range s.Sizes {
-		ss[i] = strconv.FormatUint(b, 10)
-	}
-	return strings.Join(ss, ",") + ":" + strconv.Itoa(s.ActiveKeys) + ":" + strconv.Itoa(s.ValueBytes) + ":" + s.Out
 }
 
 // ParseByteSizes parses a comma-separated list of ParseByteSize values.

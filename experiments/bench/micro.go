@@ -1,12 +1,10 @@
-package main
+package bench
 
 import (
 	"context"
 	"fmt"
 	"os/exec"
 	"strings"
-
-	"koala/experiments"
 )
 
 // benchMicro runs the testing.B benchmarks with the go toolchain. They are
@@ -15,20 +13,20 @@ import (
 // `go test -bench` on the same files (one source of truth; the outputs
 // batching benchmark needs package-internal types anyway). The binary under
 // test is built from the same tree as bin/koala.
-func benchMicro(ctx context.Context, o benchOpts, rep *experiments.BenchReport) string {
-	goBin, err := exec.LookPath(envOr("GO", "go"))
+func benchMicro(ctx context.Context, o Options, rep *BenchReport) string {
+	goBin, err := exec.LookPath(o.GoCommand)
 	if err != nil {
 		rep.MicroError = "go toolchain not on PATH: micro-benchmarks skipped"
 		fmt.Println("micro:", rep.MicroError)
 		return ""
 	}
-	args := []string{"test", "-count=1", "-run", "^$", "-bench", o.microRegex, "-benchtime", o.benchtime, "-timeout", "15m"}
+	args := []string{"test", "-count=1", "-run", "^$", "-bench", o.MicroRegex, "-benchtime", o.Benchtime, "-timeout", "15m"}
 	var out []byte
 	if o.profiles != nil {
 		// go test takes -cpuprofile for one package at a time.
-		out = o.profiles.runMicro(ctx, goBin, args, splitList(o.microPkgs), rep)
+		out = o.profiles.runMicro(ctx, goBin, args, o.MicroPackages, rep)
 	} else {
-		args = append(args, splitList(o.microPkgs)...)
+		args = append(args, o.MicroPackages...)
 		rep.MicroCommand = "go " + strings.Join(quoteArgs(args), " ")
 		fmt.Println("micro:", rep.MicroCommand)
 		cmd := exec.CommandContext(ctx, goBin, args...)
@@ -39,7 +37,7 @@ func benchMicro(ctx context.Context, o benchOpts, rep *experiments.BenchReport) 
 		}
 	}
 	out = append(out, benchMicroRepeat(ctx, goBin, o, rep)...)
-	rep.Micro = experiments.CollapseMicro(experiments.ParseGoBench(string(out)))
+	rep.Micro = CollapseMicro(ParseGoBench(string(out)))
 	for _, m := range rep.Micro {
 		fmt.Printf("  %-45s %12.0f ns/op\n", m.Name, m.Metrics["ns/op"])
 	}
@@ -50,12 +48,12 @@ func benchMicro(ctx context.Context, o benchOpts, rep *experiments.BenchReport) 
 // more times (without profiles), so the report can give their median: the
 // KLT lookup is bound by memory access, and one run on a shared machine can
 // land in another tenant's burst of memory traffic.
-func benchMicroRepeat(ctx context.Context, goBin string, o benchOpts, rep *experiments.BenchReport) []byte {
-	if o.microRepeat == "" || o.microRepeatCount == 0 {
+func benchMicroRepeat(ctx context.Context, goBin string, o Options, rep *BenchReport) []byte {
+	if o.MicroRepeat == "" || o.MicroRepeatCount == 0 {
 		return nil
 	}
-	args := []string{"test", fmt.Sprintf("-count=%d", o.microRepeatCount), "-run", "^$", "-bench", o.microRepeat, "-benchtime", o.benchtime, "-timeout", "15m"}
-	args = append(args, splitList(o.microPkgs)...)
+	args := []string{"test", fmt.Sprintf("-count=%d", o.MicroRepeatCount), "-run", "^$", "-bench", o.MicroRepeat, "-benchtime", o.Benchtime, "-timeout", "15m"}
+	args = append(args, o.MicroPackages...)
 	cmd := "go " + strings.Join(quoteArgs(args), " ")
 	rep.MicroCommand += "; " + cmd
 	fmt.Println("micro:", cmd)

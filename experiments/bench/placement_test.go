@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"reflect"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"koala/dataplane/control"
-	"koala/experiments"
 	"koala/workflows"
 )
 
@@ -49,7 +48,7 @@ func TestPipelineCPUFromHostingWorkers(t *testing.T) {
 	}
 	t0 := time.Unix(100, 0)
 	s := &cpuSampler{
-		samples: []experiments.CPUSample{{At: t0, Seconds: 3, Producer: 1}, {At: t0.Add(time.Second), Seconds: 5, Producer: 2}},
+		samples: []CPUSample{{At: t0, Seconds: 3, Producer: 1}, {At: t0.Add(time.Second), Seconds: 5, Producer: 2}},
 		perPID:  [][]float64{{2, 1}, {3.5, 1.5}},
 	}
 	got := s.only(keep)

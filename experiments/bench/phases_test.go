@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 import (
 	"math"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/experiments"
 )
 
 func TestParsePhases(t *testing.T) {
@@ -49,16 +50,16 @@ func TestParsePhases(t *testing.T) {
 
 // The bench's configs must load (a typo in a field name fails the config).
 func TestBenchConfigsLoad(t *testing.T) {
-	files, err := filepath.Glob("bench/*.json")
+	files, err := filepath.Glob("*.json")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no bench configs: %v", err)
 	}
 	for _, f := range files {
-		if _, err := LoadConfig(f); err != nil {
+		if _, err := experiments.LoadConfig(f); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	in, err := LoadConfig("bench/nexmark-q5-steady.json")
+	in, err := experiments.LoadConfig("nexmark-q5-steady.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestSummarizeRSS(t *testing.T) {
 	if s := SummarizeRSS("w4", 4, rssSeries(func(int) float64 { return 1 }, 3)); s.Verdict != VerdictUnknown {
 		t.Errorf("3 samples: %+v", s)
 	}
-	run := RSSRun{Status: StatusOK, Workers: []WorkerRSS{flat, grow}}
+	run := RSSRun{Status: experiments.StatusOK, Workers: []WorkerRSS{flat, grow}}
 	if v := run.Verdict(); v != VerdictMissed {
 		t.Errorf("run with a growing worker: %s", v)
 	}
@@ -140,7 +141,7 @@ func TestSummarizeRSS(t *testing.T) {
 	if v := run.Verdict(); v != VerdictMet {
 		t.Errorf("run with a flat worker: %s", v)
 	}
-	run.Status = StatusFailed
+	run.Status = experiments.StatusFailed
 	if v := run.Verdict(); v != VerdictUnknown {
 		t.Errorf("failed run: %s", v)
 	}
@@ -155,10 +156,10 @@ func TestCeilingFractions(t *testing.T) {
 		{Component: CeilExchange, Error: "not measured"},
 	}
 	steady := []Steady{
-		{Query: "hello", Status: StatusOK, EventsPerSec: 40_000},
-		{Query: "counter", Status: StatusOK, EventsPerSec: 20_000},
-		{Query: "nexmark-q5", Status: StatusFailed},
-		{Query: "unknown-query", Status: StatusOK, EventsPerSec: 1},
+		{Query: "hello", Status: experiments.StatusOK, EventsPerSec: 40_000},
+		{Query: "counter", Status: experiments.StatusOK, EventsPerSec: 20_000},
+		{Query: "nexmark-q5", Status: experiments.StatusFailed},
+		{Query: "unknown-query", Status: experiments.StatusOK, EventsPerSec: 1},
 	}
 	got := CeilingFractions(steady, ceil)
 	if len(got) != 2 {
@@ -179,11 +180,11 @@ func TestCeilingFractions(t *testing.T) {
 func TestMarkdownNewSections(t *testing.T) {
 	r := BenchReport{
 		Steady: []Steady{
-			{Query: "nexmark-q5", Operator: "q5-window", CountedAt: "q5-window", Status: StatusOK, EventsPerSec: 3000, EventsPerCPUSec: 9000, ExactnessUnchecked: "it aggregates"},
-			{Query: "counter", Operator: "counter", Status: StatusOK, EventsPerSec: 20_000, EventsPerCPUSec: 30_000, Target: TargetKeyedPerCore},
+			{Query: "nexmark-q5", Operator: "q5-window", CountedAt: "q5-window", Status: experiments.StatusOK, EventsPerSec: 3000, EventsPerCPUSec: 9000, ExactnessUnchecked: "it aggregates"},
+			{Query: "counter", Operator: "counter", Status: experiments.StatusOK, EventsPerSec: 20_000, EventsPerCPUSec: 30_000, Target: TargetKeyedPerCore},
 		},
 		Ceilings: []Ceiling{{Component: CeilPebble, EventsPerSec: 50_000, Events: 250_000, Seconds: 5, What: "pebble"}},
-		RSS: &RSSRun{Query: "counter", Rate: 80000, RuntimeSec: 60, Status: StatusOK,
+		RSS: &RSSRun{Query: "counter", Rate: 80000, RuntimeSec: 60, Status: experiments.StatusOK,
 			Workers: []WorkerRSS{{Worker: "w1", PID: 7, Samples: 60, MaxMB: 210, LastHalfGrowth: 0.02, Verdict: VerdictMet}}},
 	}
 	r.Fractions = CeilingFractions(r.Steady, r.Ceilings)
@@ -221,7 +222,7 @@ func TestMergeSinkLatency(t *testing.T) {
 	if two == nil || *two != want {
 		t.Errorf("two tasks: %+v, want %+v", two, want)
 	}
-	s := Steady{Query: "hello", Status: StatusOK, E2E: two}
+	s := Steady{Query: "hello", Status: experiments.StatusOK, E2E: two}
 	md := BenchReport{Steady: []Steady{s}}.Markdown()
 	if !strings.Contains(md, "| 0.2 / 0.9 / 2.0 / 3.0 ms |") {
 		t.Errorf("markdown lacks the e2e cell:\n%s", md)

@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"koala/dataplane"
+	"koala/experiments"
 	"koala/statesvc"
 )
 
@@ -74,7 +75,7 @@ func CeilingFractions(steady []Steady, ceilings []Ceiling) []CeilingFraction {
 	var out []CeilingFraction
 	for _, s := range steady {
 		comps, ok := PipelineComponents[s.Query]
-		if !ok || s.Status != StatusOK || s.EventsPerSec <= 0 {
+		if !ok || s.Status != experiments.StatusOK || s.EventsPerSec <= 0 {
 			continue
 		}
 		f := CeilingFraction{Query: s.Query, EventsPerSec: s.EventsPerSec, SlowestRate: math.Inf(1)}

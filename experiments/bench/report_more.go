@@ -1,8 +1,10 @@
-package experiments
+package bench
 
 import (
 	"fmt"
 	"strings"
+
+	"koala/experiments"
 )
 
 // Markdown sections of the ceilings and the RSS phase.
@@ -53,7 +55,7 @@ func (r BenchReport) rssMarkdown() string {
 	fmt.Fprintf(&b, "The %s query offered %d ev/s (well above its steady-state ceiling) for %d s, so the backlog grows in Kafka; every worker's VmRSS (/proc/<pid>/status) sampled each second. "+
 		"*growth* = least-squares slope over the last half of the samples × that half's duration ÷ its mean RSS; target ≤ %.0f %%. Workflow `%s`.\n\n",
 		x.Query, x.Rate, x.RuntimeSec, 100*TargetRSSGrowth, x.WorkflowID)
-	if x.Status != StatusOK {
+	if x.Status != experiments.StatusOK {
 		// The samples of the window are still shown: they do not depend on
 		// how the run ended, but the verdict is left open.
 		fmt.Fprintf(&b, "%s: %s\n\n", x.Status, esc(x.Reason))

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"koala/experiments"
 )
 
 // workerPIDs reads <runDir>/worker-*.pid.
@@ -62,7 +60,7 @@ func (p *periodic) stop() {
 
 type cpuSampler struct {
 	mu      sync.Mutex
-	samples []experiments.CPUSample
+	samples []CPUSample
 	perPID  [][]float64 // per sample, the CPU seconds of each of pids
 	ticks   *periodic
 }
@@ -78,7 +76,7 @@ func startCPUSampler(pids, producerPIDs []int, interval time.Duration) *cpuSampl
 		var sum, producers float64
 		each := make([]float64, len(pids))
 		for i, pid := range all {
-			if v, err := experiments.ProcCPUSeconds(pid); err == nil {
+			if v, err := ProcCPUSeconds(pid); err == nil {
 				last[i] = v
 			}
 			if i < len(pids) {
@@ -88,9 +86,9 @@ func startCPUSampler(pids, producerPIDs []int, interval time.Duration) *cpuSampl
 				producers += last[i]
 			}
 		}
-		busy, _ := experiments.MachineBusySeconds()
+		busy, _ := MachineBusySeconds()
 		s.mu.Lock()
-		s.samples = append(s.samples, experiments.CPUSample{At: time.Now(), Seconds: sum, Producer: producers, MachineBusy: busy})
+		s.samples = append(s.samples, CPUSample{At: time.Now(), Seconds: sum, Producer: producers, MachineBusy: busy})
 		s.perPID = append(s.perPID, each)
 		s.mu.Unlock()
 	}
@@ -98,7 +96,7 @@ func startCPUSampler(pids, producerPIDs []int, interval time.Duration) *cpuSampl
 	return s
 }
 
-func (s *cpuSampler) stop() []experiments.CPUSample {
+func (s *cpuSampler) stop() []CPUSample {
 	s.ticks.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,7 +106,7 @@ func (s *cpuSampler) stop() []experiments.CPUSample {
 // only returns the samples (after stop) with Seconds summed over the
 // processes of pids whose keep is true, e.g. the workers a run placed
 // tasks on.
-func (s *cpuSampler) only(keep []bool) []experiments.CPUSample {
+func (s *cpuSampler) only(keep []bool) []CPUSample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := slices.Clone(s.samples)

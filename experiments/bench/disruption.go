@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,26 +13,27 @@ import (
 
 	"koala/dataplane/metrics"
 	"koala/experiments"
+	"koala/experiments/runner"
 
 	"go.temporal.io/sdk/client"
 )
 
 // benchDisruption runs the protocol comparison with the compare machinery,
 // starting a remote state server for the remote protocol.
-func benchDisruption(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.ClickHouse, stamp string, notes *[]string) (*experiments.Comparison, string, error) {
-	variants, err := experiments.ParseVariants(o.protocols)
+func benchDisruption(ctx context.Context, o Options, tc client.Client, ch *metrics.ClickHouse, stamp string, notes *[]string) (*experiments.Comparison, string, error) {
+	variants, err := experiments.ParseVariants(o.Protocols)
 	if err != nil {
 		return nil, "", err
 	}
-	base, err := experiments.LoadConfig(o.disruptionConfig)
+	base, err := experiments.LoadConfig(o.DisruptionConfig)
 	if err != nil {
 		return nil, "", err
 	}
 	if len(base.KafkaBrokers) == 0 {
-		base.KafkaBrokers = splitList(o.kafka)
+		base.KafkaBrokers = o.Kafka
 	}
-	dir := filepath.Join(o.resultsDir, "compare-"+stamp)
-	cmp := &experiments.Comparison{Experiment: base.Name, Config: o.disruptionConfig, Started: time.Now()}
+	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
+	cmp := &experiments.Comparison{Experiment: base.Name, Config: o.DisruptionConfig, Started: time.Now()}
 	remote := ""
 	var svc *exec.Cmd
 	var svcNote error
@@ -41,22 +42,24 @@ func benchDisruption(ctx context.Context, o benchOpts, tc client.Client, ch *met
 			break
 		}
 		if i > 0 {
-			sleepCtx(ctx, o.gap)
+			runner.Sleep(ctx, o.Gap)
 		}
-		if v == experiments.VariantRemote && o.statesvcAddr != "" && svc == nil {
+		if v == experiments.VariantRemote && o.StatesvcAddr != "" && svc == nil {
 			var addr string
-			svc, addr, svcNote = startStateSvc(ctx, o.statesvcAddr)
+			svc, addr, svcNote = startStateSvc(ctx, o.StatesvcBinary, o.StatesvcAddr)
 			if svcNote == nil {
 				remote = addr
-				if addr != o.statesvcAddr {
-					*notes = append(*notes, fmt.Sprintf("remote protocol: %s was held by another process (left alone), so the harness ran its own koala statesvc on %s", o.statesvcAddr, addr))
+				if addr != o.StatesvcAddr {
+					*notes = append(*notes, fmt.Sprintf("remote protocol: %s was held by another process (left alone), so the harness ran its own koala statesvc on %s", o.StatesvcAddr, addr))
 				}
 			} else {
 				fmt.Println("disruption: remote state server:", svcNote)
 			}
 		}
 		label := fmt.Sprintf("[disruption %d/%d %s]", i+1, len(variants), v)
-		row := runVariant(ctx, tc, ch, base, v, remote, stamp, label, o.uiURL, o.namespace, dir, o.flushWait, o.margin)
+		row := runner.RunVariant(ctx, runner.Services{Temporal: tc, ClickHouse: ch, Namespace: o.Namespace, UIURL: o.UIURL}, runner.VariantRun{
+			Base: base, Variant: v, RemotePebble: remote, Stamp: stamp, Label: label, Dir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare",
+		})
 		if v == experiments.VariantRemote && svcNote != nil && row.Status == experiments.StatusSkipped {
 			row.Reason += " (starting koala statesvc failed: " + svcNote.Error() + ")"
 		}
@@ -77,9 +80,10 @@ func benchDisruption(ctx context.Context, o benchOpts, tc client.Client, ch *met
 	return cmp, dir, nil
 }
 
-// startStateSvc starts `koala statesvc` (this binary) on addr with a fresh
-// temporary Pebble directory and waits until it accepts connections.
-func startStateSvc(ctx context.Context, addr string) (*exec.Cmd, string, error) {
+// startStateSvc starts `koala statesvc` (self, or this binary when empty) on
+// addr with a fresh temporary Pebble directory and waits until it accepts
+// connections.
+func startStateSvc(ctx context.Context, self, addr string) (*exec.Cmd, string, error) {
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
 		// Someone else's process holds the port: never reuse (or stop) it;
@@ -93,9 +97,12 @@ func startStateSvc(ctx context.Context, addr string) (*exec.Cmd, string, error) 
 		fmt.Printf("disruption: %s is in use by another process (left alone); starting our own state server on %s\n", addr, free)
 		addr = free
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, "", err
+	if self == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, "", fmt.Errorf("koala binary for statesvc: %w", err)
+		}
+		self = exe
 	}
 	dir, err := os.MkdirTemp("", "koala-bench-statesvc-")
 	if err != nil {

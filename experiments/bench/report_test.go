@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 import (
 	"math"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"koala/dataplane/metrics"
+	"koala/experiments"
+	"koala/experiments/internal/fixture"
 )
 
 const goBenchOut = `goos: linux
@@ -78,10 +80,10 @@ func TestComputeSteady(t *testing.T) {
 		// 60 batches of 200 µs, 38 of 300 µs, 2 of 5 ms in the window on
 		// two tasks; a 9 s batch after it.
 		Batches: []metrics.BatchHistSample{
-			{Task: "m-0", Sec: 6, Hist: encodeBatches(t, 60, 200*time.Microsecond)},
-			{Task: "m-1", Sec: 7, Hist: encodeBatches(t, 38, 300*time.Microsecond)},
-			{Task: "m-0", Sec: 8, Hist: encodeBatches(t, 2, 5*time.Millisecond)},
-			{Task: "m-0", Sec: 30, Hist: encodeBatches(t, 1, 9*time.Second)},
+			{Task: "m-0", Sec: 6, Hist: fixture.BatchHist(t, 60, 200*time.Microsecond)},
+			{Task: "m-1", Sec: 7, Hist: fixture.BatchHist(t, 38, 300*time.Microsecond)},
+			{Task: "m-0", Sec: 8, Hist: fixture.BatchHist(t, 2, 5*time.Millisecond)},
+			{Task: "m-0", Sec: 30, Hist: fixture.BatchHist(t, 1, 9*time.Second)},
 		},
 	}
 	s := ComputeSteady(Steady{Query: "hello"}, in)
@@ -103,31 +105,17 @@ func TestComputeSteady(t *testing.T) {
 	}
 }
 
-// encodeBatches returns n batches of d as one encoded batch-time histogram.
-func encodeBatches(t *testing.T, n int, d time.Duration) string {
-	t.Helper()
-	var b metrics.BatchHist
-	for range n {
-		b.Observe(d)
-	}
-	enc, err := b.Take()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return enc
-}
-
 func TestBenchReportTargets(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	r := BenchReport{
 		Micro: ParseGoBench(goBenchOut),
 		Steady: []Steady{
-			{Query: "hello", Status: StatusOK, EventsPerCPUSec: 600_000, EventsPerSec: 50_000, CoresUsed: 0.1, Target: TargetStatelessPerCore},
-			{Query: "counter", Status: StatusOK, EventsPerCPUSec: 100_000, EventsPerSec: 20_000, CoresUsed: 0.2, Target: TargetKeyedPerCore},
+			{Query: "hello", Status: experiments.StatusOK, EventsPerCPUSec: 600_000, EventsPerSec: 50_000, CoresUsed: 0.1, Target: TargetStatelessPerCore},
+			{Query: "counter", Status: experiments.StatusOK, EventsPerCPUSec: 100_000, EventsPerSec: 20_000, CoresUsed: 0.2, Target: TargetKeyedPerCore},
 		},
-		Disruption: &Comparison{Config: "c.json", Rows: []CompareRow{
-			{Protocol: VariantLazy, Status: StatusOK, RunMetrics: RunMetrics{PreThroughput: f(100), MinThroughput: f(95), MinRatio: f(0.95), PeakBatchUs: f(4000), PreBatchP99Us: f(1000), LagRecoverySec: f(1)}},
-			{Protocol: VariantStopAndRestart, Status: StatusOK, RunMetrics: RunMetrics{LagRecoverySec: f(10)}},
+		Disruption: &experiments.Comparison{Config: "c.json", Rows: []experiments.CompareRow{
+			{Protocol: experiments.VariantLazy, Status: experiments.StatusOK, RunMetrics: experiments.RunMetrics{PreThroughput: f(100), MinThroughput: f(95), MinRatio: f(0.95), PeakBatchUs: f(4000), PreBatchP99Us: f(1000), LagRecoverySec: f(1)}},
+			{Protocol: experiments.VariantStopAndRestart, Status: experiments.StatusOK, RunMetrics: experiments.RunMetrics{LagRecoverySec: f(10)}},
 		}},
 	}
 	want := map[string]string{
@@ -167,10 +155,10 @@ func TestBenchReportTargets(t *testing.T) {
 // pre-scale p99 (here 2.5 ×, met) instead of the per-second maxima (4 ×).
 func TestBatchTargetPrefersHistograms(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
-	lazy := RunMetrics{PeakBatchUs: f(4000), PreBatchP99Us: f(1000),
+	lazy := experiments.RunMetrics{PeakBatchUs: f(4000), PreBatchP99Us: f(1000),
 		PreBatch:      &metrics.BatchPercentiles{Count: 900, P50Us: 300, P99Us: 1000, MaxUs: 1500},
 		ReconfigBatch: &metrics.BatchPercentiles{Count: 200, P50Us: 400, P99Us: 2500, MaxUs: 4000}}
-	r := BenchReport{Disruption: &Comparison{Rows: []CompareRow{{Protocol: VariantLazy, Status: StatusOK, RunMetrics: lazy}}}}
+	r := BenchReport{Disruption: &experiments.Comparison{Rows: []experiments.CompareRow{{Protocol: experiments.VariantLazy, Status: experiments.StatusOK, RunMetrics: lazy}}}}
 	var row TargetRow
 	for _, tr := range r.Targets() {
 		if strings.Contains(tr.Target, "p99 batch") {
@@ -219,7 +207,7 @@ func TestSteadyProducerCPUApart(t *testing.T) {
 	}
 	// Task workers 0.5 cores, producer worker 0.25 cores.
 	cpu := []CPUSample{{At: start}, {At: start.Add(20 * time.Second), Seconds: 10, Producer: 5, MachineBusy: 30}}
-	s := ComputeSteady(Steady{Query: "hello", Status: StatusOK, ProducerWorkers: []string{"w3"}, TaskPlacement: "co-locate"},
+	s := ComputeSteady(Steady{Query: "hello", Status: experiments.StatusOK, ProducerWorkers: []string{"w3"}, TaskPlacement: "co-locate"},
 		SteadyInputs{Sink: sink, JobStart: start, CPU: cpu, From: 5, To: 15, TargetRate: 1000})
 	if math.Abs(s.CPUSeconds-5) > 1e-9 || math.Abs(s.EventsPerCPUSec-2000) > 1e-6 {
 		t.Fatalf("pipeline CPU %v, per CPU-s %v; want 5 and 2000", s.CPUSeconds, s.EventsPerCPUSec)

@@ -1,18 +1,16 @@
-package main
+package bench
 
 import (
 	"context"
 	"fmt"
-
-	"koala/experiments"
 )
 
 // benchCeilings measures each pipeline component alone: Kafka produce and
 // consume against the stack's broker, the frame codec, Pebble and the gRPC
 // exchange (two peers over loopback) in this process.
-func benchCeilings(ctx context.Context, o benchOpts, stamp string) []experiments.Ceiling {
-	var out []experiments.Ceiling
-	show := func(c experiments.Ceiling) {
+func benchCeilings(ctx context.Context, o Options, stamp string) []Ceiling {
+	var out []Ceiling
+	show := func(c Ceiling) {
 		if c.Error != "" {
 			fmt.Printf("[ceilings] %-14s error: %s\n", c.Component, c.Error)
 		} else {
@@ -21,14 +19,14 @@ func benchCeilings(ctx context.Context, o benchOpts, stamp string) []experiments
 		out = append(out, c)
 	}
 	topic := "koala-bench-ceiling-" + stamp
-	prod, cons := experiments.MeasureKafka(ctx, splitList(o.kafka), topic, 4, o.kafkaRecords)
+	prod, cons := MeasureKafka(ctx, o.Kafka, topic, 4, o.KafkaRecords)
 	show(prod)
 	show(cons)
 	if ctx.Err() != nil {
 		return out
 	}
-	show(experiments.MeasureCodec(o.ceilingSec))
-	show(experiments.MeasurePebble(o.ceilingSec, o.pebbleKeys))
-	show(experiments.MeasureExchange(o.ceilingSec))
+	show(MeasureCodec(o.CeilingDuration))
+	show(MeasurePebble(o.CeilingDuration, o.PebbleKeys))
+	show(MeasureExchange(o.CeilingDuration))
 	return out
 }

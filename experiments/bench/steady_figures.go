@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/experiments"
 )
 
 // Steady is one steady-state run: a query without reconfiguration at a fixed
@@ -93,7 +94,7 @@ type SteadyInputs struct {
 // seconds wholly inside [From, To); CPU is interpolated at the same wall-clock
 // bounds. It is pure.
 func ComputeSteady(s Steady, in SteadyInputs) Steady {
-	sink := cleanPoints(in.Sink)
+	sink := experiments.CleanPoints(in.Sink)
 	var events float64
 	n := 0
 	for _, p := range sink {
@@ -134,7 +135,7 @@ func ComputeSteady(s Steady, in SteadyInputs) Steady {
 	if okm0 && okm1 && m1 > m0 && span > 0 {
 		s.MachineCores = (m1 - m0) / span
 	}
-	for _, p := range cleanPoints(in.Lag) {
+	for _, p := range experiments.CleanPoints(in.Lag) {
 		if p.Sec >= in.From && p.Sec+1 <= in.To {
 			s.MaxLag = max(s.MaxLag, p.Value)
 			s.EndLag = p.Value

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"os"
@@ -101,12 +101,12 @@ func TestNewBenchProfilesEndpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o := benchOpts{runDir: run, resultsDir: filepath.Join(t.TempDir(), "results")}
+	o := Options{RunDir: run, ResultsDir: filepath.Join(t.TempDir(), "results")}
 	_, err := newBenchProfiles(o, "s1", true)
 	if err == nil || !strings.Contains(err.Error(), "--worker-pprof") || !strings.Contains(err.Error(), "2 running workers") {
 		t.Fatalf("no endpoints: err %v, want one naming --worker-pprof and the 2 workers", err)
 	}
-	if p, err := newBenchProfiles(o, "s2", false); err != nil || p.dir != filepath.Join(o.resultsDir, "run-s2", "profiles") {
+	if p, err := newBenchProfiles(o, "s2", false); err != nil || p.dir != filepath.Join(o.ResultsDir, "run-s2", "profiles") {
 		t.Fatalf("micro only: %+v, %v; want no endpoint needed", p, err)
 	}
 	if err := os.WriteFile(filepath.Join(run, "worker-w2.pprof"), []byte("127.0.0.1:41237\n"), 0o644); err != nil {
@@ -122,7 +122,7 @@ func TestNewBenchProfilesEndpoints(t *testing.T) {
 	if st, err := os.Stat(p.dir); err != nil || !st.IsDir() {
 		t.Fatalf("profiles dir %s: %v", p.dir, err)
 	}
-	o.profileSec = -1
+	o.ProfileSec = -1
 	if _, err := newBenchProfiles(o, "s4", true); err == nil || !strings.Contains(err.Error(), "--profile-seconds -1") {
 		t.Fatalf("negative --profile-seconds: %v", err)
 	}

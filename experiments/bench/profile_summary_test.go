@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 import (
 	"os"
@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"koala/experiments/internal/fixture"
+
 	"github.com/google/pprof/profile"
 )
 
-// testCPUProfile is a small CPU profile: main calls a (30 ms in a), a calls
+// testCPUProfile is a small CPU Profile: main calls a (30 ms in a), a calls
 // b (50 ms in b), and b's inlined call of c (20 ms in c) from main. The
 // first sample value is a count, the second CPU time, as in Go's profiles.
 func testCPUProfile() *profile.Profile {
@@ -63,12 +65,12 @@ func TestBenchProfileSummariseCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !approx(cpu, tc.cpuSec) || len(got) != len(tc.want) {
+			if !fixture.Approx(cpu, tc.cpuSec) || len(got) != len(tc.want) {
 				t.Fatalf("got %+v, %.3f CPU-s; want %+v, %.3f", got, cpu, tc.want, tc.cpuSec)
 			}
 			for i, w := range tc.want {
 				g := got[i]
-				if g.Function != w.Function || !approx(g.FlatSec, w.FlatSec) || !approx(g.FlatPct, w.FlatPct) || !approx(g.CumPct, w.CumPct) {
+				if g.Function != w.Function || !fixture.Approx(g.FlatSec, w.FlatSec) || !fixture.Approx(g.FlatPct, w.FlatPct) || !fixture.Approx(g.CumPct, w.CumPct) {
 					t.Errorf("row %d: %+v, want %+v", i, g, w)
 				}
 			}
@@ -98,7 +100,7 @@ func TestBenchProfileSummariseFiles(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "counter-w3.pprof")
 	s := SummariseFiles(ProfileSummary{Name: "counter", Seconds: 30}, []string{good, bad, missing}, 2)
-	if len(s.Files) != 1 || s.Files[0] != good || !approx(s.CPUSec, 0.1) || len(s.Top) != 2 || s.Top[0].Function != "main.b" {
+	if len(s.Files) != 1 || s.Files[0] != good || !fixture.Approx(s.CPUSec, 0.1) || len(s.Top) != 2 || s.Top[0].Function != "main.b" {
 		t.Fatalf("summary %+v", s)
 	}
 	if len(s.Errors) != 2 || !strings.Contains(s.Errors[0], bad) || !strings.Contains(s.Errors[1], missing) {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -37,18 +37,18 @@ type benchProfiles struct {
 	endpoints []local.WorkerEndpoint
 
 	mu     sync.Mutex
-	steady []experiments.ProfileSummary
-	micro  []experiments.ProfileSummary
+	steady []ProfileSummary
+	micro  []ProfileSummary
 	notes  []string
 }
 
 // newBenchProfiles prepares the profiles directory and finds the workers'
 // endpoints. With the steady phase selected and no worker serving one, it
 // is an error that names the flag the stack needs.
-func newBenchProfiles(o benchOpts, stamp string, steady bool) (*benchProfiles, error) {
-	p := &benchProfiles{dir: filepath.Join(o.resultsDir, "run-"+stamp, "profiles"), maxSec: o.profileSec}
-	if o.profileSec < 0 {
-		return nil, fmt.Errorf("--profile-seconds %d: allowed: 0 (the whole measurement window) or more", o.profileSec)
+func newBenchProfiles(o Options, stamp string, steady bool) (*benchProfiles, error) {
+	p := &benchProfiles{dir: filepath.Join(o.ResultsDir, "run-"+stamp, "profiles"), maxSec: o.ProfileSec}
+	if o.ProfileSec < 0 {
+		return nil, fmt.Errorf("--profile-seconds %d: allowed: 0 (the whole measurement window) or more", o.ProfileSec)
 	}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)
@@ -56,7 +56,7 @@ func newBenchProfiles(o benchOpts, stamp string, steady bool) (*benchProfiles, e
 	if !steady {
 		return p, nil
 	}
-	eps, err := local.WorkerPprofEndpoints(o.runDir)
+	eps, err := local.WorkerPprofEndpoints(o.RunDir)
 	if err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
@@ -72,7 +72,7 @@ func newBenchProfiles(o benchOpts, stamp string, steady bool) (*benchProfiles, e
 	if len(p.endpoints) == 0 {
 		return nil, fmt.Errorf("--profile: no running worker under %s serves a pprof endpoint (%d running workers, no worker-wN%s address file); "+
 			"restart the stack with it: `koala stack down --run-dir %s` then `koala stack up --run-dir %s --worker-pprof` (or `make bench-profile`)",
-			o.runDir, len(eps), local.PprofFileSuffix, o.runDir, o.runDir)
+			o.RunDir, len(eps), local.PprofFileSuffix, o.RunDir, o.RunDir)
 	}
 	fmt.Printf("profile: steady-state CPU profiles of workers %s into %s\n", strings.Join(with, ","), p.dir)
 	for _, n := range p.notes {
@@ -82,13 +82,13 @@ func newBenchProfiles(o benchOpts, stamp string, steady bool) (*benchProfiles, e
 }
 
 // report is the profiles part of the bench report.
-func (p *benchProfiles) report() *experiments.BenchProfiles {
+func (p *benchProfiles) report() *BenchProfiles {
 	if p == nil {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return &experiments.BenchProfiles{Dir: p.dir, Steady: p.steady, Micro: p.micro, Notes: p.notes}
+	return &BenchProfiles{Dir: p.dir, Steady: p.steady, Micro: p.micro, Notes: p.notes}
 }
 
 // steadyProfile is one run's profiling, in the background.
@@ -112,7 +112,7 @@ func (s *steadyProfile) wait() {
 // the window opens (warm-up plus the two seconds ComputeSteady skips), and
 // takes one CPU profile per worker for the window's length (or
 // --profile-seconds, if shorter). nil without --profile.
-func startSteadyProfile(ctx context.Context, o benchOpts, tc client.Client, run client.WorkflowRun, query string, runtimeSec int) *steadyProfile {
+func startSteadyProfile(ctx context.Context, o Options, tc client.Client, run client.WorkflowRun, query string, runtimeSec int) *steadyProfile {
 	p := o.profiles
 	if p == nil {
 		return nil
@@ -122,7 +122,7 @@ func startSteadyProfile(ctx context.Context, o benchOpts, tc client.Client, run 
 	label := "[profile " + query + "]"
 	go func() {
 		defer close(s.done)
-		sum := experiments.ProfileSummary{Name: query}
+		sum := ProfileSummary{Name: query}
 		defer func() {
 			p.mu.Lock()
 			p.steady = append(p.steady, sum)
@@ -170,7 +170,7 @@ func startSteadyProfile(ctx context.Context, o benchOpts, tc client.Client, run 
 			}
 			got = append(got, paths[i])
 		}
-		sum = experiments.SummariseFiles(sum, got, experiments.TopHot)
+		sum = SummariseFiles(sum, got, TopHot)
 		printTop(label, sum)
 	}()
 	return s
@@ -300,7 +300,7 @@ func fetchCPUProfile(ctx context.Context, addr string, secs int, path string) er
 }
 
 // printTop prints the top five of a summary.
-func printTop(label string, s experiments.ProfileSummary) {
+func printTop(label string, s ProfileSummary) {
 	for _, e := range s.Errors {
 		fmt.Println(label, "missing:", e)
 	}
@@ -317,7 +317,7 @@ func printTop(label string, s experiments.ProfileSummary) {
 // <dir>/micro-<package>.pprof (the test binary goes to a temporary file, not
 // the working directory), summarises each profile and returns the combined
 // go test output.
-func (p *benchProfiles) runMicro(ctx context.Context, goBin string, args, pkgs []string, rep *experiments.BenchReport) []byte {
+func (p *benchProfiles) runMicro(ctx context.Context, goBin string, args, pkgs []string, rep *BenchReport) []byte {
 	tmp, err := os.MkdirTemp("", "koala-bench-micro-")
 	if err != nil {
 		rep.MicroError = "micro: " + err.Error()
@@ -341,7 +341,7 @@ func (p *benchProfiles) runMicro(ctx context.Context, goBin string, args, pkgs [
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("go test %s: %v: %s", pkg, err, lastLines(string(out), 5)))
 		}
-		sum := experiments.SummariseFiles(experiments.ProfileSummary{Name: pkg}, []string{path}, experiments.TopHot)
+		sum := SummariseFiles(ProfileSummary{Name: pkg}, []string{path}, TopHot)
 		printTop("[profile micro "+pkg+"]", sum)
 		p.mu.Lock()
 		p.micro = append(p.micro, sum)

@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"koala/experiments"
 )
 
 // BenchReport is everything `koala bench` measured in one run.
@@ -28,9 +30,9 @@ type BenchReport struct {
 	Steady    []Steady `json:"steady"`
 	SteadySec float64  `json:"steady_sec"`
 
-	Disruption    *Comparison `json:"disruption,omitempty"`
-	DisruptionDir string      `json:"disruption_dir,omitempty"`
-	DisruptionSec float64     `json:"disruption_sec"`
+	Disruption    *experiments.Comparison `json:"disruption,omitempty"`
+	DisruptionDir string                  `json:"disruption_dir,omitempty"`
+	DisruptionSec float64                 `json:"disruption_sec"`
 
 	Ceilings    []Ceiling         `json:"ceilings,omitempty"`
 	Fractions   []CeilingFraction `json:"ceiling_fractions,omitempty"`
@@ -71,21 +73,21 @@ func verdict(ok bool) string {
 }
 
 // Row returns the disruption row of protocol p, if it completed.
-func (r BenchReport) row(p string) (CompareRow, bool) {
+func (r BenchReport) row(p string) (experiments.CompareRow, bool) {
 	if r.Disruption == nil {
-		return CompareRow{}, false
+		return experiments.CompareRow{}, false
 	}
 	for _, row := range r.Disruption.Rows {
-		if row.Protocol == p && row.Status == StatusOK {
+		if row.Protocol == p && row.Status == experiments.StatusOK {
 			return row, true
 		}
 	}
-	return CompareRow{}, false
+	return experiments.CompareRow{}, false
 }
 
 func (r BenchReport) steady(query string) (Steady, bool) {
 	for _, s := range r.Steady {
-		if s.Query == query && s.Status == StatusOK && s.EventsPerCPUSec > 0 {
+		if s.Query == query && s.Status == experiments.StatusOK && s.EventsPerCPUSec > 0 {
 			return s, true
 		}
 	}
@@ -110,11 +112,11 @@ func (r BenchReport) Targets() []TargetRow {
 		}
 	}
 
-	lazy, okL := r.row(VariantLazy)
-	sr, okS := r.row(VariantStopAndRestart)
+	lazy, okL := r.row(experiments.VariantLazy)
+	sr, okS := r.row(experiments.VariantStopAndRestart)
 	if okL && lazy.MinRatio != nil {
 		add("lazy: min 1 s throughput ≥ 0.9 × pre-scale", fmt.Sprintf("%.2f (min %.0f / pre %.0f ev/s)", *lazy.MinRatio, deref(lazy.MinThroughput), deref(lazy.PreThroughput)),
-			verdict(*lazy.MinRatio >= TargetMinRatio), "disruption lazy")
+			verdict(*lazy.MinRatio >= experiments.TargetMinRatio), "disruption lazy")
 	} else {
 		add("lazy: min 1 s throughput ≥ 0.9 × pre-scale", "n/a", VerdictUnknown, "disruption lazy")
 	}
@@ -175,10 +177,10 @@ func (r BenchReport) Targets() []TargetRow {
 			add("bytes migrated proportional to active keys (within 20 % across state sizes)", "n/a "+r.State.Error, VerdictUnknown, "state (in-process)")
 		}
 	} else if okL && okS {
-		add("bytes migrated proportional to active keys (within 20 %)", fmt.Sprintf("lazy %s, stop-and-restart %s at one state size only", bytesText(lazy.BytesMigrated), bytesText(sr.BytesMigrated)),
+		add("bytes migrated proportional to active keys (within 20 %)", fmt.Sprintf("lazy %s, stop-and-restart %s at one state size only", experiments.BytesText(lazy.BytesMigrated), experiments.BytesText(sr.BytesMigrated)),
 			VerdictUnknown, "scaling with state not run")
 	}
-	if r.RSS != nil && r.RSS.Status == StatusOK {
+	if r.RSS != nil && r.RSS.Status == experiments.StatusOK {
 		add(fmt.Sprintf("RSS flat under backpressure (growth over the last half ≤ %.0f %%)", 100*TargetRSSGrowth), r.RSS.summaryText(), r.RSS.Verdict(), "rss")
 	} else {
 		add(fmt.Sprintf("RSS flat under backpressure (growth over the last half ≤ %.0f %%)", 100*TargetRSSGrowth), "n/a", VerdictUnknown, "rss")
@@ -240,7 +242,7 @@ func (r BenchReport) Markdown() string {
 	b.WriteString("| query | operator | target rate | produced ev/s | events/s at sink (or *) | sustained | worker CPU-s | worker cores | producer cores | machine cores busy | ev/s per CPU-s | target | verdict | batch p50 (HDR) | batch p99 (HDR) | e2e p50 / p99 / p999 / max | max lag | lost | dup |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Steady {
-		if s.Status != StatusOK {
+		if s.Status != experiments.StatusOK {
 			fmt.Fprintf(&b, "| %s | %s | %d | %s: %s ||||||||||||| \n", s.Query, s.Operator, s.Rate, s.Status, esc(s.Reason))
 			continue
 		}
@@ -262,7 +264,7 @@ func (r BenchReport) Markdown() string {
 			s.batchText(s.BatchP50Us), s.batchText(s.BatchP99Us), s.E2EText(), s.MaxLag, lost, dup)
 	}
 	for _, s := range r.Steady {
-		if s.Status == StatusOK {
+		if s.Status == experiments.StatusOK {
 			fmt.Fprintf(&b, "\n- %s: workflow `%s`, window [%.0f s, %.0f s) of the job, %d batches of %s (longest %s).", s.Query, s.WorkflowID, s.WindowFrom, s.WindowTo, s.BatchCount, s.Operator, s.batchText(s.BatchMaxUs))
 			if s.TaskPlacement != "" {
 				fmt.Fprintf(&b, " Task placement %s.", s.TaskPlacement)

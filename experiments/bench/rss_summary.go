@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"koala/experiments"
 )
 
 // RSS under backpressure: the keyed counter is offered well above its
@@ -142,7 +144,7 @@ type RSSRun struct {
 // Verdict is met when every worker's RSS is flat over the last half, missed
 // when one grew more than TargetRSSGrowth, unknown without figures.
 func (r RSSRun) Verdict() string {
-	if r.Status != StatusOK || len(r.Workers) == 0 {
+	if r.Status != experiments.StatusOK || len(r.Workers) == 0 {
 		return VerdictUnknown
 	}
 	v := VerdictMet

@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 import (
 	"context"
@@ -6,143 +6,67 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"log/slog"
 	"path/filepath"
-	"reflect"
 	"strconv"
-	"strings"
-	"testing"
 	"time"
 
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
 	"koala/activities"
 	"koala/dataplane"
 	"koala/dataplane/control"
-	"koala/dataplane/dptest"
+	"koala/experiments/bench/inproc"
 	"koala/queries"
 	"koala/workflows"
 	"koala/workflows/plan"
 )
 
-func TestParseStateSpec(t *testing.T) {
-	want := StateSpec{Sizes: []uint64{500e6, 1e9}, ActiveKeys: 20000, ValueBytes: 4096, Out: "/tmp/x:y.json"}
-	got, err := ParseStateSpec(FormatStateSpec(want))
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("round trip: %+v %v, want %+v", got, err, want)
-	}
-	if w := want.WarmKeys(1e9); w != 243665 { // ⌈10⁹ / 4104⌉
-		t.Errorf("warm keys of 1 GB at 4096-byte values: %d", w)
-	}
-	for _, tc := range []struct{ spec, wantErr string }{
-		{"", "want <state bytes>"},
-		{"1000000:10:/o", "want <state bytes>"},
-		{"x:10:8:/o", "state sizes"},
-		{"1000000:0:8:/o", "active keys 0"},
-		{"1000000:x:8:/o", "active keys \"x\""},
-		{"1000000:10:7:/o", "state value bytes 7: want 8 to 1048584"},
-		{"1000000:10:1048585:/o", "state value bytes 1048585"},
-		{"1000000:10:-3:/o", "state value bytes -3"},
-		{"1000:100:8:/o", "fewer than the 100 active keys"},
-		{"100GB:10:8:/o", "at most 64.00 GB"},
-		{"1000000,-5:10:8:/o", `size "-5"`},
-		{"1000000:10:8:", "output path"},
-	} {
-		_, err := ParseStateSpec(tc.spec)
-		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-			t.Errorf("ParseStateSpec(%q): %v, want an error containing %q", tc.spec, err, tc.wantErr)
-		}
-	}
-}
-
-func TestParseByteSize(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want uint64
-	}{{"4096", 4096}, {"512MB", 512e6}, {"0.5GB", 500e6}, {" 4 gb ", 4e9}, {"2KB", 2000}, {"10B", 10}} {
-		if got, err := ParseByteSize(tc.in); err != nil || got != tc.want {
-			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"", "GB", "-1GB", "0", "0.1", "1TB", "abc", "NaN"} {
-		if _, err := ParseByteSize(bad); err == nil || !strings.Contains(err.Error(), "unit B, KB, MB or GB") {
-			t.Errorf("ParseByteSize(%q): %v, want an error naming the units", bad, err)
-		}
-	}
-}
-
-func TestStateScalingVerdict(t *testing.T) {
-	pts := func(bs ...uint64) StateScaling {
-		var s StateScaling
-		for _, b := range bs {
-			s.Points = append(s.Points, StatePoint{BytesMigrated: b})
-		}
-		return s
-	}
-	if v := pts(1000, 1100, 1190).Verdict(); v != VerdictMet {
-		t.Errorf("within 19 %%: %s", v)
-	}
-	if v := pts(1000, 2000).Verdict(); v != VerdictMissed {
-		t.Errorf("doubled: %s", v)
-	}
-	if v := pts(1000).Verdict(); v != VerdictUnknown {
-		t.Errorf("one point: %s", v)
-	}
-	s := pts(1000, 5000)
-	s.Points[1].Error = "failed"
-	if v := s.Verdict(); v != VerdictUnknown {
-		t.Errorf("failed point counted: %s", v)
-	}
-}
-
-// TestBenchStateScaling is the state phase of koala bench (see
-// bench_state.go); without EnvBenchState it is skipped.
-func TestBenchStateScaling(t *testing.T) {
-	env := os.Getenv(EnvBenchState)
-	if env == "" {
-		t.Skip("run by koala bench --phases state (" + EnvBenchState + " unset)")
-	}
-	spec, err := ParseStateSpec(env)
-	if err != nil {
-		t.Fatal(err)
-	}
+// MeasureStateScaling is the state phase: every size of spec on a fresh
+// in-process cluster (inproc), one after another. The workers' and the
+// reconfiguration workflow's logs go to log.
+func MeasureStateScaling(ctx context.Context, spec StateSpec, log *slog.Logger) StateScaling {
 	var res StateScaling
 	for _, size := range spec.Sizes {
-		var p StatePoint
-		t.Run(fmt.Sprintf("state=%d", size), func(t *testing.T) {
-			p = stateScalingPoint(t, spec, size)
-		})
-		if p.Error == "" && t.Failed() {
-			p.Error = "subtest failed (see test log)"
+		if ctx.Err() != nil {
+			break
 		}
+		p := measureStatePoint(ctx, spec, size, log)
 		res.Points = append(res.Points, p)
-		t.Logf("state %d B (%d warm keys × %d + %d B) active %d: total state %d B, on disk %d B, moved %d B, active moved %d B, migrated %d B, build %.1f s, reconfig %.1f s, active %.1f s",
-			p.TargetStateBytes, p.WarmKeys, StateKeyBytes, p.ValueBytes, p.ActiveKeys, p.TotalStateBytes, p.DiskBytes, p.MovedStateBytes, p.ActiveMovedBytes, p.BytesMigrated, p.BuildSec, p.ReconfigSec, p.ActivePhaseSec)
+		log.Info(fmt.Sprintf("state %d B (%d warm keys × %d + %d B) active %d: total state %d B, on disk %d B, moved %d B, active moved %d B, migrated %d B, build %.1f s, reconfig %.1f s, active %.1f s",
+			p.TargetStateBytes, p.WarmKeys, StateKeyBytes, p.ValueBytes, p.ActiveKeys, p.TotalStateBytes, p.DiskBytes, p.MovedStateBytes, p.ActiveMovedBytes, p.BytesMigrated, p.BuildSec, p.ReconfigSec, p.ActivePhaseSec))
 	}
-	data, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(spec.Out, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return res
 }
 
-func stateScalingPoint(t *testing.T, spec StateSpec, size uint64) StatePoint {
+// measureStatePoint warms a fresh three-worker cluster with size bytes of
+// counter state, scales the counter out 2→4 lazily and feeds the active
+// keys; what went wrong is the point's Error, so one bad size does not lose
+// the others.
+func measureStatePoint(ctx context.Context, spec StateSpec, size uint64, log *slog.Logger) StatePoint {
 	const seed = 11
 	warmKeys, activeKeys := spec.WarmKeys(size), spec.ActiveKeys
 	activeEvents := int64(5 * activeKeys) // touches ~99 % of the active keys
 	p := StatePoint{TargetStateBytes: size, WarmKeys: warmKeys, ActiveKeys: activeKeys, ValueBytes: spec.ValueBytes}
-	c := dptest.Start(t, dptest.Options{Workers: 3})
-	acts := &activities.Activities{NC: c.NC, RequestTimeout: 60 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
 	fail := func(what string, err error) StatePoint {
 		p.Error = what + ": " + err.Error()
-		t.Error(p.Error)
+		log.Error("state point failed", "size", size, "error", p.Error)
 		return p
 	}
+	c, err := inproc.Start(3, log)
+	if err != nil {
+		return fail("in-process cluster", err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil && p.Error == "" {
+			p.Error = "stop the in-process cluster: " + err.Error()
+		}
+	}()
+	acts := &activities.Activities{NC: c.NC, RequestTimeout: 60 * time.Second}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
 
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: 3, Timeout: 10})
 	if err != nil {
@@ -195,7 +119,7 @@ func stateScalingPoint(t *testing.T, spec StateSpec, size uint64) StatePoint {
 	}
 
 	t0 = time.Now()
-	dep, err = stateReconfigure(acts, dep, workers, job.JobID+"-r1", 4)
+	dep, err = stateReconfigure(acts, dep, workers, job.JobID+"-r1", 4, log)
 	if err != nil {
 		return fail("reconfigure", err)
 	}
@@ -288,8 +212,12 @@ func dirBytes(dirs []string) (uint64, error) {
 	return n, nil
 }
 
-func stateReconfigure(acts *activities.Activities, dep control.Deployment, workers []control.WorkerInfo, id string, par int) (control.Deployment, error) {
+// stateReconfigure runs the lazy scale-out workflow in Temporal's in-memory
+// test environment: the in-process cluster has no Temporal server, and the
+// workflow's activities still act on the real workers over NATS.
+func stateReconfigure(acts *activities.Activities, dep control.Deployment, workers []control.WorkerInfo, id string, par int, log *slog.Logger) (control.Deployment, error) {
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(tlog.NewStructuredLogger(log))
 	env := s.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(5 * time.Minute)
 	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
@@ -306,7 +234,7 @@ func stateReconfigure(acts *activities.Activities, dep control.Deployment, worke
 	}
 	var res workflows.ReconfigureResult
 	if err := env.GetWorkflowResult(&res); err != nil {
-		return dep, err
+		return dep, fmt.Errorf("result of reconfiguration %s: %w", id, err)
 	}
 	return res.Deployment, nil
 }

@@ -1,4 +1,4 @@
-package experiments
+package bench
 
 // The bench*.go files hold the pure parts of `koala bench` (make bench):
 // parsing go test benchmark output (bench_micro), CPU and RSS from /proc

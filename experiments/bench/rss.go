@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,28 +16,29 @@ import (
 
 	"koala/dataplane/metrics"
 	"koala/experiments"
+	"koala/experiments/runner"
 	"koala/workflows"
 )
 
 // benchRSS runs the keyed counter offered far above its ceiling, so that the
 // backlog grows in Kafka, and samples every worker's VmRSS.
-func benchRSS(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.ClickHouse, stamp string) experiments.RSSRun {
-	r := experiments.RSSRun{Status: experiments.StatusFailed}
-	in, err := experiments.LoadConfig(o.rssConfig)
+func benchRSS(ctx context.Context, o Options, tc client.Client, ch *metrics.ClickHouse, stamp string) RSSRun {
+	r := RSSRun{Status: experiments.StatusFailed}
+	in, err := experiments.LoadConfig(o.RSSConfig)
 	if err != nil {
 		r.Reason = err.Error()
 		return r
 	}
 	if len(in.KafkaBrokers) == 0 {
-		in.KafkaBrokers = splitList(o.kafka)
+		in.KafkaBrokers = o.Kafka
 	}
 	in.Reconfigurations = nil
 	in.Name = in.Name + "-rss"
-	if o.rssRate > 0 {
-		in.Producer.RatePerSec = o.rssRate
+	if o.RSSRate > 0 {
+		in.Producer.RatePerSec = o.RSSRate
 	}
-	if o.rssSec > 0 {
-		in.TotalRuntimeSeconds = o.rssSec
+	if o.RSSSec > 0 {
+		in.TotalRuntimeSeconds = o.RSSSec
 	}
 	// Only the producing window is measured, but the backlog must drain for
 	// the job to end cleanly (a drain timeout fails the run and would leave
@@ -45,12 +46,12 @@ func benchRSS(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.Cl
 	in.DrainTimeoutSeconds = max(in.DrainTimeoutSeconds, 2*in.TotalRuntimeSeconds)
 	r.Query, r.Rate, r.RuntimeSec = in.QueryName, in.Producer.RatePerSec, in.TotalRuntimeSeconds
 	label := "[rss " + in.QueryName + "]"
-	workers := workerFiles(o.runDir)
+	workers := workerFiles(o.RunDir)
 	if len(workers) == 0 {
-		r.Reason = "no worker PID files under " + o.runDir
+		r.Reason = "no worker PID files under " + o.RunDir
 		return r
 	}
-	sampler := startRSSSampler(workers, o.rssInterval)
+	sampler := startRSSSampler(workers, o.RSSInterval)
 
 	id := fmt.Sprintf("%s-%s", in.Name, stamp)
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
@@ -60,10 +61,10 @@ func benchRSS(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.Cl
 		return r
 	}
 	r.WorkflowID = run.GetID()
-	fmt.Printf("%s started %s at %d ev/s for %d s, sampling RSS of %d workers every %s\n", label, id, r.Rate, r.RuntimeSec, len(workers), o.rssInterval)
-	limit := time.Duration(in.TotalRuntimeSeconds+in.DrainTimeoutSeconds)*time.Second + o.margin
+	fmt.Printf("%s started %s at %d ev/s for %d s, sampling RSS of %d workers every %s\n", label, id, r.Rate, r.RuntimeSec, len(workers), o.RSSInterval)
+	limit := time.Duration(in.TotalRuntimeSeconds+in.DrainTimeoutSeconds)*time.Second + o.Margin
 	runStart := time.Now()
-	res, err := followVariant(ctx, run, label, in.TotalRuntimeSeconds, limit)
+	res, err := runner.Follow(ctx, run, label, in.TotalRuntimeSeconds, limit)
 	samples := sampler.stop()
 	// Keep the samples of the producing window only: the drain after it
 	// empties the backlog, which is not backpressure.
@@ -71,33 +72,31 @@ func benchRSS(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.Cl
 	if !res.StartedAt.IsZero() {
 		end = res.StartedAt.Add(time.Duration(in.TotalRuntimeSeconds) * time.Second)
 	}
-	r.SamplesByPID = map[int][]experiments.RSSSample{}
+	r.SamplesByPID = map[int][]RSSSample{}
 	for _, w := range workers {
-		var kept []experiments.RSSSample
+		var kept []RSSSample
 		for _, s := range samples[w.pid] {
 			if !s.At.After(end) {
 				kept = append(kept, s)
 			}
 		}
 		r.SamplesByPID[w.pid] = kept
-		r.Workers = append(r.Workers, experiments.SummarizeRSS(w.name, w.pid, kept))
+		r.Workers = append(r.Workers, SummarizeRSS(w.name, w.pid, kept))
 	}
-	if err != nil && !errors.Is(err, errGaveUp) {
+	if err != nil && !errors.Is(err, runner.ErrGaveUp) {
 		r.Reason = err.Error()
 		return r
 	}
 	if err != nil {
-		tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = tc.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), "koala bench: run exceeded its time limit")
-		cancel()
+		_ = runner.Terminate(tc, run, "koala bench: run exceeded its time limit")
 		r.Reason = err.Error()
 		return r
 	}
-	writeRawResult(o.resultsDir, "rss-"+in.QueryName, res)
+	runner.WriteRawResult(o.ResultsDir, "rss-"+in.QueryName, res)
 	r.JobID, r.Produced = res.JobID, res.Produced
 	r.Status = experiments.StatusOK
 	if ch != nil {
-		sleepCtx(ctx, o.flushWait)
+		runner.Sleep(ctx, o.FlushWait)
 		r.StartLag, r.EndLag, r.SinkEvents = rssLag(ctx, ch, res, in.TotalRuntimeSeconds)
 	}
 	for _, w := range r.Workers {
@@ -131,11 +130,7 @@ func rssLag(ctx context.Context, ch *metrics.ClickHouse, res workflows.Experimen
 	if lag, err := ch.Lag(ctx, res.JobID); err == nil {
 		half, end = at(lag, offset+float64(total)/2), at(lag, offset+float64(total)-1)
 	}
-	sinkOp := "sink"
-	if ops := res.Final.Job.Operators; len(ops) > 0 {
-		sinkOp = ops[len(ops)-1].Name
-	}
-	if tp, err := ch.Throughput(ctx, res.JobID, sinkOp); err == nil {
+	if tp, err := ch.Throughput(ctx, res.JobID, runner.SinkOperator(res)); err == nil {
 		for _, p := range tp {
 			sink += p.Value
 		}
@@ -167,21 +162,21 @@ func workerFiles(runDir string) []workerFile {
 
 type rssSampler struct {
 	mu      sync.Mutex
-	samples map[int][]experiments.RSSSample
+	samples map[int][]RSSSample
 	ticks   *periodic
 }
 
 // startRSSSampler records each worker's VmRSS every interval; a process that
 // cannot be read (exited) gets no sample.
 func startRSSSampler(ws []workerFile, interval time.Duration) *rssSampler {
-	s := &rssSampler{samples: map[int][]experiments.RSSSample{}}
+	s := &rssSampler{samples: map[int][]RSSSample{}}
 	take := func() {
 		now := time.Now()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, w := range ws {
-			if b, err := experiments.ProcRSS(w.pid); err == nil {
-				s.samples[w.pid] = append(s.samples[w.pid], experiments.RSSSample{At: now, Bytes: b})
+			if b, err := ProcRSS(w.pid); err == nil {
+				s.samples[w.pid] = append(s.samples[w.pid], RSSSample{At: now, Bytes: b})
 			}
 		}
 	}
@@ -189,7 +184,7 @@ func startRSSSampler(ws []workerFile, interval time.Duration) *rssSampler {
 	return s
 }
 
-func (s *rssSampler) stop() map[int][]experiments.RSSSample {
+func (s *rssSampler) stop() map[int][]RSSSample {
 	s.ticks.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/experiments"
+	"koala/experiments/runner"
 	"koala/workflows"
 	"koala/workflows/plan"
 
@@ -18,8 +19,8 @@ import (
 )
 
 // benchSteady runs one query without reconfiguration and measures it.
-func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics.ClickHouse, cfg, op, countAt string, rate int, target float64, stamp string) experiments.Steady {
-	s := experiments.Steady{Operator: op, Target: target, Status: experiments.StatusFailed}
+func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.ClickHouse, cfg, op, countAt string, rate int, target float64, stamp string) Steady {
+	s := Steady{Operator: op, Target: target, Status: experiments.StatusFailed}
 	in, err := experiments.LoadConfig(cfg)
 	if err != nil {
 		s.Reason = err.Error()
@@ -27,13 +28,13 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 		return s
 	}
 	if len(in.KafkaBrokers) == 0 {
-		in.KafkaBrokers = splitList(o.kafka)
+		in.KafkaBrokers = o.Kafka
 	}
 	if rate > 0 {
 		in.Producer.RatePerSec = rate
 	}
-	if o.steadySec > 0 {
-		in.TotalRuntimeSeconds = o.steadySec
+	if o.SteadySec > 0 {
+		in.TotalRuntimeSeconds = o.SteadySec
 	}
 	in.Reconfigurations = nil
 	s.Query, s.Backend, s.Rate, s.RuntimeSec = in.QueryName, in.StateBackend, in.Producer.RatePerSec, in.TotalRuntimeSeconds
@@ -43,9 +44,9 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 		return s
 	}
 
-	ws := workerFiles(o.runDir)
+	ws := workerFiles(o.RunDir)
 	if len(ws) == 0 {
-		s.Reason = "no worker PID files under " + o.runDir
+		s.Reason = "no worker PID files under " + o.RunDir
 		fmt.Println(label, s.Reason)
 		return s
 	}
@@ -65,52 +66,43 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	}
 	s.WorkflowID = run.GetID()
 	fmt.Printf("%s started %s: %s at %d ev/s for %d s, %d task worker processes %v, producers on %v %v\n", label, id, in.QueryName, s.Rate, s.RuntimeSec, len(pids), pids, in.ProducerWorkers, s.ProducerPIDs)
-	drain := in.DrainTimeoutSeconds
-	if drain <= 0 {
-		drain = experiments.DefaultDrainTimeoutSeconds
-	}
-	limit := time.Duration(in.TotalRuntimeSeconds+drain)*time.Second + o.margin
+	limit := runner.RunLimit(in, o.Margin)
 	prof := startSteadyProfile(ctx, o, tc, run, in.QueryName, in.TotalRuntimeSeconds) // --profile (bench_profile.go)
-	res, err := followVariant(ctx, run, label, in.TotalRuntimeSeconds, limit)
+	res, err := runner.Follow(ctx, run, label, in.TotalRuntimeSeconds, limit)
 	samples := sampler.stop()
 	prof.wait()
 	if err != nil {
-		if errors.Is(err, errGaveUp) {
-			tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = tc.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), "koala bench: run exceeded its time limit")
-			cancel()
+		if errors.Is(err, runner.ErrGaveUp) {
+			_ = runner.Terminate(tc, run, "koala bench: run exceeded its time limit")
 		}
 		s.Reason = err.Error()
 		fmt.Println(label, "failed:", s.Reason)
 		return s
 	}
-	writeRawResult(o.resultsDir, "steady-"+in.QueryName, res)
+	runner.WriteRawResult(o.ResultsDir, "steady-"+in.QueryName, res)
 	s.JobID, s.Produced, s.Lost, s.Duplicated = res.JobID, res.Produced, res.Lost, res.Duplicated
 	s.ExactnessUnchecked = res.ExactnessUnchecked
 	if s.ExactnessUnchecked == "" {
-		s.E2E = experiments.MergeSinkLatency(res.Sink.Latency)
+		s.E2E = MergeSinkLatency(res.Sink.Latency)
 	}
 	if in.TotalRuntimeSeconds > 0 {
 		s.ProducedPerSec = float64(res.Produced) / float64(in.TotalRuntimeSeconds)
 	}
-	sleepCtx(ctx, o.flushWait)
+	runner.Sleep(ctx, o.FlushWait)
 
 	jobStart, err := ch.JobStart(ctx, res.JobID)
 	if err != nil {
 		s.Reason = "job start: " + err.Error()
 		return s
 	}
-	sink := "sink"
-	if ops := res.Final.Job.Operators; len(ops) > 0 {
-		sink = ops[len(ops)-1].Name
-	}
+	sink := runner.SinkOperator(res)
 	if countAt != "" {
 		// An aggregation's sink receives results, not events: count the
 		// events where they enter the aggregation instead.
 		sink = countAt
 	}
 	s.CountedAt = sink
-	var sin experiments.SteadyInputs
+	var sin SteadyInputs
 	var errs []string
 	note := func(what string, err error) {
 		if err != nil {
@@ -143,7 +135,7 @@ func benchSteady(ctx context.Context, o benchOpts, tc client.Client, ch *metrics
 	sin.JobStart, sin.CPU, sin.TargetRate = jobStart, samples, s.Rate
 	sin.From = float64(int(offset + experiments.CompareWarmupSec + 2)) // whole seconds
 	sin.To = float64(int(offset + float64(in.TotalRuntimeSeconds) - 1))
-	s = experiments.ComputeSteady(s, sin)
+	s = ComputeSteady(s, sin)
 	s.Status = experiments.StatusOK
 	if s.CPUSeconds <= 0 {
 		s.Reason = "no CPU samples over the window"
