@@ -17,10 +17,8 @@ import (
 	"koala/experiments/bench"
 )
 
-// `koala bench` is what `make bench` runs: hot-path micro-benchmarks (go test
-// -bench), steady state per core of a stateless and a keyed query, and the
-// per-protocol disruption of a 2→4 scale-out (the `koala compare` machinery),
-// then BENCHMARKS.md and results/bench/.
+// `koala bench` is what `make bench` runs; this file only turns its flags
+// into bench.Options (package experiments/bench does the work).
 
 func init() {
 	var o bench.Options
@@ -31,8 +29,8 @@ func init() {
 		Long: `bench runs, in this order:
 
  1. micro: the hot-path testing.B benchmarks (frame codec, BucketOf,
-    outputs batching, gRPC exchange, KLT lookup and size, Pebble
-    multi-get+put) with go test -bench, when the go toolchain is on PATH;
+    outputs batching, gRPC exchange, KLT lookup and size, the KLT lookup's
+    share of a stateful batch, Pebble multi-get+put) with go test -bench, when the go toolchain is on PATH;
  2. steady: steady state per core of the hello (stateless), counter (keyed,
     Pebble) and nexmark-q5 (sliding-window count) queries without
     reconfiguration at a fixed rate; sink events/s from ClickHouse divided by
@@ -83,7 +81,7 @@ JSON under results/bench/.`,
 	f.StringVar(&o.ResultsDir, "results", "results/bench", "directory for the raw JSON")
 	f.StringVar(&o.MDPath, "out", "BENCHMARKS.md", "markdown report")
 	f.StringVar(&microPkgs, "micro-packages", "./dataplane,./statesvc", "packages whose benchmarks run (comma-separated)")
-	f.StringVar(&o.MicroRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|Exchange$|KLTLookup|KLTMemory|PebbleMultiGetPut$", "go test -bench regexp")
+	f.StringVar(&o.MicroRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|Exchange$|KLTLookup|KLTMemory|PebbleMultiGetPut$|StatefulBatchKLTShare", "go test -bench regexp")
 	f.StringVar(&o.Benchtime, "benchtime", "1s", "go test -benchtime")
 	f.StringVar(&o.MicroRepeat, "micro-repeat", "KLTLookup/(hit|miss)/batch$", "go test -bench regexp of the micro-benchmarks run --micro-repeat-count more times, reported as the median of all their runs (empty: none)")
 	f.IntVar(&o.MicroRepeatCount, "micro-repeat-count", 4, "extra runs of the --micro-repeat benchmarks, 0 to 20")

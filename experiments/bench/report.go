@@ -163,6 +163,14 @@ func (r BenchReport) Targets() []TargetRow {
 	} else {
 		add("KLT lookup ≤ 40 µs per 1000-key batch", "n/a", VerdictUnknown, "go test statesvc")
 	}
+	shareTarget := fmt.Sprintf("KLT lookup share of batch ≤ %.0f %%", TargetKLTBatchSharePct)
+	if m, ok := kltShare(r.Micro); ok {
+		pct := m.Metrics[KLTShareUnit]
+		add(shareTarget, fmt.Sprintf("%.2f %% of a stateful batch's time (%.1f µs KLT lookup per batch, %s)", pct, m.Metrics[KLTShareNsUnit]/1000, m.Name),
+			verdict(pct <= TargetKLTBatchSharePct), "go test dataplane")
+	} else {
+		add(shareTarget, "n/a", VerdictUnknown, "go test dataplane")
+	}
 	if m, ok := FindMicro(r.Micro, "KLTMemory"); ok {
 		ex := m.Metrics["B/key-heap-excl-key"]
 		add("KLT size per key ≤ 3.4 B (original, 40 M keys)", fmt.Sprintf("%.1f B/key on the heap excluding the 8-byte key (%.1f B/key with it, %.1f counted by Bytes(); Go map %.1f) at 1 M keys",
@@ -186,6 +194,22 @@ func (r BenchReport) Targets() []TargetRow {
 		add(fmt.Sprintf("RSS flat under backpressure (growth over the last half ≤ %.0f %%)", 100*TargetRSSGrowth), "n/a", VerdictUnknown, "rss")
 	}
 	return out
+}
+
+// kltShare is the KLT share benchmark's result, the largest share when it
+// has sub-benchmarks; false when it did not run or reported no share.
+func kltShare(rs []MicroResult) (MicroResult, bool) {
+	var best MicroResult
+	found := false
+	for _, m := range rs {
+		if m.Name != KLTShareBench && !strings.HasPrefix(m.Name, KLTShareBench+"/") {
+			continue
+		}
+		if v, ok := m.Metrics[KLTShareUnit]; ok && (!found || v > best.Metrics[KLTShareUnit]) {
+			best, found = m, true
+		}
+	}
+	return best, found
 }
 
 func missText(rs []MicroResult) string {

@@ -119,13 +119,14 @@ func TestBenchReportTargets(t *testing.T) {
 		}},
 	}
 	want := map[string]string{
-		"q1":            VerdictMet,
-		"keyed counter": VerdictMissed,
-		"min 1 s":       VerdictMet,
-		"p99 batch":     VerdictMissed,
-		"lag recovery":  VerdictMet,
-		"KLT lookup":    VerdictMet,
-		"KLT size":      VerdictMissed,
+		"q1":               VerdictMet,
+		"keyed counter":    VerdictMissed,
+		"min 1 s":          VerdictMet,
+		"p99 batch":        VerdictMissed,
+		"lag recovery":     VerdictMet,
+		"KLT lookup ≤ 40":  VerdictMet,
+		"KLT lookup share": VerdictUnknown, // no BenchmarkStatefulBatchKLTShare in the output
+		"KLT size":         VerdictMissed,
 	}
 	got := r.Targets()
 	for key, v := range want {
@@ -273,7 +274,7 @@ func TestBenchReportKLTNeedsMiss(t *testing.T) {
 		}}
 		found := false
 		for _, row := range r.Targets() {
-			if strings.Contains(row.Target, "KLT lookup") {
+			if strings.Contains(row.Target, "KLT lookup ≤ 40") {
 				found = true
 				if row.Verdict != c.want {
 					t.Errorf("miss %.0f ns: verdict %s, want %s (%s)", c.missNs, row.Verdict, c.want, row.Measured)
@@ -282,6 +283,38 @@ func TestBenchReportKLTNeedsMiss(t *testing.T) {
 		}
 		if !found {
 			t.Fatal("no KLT lookup row")
+		}
+	}
+}
+
+// The KLT share row reads klt-pct-of-batch of BenchmarkStatefulBatchKLTShare
+// (the largest of its sub-benchmarks) and is not measured without it.
+func TestBenchReportKLTShare(t *testing.T) {
+	out := `pkg: koala/dataplane
+BenchmarkStatefulBatchKLTShare/hit-2 	 1000	 900000 ns/op	 27000 klt-ns/batch	 2.500 klt-pct-of-batch
+BenchmarkStatefulBatchKLTShare/miss-2 	 1000	 950000 ns/op	 28000 klt-ns/batch	 %s klt-pct-of-batch
+`
+	for _, c := range []struct {
+		micro, want, measured string
+	}{
+		{strings.Replace(out, "%s", "2.900", 1), VerdictMet, "2.90 %"},
+		{strings.Replace(out, "%s", "3.100", 1), VerdictMissed, "3.10 %"},
+		{"pkg: koala/dataplane\nBenchmarkStatefulBatchKLTShare-2 	 1000	 900000 ns/op\n", VerdictUnknown, "n/a"},
+		{"", VerdictUnknown, "n/a"},
+	} {
+		r := BenchReport{Micro: CollapseMicro(ParseGoBench(c.micro))}
+		found := false
+		for _, row := range r.Targets() {
+			if row.Target != "KLT lookup share of batch ≤ 3 %" {
+				continue
+			}
+			found = true
+			if row.Verdict != c.want || !strings.Contains(row.Measured, c.measured) {
+				t.Errorf("%q: %s %q, want %s containing %q", c.micro, row.Verdict, row.Measured, c.want, c.measured)
+			}
+		}
+		if !found {
+			t.Fatalf("no KLT share row in %+v", r.Targets())
 		}
 	}
 }

@@ -1,13 +1,5 @@
 package bench
 
-// The bench*.go files hold the pure parts of `koala bench` (make bench):
-// parsing go test benchmark output (bench_micro), CPU and RSS from /proc
-// (bench_proc, bench_rss), the steady-state figures (bench_steady), the
-// component ceilings (bench_ceilings), scaling with state (bench_state), the
-// phase list (bench_phases) and the BENCHMARKS.md report (bench_report*). The
-// orchestration (go test, workflows, ClickHouse, the remote state server, the
-// samplers) lives in cmd/koala/bench*.go.
-
 // Targets of issue 8.
 const (
 	TargetStatelessPerCore = 500_000.0 // events per CPU-second, q1 / stateless
@@ -16,4 +8,16 @@ const (
 	TargetLagSpeedup       = 5.0       // lazy lag recovery ≥ 5 × faster than stop-and-restart
 	TargetKLTBatchNs       = 40_000.0  // KLT lookup of a 1000-key batch ≤ 40 µs
 	TargetKLTBytesPerKey   = 3.4       // the original's bytes per key at 40 M keys
+	// The paper's claim that the KLT lookup costs a stateful batch at most
+	// this share of its time, in percent.
+	TargetKLTBatchSharePct = 3.0
+)
+
+// KLTShareBench is the micro-benchmark (package koala/dataplane) that
+// reports the KLT lookup's share of a stateful batch: metric units
+// KLTShareUnit and KLTShareNsUnit.
+const (
+	KLTShareBench  = "StatefulBatchKLTShare"
+	KLTShareUnit   = "klt-pct-of-batch"
+	KLTShareNsUnit = "klt-ns/batch"
 )
