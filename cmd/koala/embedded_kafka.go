@@ -47,10 +47,7 @@ func newKafkaFakeCmd() *cobra.Command {
 				return fmt.Errorf("kafka-fake: %w", err)
 			}
 			fmt.Fprintf(os.Stderr, "kafka-fake ready on %s\n", addr)
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-			defer stop()
-			<-ctx.Done()
-			fmt.Fprintln(os.Stderr, "kafka-fake shutting down")
+			waitForStop("kafka-fake")
 			cluster.Close()
 			return nil
 		},
@@ -80,4 +77,12 @@ func embeddedHostPort(u string) string {
 		}
 	}
 	return u
+}
+
+// waitForStop returns on SIGTERM or SIGINT, saying that name shuts down.
+func waitForStop(name string) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, name+" shutting down")
 }

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -129,10 +126,7 @@ func newNATSServerCmd() *cobra.Command {
 				fmt.Fprintf(os.Stderr, "nats-server: warning: listening on %s without authentication; set %s/%s or %s\n", c.Addr, envNATSUser, envNATSPassword, envNATSToken)
 			}
 			fmt.Fprintf(os.Stderr, "nats-server ready on nats://%s (%s)\n", ns.Addr(), auth)
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-			defer stop()
-			<-ctx.Done()
-			fmt.Fprintln(os.Stderr, "nats-server shutting down")
+			waitForStop("nats-server")
 			ns.Shutdown()
 			ns.WaitForShutdown()
 			return nil

@@ -94,19 +94,21 @@ func ParseMachineBusy(stat string) (float64, error) {
 
 // machineAt is CPUAt for the machine-wide busy seconds.
 func machineAt(samples []CPUSample, t time.Time) (float64, bool) {
-	ms := make([]CPUSample, len(samples))
-	for i, s := range samples {
-		ms[i] = CPUSample{At: s.At, Seconds: s.MachineBusy}
-	}
-	return CPUAt(ms, t)
+	return fieldAt(samples, t, func(s CPUSample) float64 { return s.MachineBusy })
 }
 
+// producerAt is CPUAt for the producer processes' seconds.
 func producerAt(samples []CPUSample, t time.Time) (float64, bool) {
-	ps := make([]CPUSample, len(samples))
+	return fieldAt(samples, t, func(s CPUSample) float64 { return s.Producer })
+}
+
+// fieldAt is CPUAt over another of the samples' CPU figures.
+func fieldAt(samples []CPUSample, t time.Time, field func(CPUSample) float64) (float64, bool) {
+	fs := make([]CPUSample, len(samples))
 	for i, s := range samples {
-		ps[i] = CPUSample{At: s.At, Seconds: s.Producer}
+		fs[i] = CPUSample{At: s.At, Seconds: field(s)}
 	}
-	return CPUAt(ps, t)
+	return CPUAt(fs, t)
 }
 
 // CPUAt interpolates the CPU seconds at t linearly between the samples

@@ -322,12 +322,7 @@ func (r BenchReport) Markdown() string {
 	}
 
 	b.WriteString("\n## Hot-path micro-benchmarks (go test -bench)\n\n")
-	if r.MicroCommand != "" {
-		fmt.Fprintf(&b, "`%s`\n\n", r.MicroCommand)
-	}
-	if r.MicroError != "" {
-		fmt.Fprintf(&b, "Error: %s\n\n", esc(r.MicroError))
-	}
+	commandAndError(&b, r.MicroCommand, r.MicroError)
 	b.WriteString("| package | benchmark | ns/op | other metrics |\n|---|---|---|---|\n")
 	for _, m := range r.Micro {
 		var extra []string
@@ -342,6 +337,17 @@ func (r BenchReport) Markdown() string {
 	b.WriteString("\nOne op of Frame*, BucketOf, OutputsBatching and Exchange (one frame sent over loopback gRPC and received) is a batch of 1000 records (~100 B each); of KLTLookup a batch of 1000 distinct keys in a 1 M-key table; of PebbleMultiGetPut one multi-get plus one multi-put of 1000 keys with 100-byte values.\n")
 	b.WriteString(r.profilesMarkdown())
 	return b.String()
+}
+
+// commandAndError writes a section's command line and error, each only when
+// set.
+func commandAndError(b *strings.Builder, command, err string) {
+	if command != "" {
+		fmt.Fprintf(b, "`%s`\n\n", command)
+	}
+	if err != "" {
+		fmt.Fprintf(b, "Error: %s\n\n", esc(err))
+	}
 }
 
 func esc(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

@@ -143,12 +143,7 @@ func TestBenchReportTargets(t *testing.T) {
 			t.Errorf("no target row for %q", key)
 		}
 	}
-	md := r.Markdown()
-	for _, s := range []string{"## Targets", "| hello |", "KLTLookup/hit/batch", "MISSED"} {
-		if !strings.Contains(md, s) {
-			t.Errorf("markdown lacks %q", s)
-		}
-	}
+	markdownHas(t, r.Markdown(), "## Targets", "| hello |", "KLTLookup/hit/batch", "MISSED")
 }
 
 // TestBatchTargetPrefersHistograms: with HDR batch percentiles the p99
@@ -169,12 +164,7 @@ func TestBatchTargetPrefersHistograms(t *testing.T) {
 	if row.Verdict != VerdictMet || !strings.Contains(row.Measured, "2.50 ×") || !strings.Contains(row.Measured, "HDR") {
 		t.Fatalf("p99 batch target: %+v", row)
 	}
-	md := r.Markdown()
-	for _, s := range []string{"pre batch p50/p99", "0.3 / 1.0 ms", "0.4 / 2.5 ms", "peak per-s batch max"} {
-		if !strings.Contains(md, s) {
-			t.Errorf("markdown lacks %q", s)
-		}
-	}
+	markdownHas(t, r.Markdown(), "pre batch p50/p99", "0.3 / 1.0 ms", "0.4 / 2.5 ms", "peak per-s batch max")
 }
 
 func TestParseMachineBusy(t *testing.T) {
@@ -315,6 +305,16 @@ BenchmarkStatefulBatchKLTShare/miss-2 	 1000	 950000 ns/op	 28000 klt-ns/batch	 
 		}
 		if !found {
 			t.Fatalf("no KLT share row in %+v", r.Targets())
+		}
+	}
+}
+
+// markdownHas fails t for each of want that md lacks.
+func markdownHas(t *testing.T, md string, want ...string) {
+	t.Helper()
+	for _, s := range want {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q", s)
 		}
 	}
 }

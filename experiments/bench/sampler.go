@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -119,16 +118,6 @@ func (s *cpuSampler) only(keep []bool) []CPUSample {
 		}
 	}
 	return out
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-	}
 }
 
 func loadAvg() string {

@@ -103,12 +103,7 @@ func (s StateScaling) markdown() string {
 		"*total state* is key + value bytes of the warm keys, from the generator; *on disk* what the workers' data directories (Pebble sstables and logs) held right after the warm-up. " +
 		"*active moved* is the oracle: key + V bytes of the active keys the input touched whose bucket moved; every migrated entry is checked to be a key and a whole V-byte value. " +
 		"Target: bytes migrated within 20 % across sizes. *build* is the warm-up (Pebble writes, flushes and compactions of S bytes); *reconfiguration* grows with W because the handoff lists every key of a moved bucket in the key lookup table.\n\n")
-	if s.Command != "" {
-		fmt.Fprintf(&b, "`%s`\n\n", s.Command)
-	}
-	if s.Error != "" {
-		fmt.Fprintf(&b, "Error: %s\n\n", esc(s.Error))
-	}
+	commandAndError(&b, s.Command, s.Error)
 	b.WriteString("| total state | warm keys × value | on disk | active keys | moved state | active moved | bytes migrated | KLT entries | build | reconfiguration | active phase | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range s.Points {
 		fmt.Fprintf(&b, "| %s | %d × %d B | %s | %d | %s | %s | %s | %d | %.1f s | %.1f s | %.1f s | %s |\n",
