@@ -30,7 +30,8 @@ func init() {
 
  1. micro: the hot-path testing.B benchmarks (frame codec, BucketOf,
     outputs batching, gRPC exchange, KLT lookup and size, the KLT lookup's
-    share of a stateful batch, Pebble multi-get+put) with go test -bench, when the go toolchain is on PATH;
+    share of a stateful batch, Pebble multi-get+put) with go test -bench,
+    when the go toolchain is on PATH;
  2. steady: steady state per core of the hello (stateless), counter (keyed,
     Pebble) and nexmark-q5 (sliding-window count) queries without
     reconfiguration at a fixed rate; sink events/s from ClickHouse divided by
