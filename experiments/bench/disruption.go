@@ -29,9 +29,7 @@ func benchDisruption(ctx context.Context, o Options, tc client.Client, ch *metri
 	if err != nil {
 		return nil, "", err
 	}
-	if len(base.KafkaBrokers) == 0 {
-		base.KafkaBrokers = o.Kafka
-	}
+	runner.DefaultBrokers(&base, o.Kafka)
 	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
 	cmp := &experiments.Comparison{Experiment: base.Name, Config: o.DisruptionConfig, Started: time.Now()}
 	remote := ""

@@ -29,9 +29,7 @@ func benchRSS(ctx context.Context, o Options, tc client.Client, ch *metrics.Clic
 		r.Reason = err.Error()
 		return r
 	}
-	if len(in.KafkaBrokers) == 0 {
-		in.KafkaBrokers = o.Kafka
-	}
+	runner.DefaultBrokers(&in, o.Kafka)
 	in.Reconfigurations = nil
 	in.Name = in.Name + "-rss"
 	if o.RSSRate > 0 {

@@ -27,9 +27,7 @@ func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.C
 		fmt.Println("steady:", s.Reason)
 		return s
 	}
-	if len(in.KafkaBrokers) == 0 {
-		in.KafkaBrokers = o.Kafka
-	}
+	runner.DefaultBrokers(&in, o.Kafka)
 	if rate > 0 {
 		in.Producer.RatePerSec = rate
 	}
