@@ -1,11 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"time"
+
+	"koala/deploy/embedded"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/spf13/cobra"
@@ -18,80 +19,8 @@ func init() {
 	rootCmd.AddCommand(newNATSServerCmd(), newKafkaFakeCmd())
 }
 
-// natsServerConfig is what `koala nats-server` serves: where, with which
-// credentials and which TLS.
-type natsServerConfig struct {
-	Addr            string // host:port; port -1 picks a free one (tests)
-	User, Password  string
-	Token           string
-	TLSCert, TLSKey string
-	TLSCA           string // set: clients must present a certificate it signed
-	Debug           bool
-}
-
-// natsServerOptions turns c into nats-server options, naming the flag of
-// any bad or incomplete setting.
-func natsServerOptions(c natsServerConfig) (*natsserver.Options, error) {
-	host, port, err := embeddedSplitHostPort(c.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("nats-server: --addr: %w", err)
-	}
-	opts := &natsserver.Options{
-		ServerName: "koala-nats",
-		Host:       host,
-		Port:       port,
-		HTTPPort:   0, // no monitoring endpoint
-		JetStream:  false,
-		NoSigs:     true, // we handle signals ourselves
-		Debug:      c.Debug,
-		Logtime:    true,
-		MaxPayload: 8 << 20,
-	}
-	if (c.User == "") != (c.Password == "") {
-		return nil, errors.New("nats-server: --user and --password (" + envNATSUser + ", " + envNATSPassword + "): set both or neither")
-	}
-	if c.User != "" && c.Token != "" {
-		return nil, errors.New("nats-server: set either --user/--password or --token, not both")
-	}
-	opts.Username, opts.Password, opts.Authorization = c.User, c.Password, c.Token
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return nil, fmt.Errorf("nats-server: --tls-cert %q and --tls-key %q: set both or neither", c.TLSCert, c.TLSKey)
-	}
-	if c.TLSCA != "" && c.TLSCert == "" {
-		return nil, errors.New("nats-server: --tls-ca needs --tls-cert and --tls-key")
-	}
-	if c.TLSCert != "" {
-		tc, err := natsserver.GenTLSConfig(&natsserver.TLSConfigOpts{
-			CertFile: c.TLSCert, KeyFile: c.TLSKey, CaFile: c.TLSCA, Verify: c.TLSCA != "",
-		})
-		if err != nil {
-			return nil, fmt.Errorf("nats-server: TLS from --tls-cert %s, --tls-key %s, --tls-ca %q: %w", c.TLSCert, c.TLSKey, c.TLSCA, err)
-		}
-		opts.TLS, opts.TLSConfig, opts.TLSVerify, opts.TLSTimeout = true, tc, c.TLSCA != "", 5
-	}
-	return opts, nil
-}
-
-// natsServerAuthSummary says how clients authenticate, without secrets.
-func natsServerAuthSummary(o *natsserver.Options) string {
-	auth := "no authentication"
-	switch {
-	case o.Username != "":
-		auth = "user " + o.Username + " with password"
-	case o.Authorization != "":
-		auth = "token"
-	}
-	switch {
-	case o.TLSVerify:
-		auth += ", TLS with client certificates"
-	case o.TLS:
-		auth += ", TLS"
-	}
-	return auth
-}
-
 func newNATSServerCmd() *cobra.Command {
-	var c natsServerConfig
+	var c embedded.NATSConfig
 	cmd := &cobra.Command{
 		Use:   "nats-server",
 		Short: "Run an embedded NATS server (no JetStream) until SIGTERM/SIGINT",
@@ -107,7 +36,7 @@ func newNATSServerCmd() *cobra.Command {
 			if c.Token == "" {
 				c.Token = os.Getenv(envNATSToken)
 			}
-			opts, err := natsServerOptions(c)
+			opts, err := embedded.NATSOptions(c)
 			if err != nil {
 				return err
 			}
@@ -121,7 +50,7 @@ func newNATSServerCmd() *cobra.Command {
 				ns.Shutdown()
 				return fmt.Errorf("nats-server: not ready for connections on %s after 10s", c.Addr)
 			}
-			auth := natsServerAuthSummary(opts)
+			auth := embedded.NATSAuthSummary(opts)
 			if ip := net.ParseIP(opts.Host); (ip == nil || !ip.IsLoopback()) && opts.Username == "" && opts.Authorization == "" {
 				fmt.Fprintf(os.Stderr, "nats-server: warning: listening on %s without authentication; set %s/%s or %s\n", c.Addr, envNATSUser, envNATSPassword, envNATSToken)
 			}
@@ -133,7 +62,7 @@ func newNATSServerCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&c.Addr, "addr", embeddedHostPort(envOr(envNATS, defNATS)), "host:port to listen on")
+	f.StringVar(&c.Addr, "addr", embedded.HostPort(envOr(envNATS, defNATS)), "host:port to listen on")
 	f.BoolVar(&c.Debug, "debug", false, "log protocol debug messages")
 	f.StringVar(&c.User, "user", envOr(envNATSUser, ""), "user clients must authenticate as (env "+envNATSUser+")")
 	f.StringVar(&c.Password, "password", "", "password of --user (env "+envNATSPassword+", preferred: flags show in ps)")
