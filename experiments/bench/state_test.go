@@ -2,8 +2,9 @@ package bench
 
 import (
 	"context"
-	"log/slog"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -104,21 +105,23 @@ func TestStateScalingVerdict(t *testing.T) {
 	}
 }
 
-// The state phase as koala bench runs it, on one small size: the function
-// checks that every migrated entry is a key and a whole value.
+// The state phase as koala bench runs it (benchState, which Run calls), on
+// one small size: MeasureStateScaling checks that every migrated entry is a
+// key and a whole value, and the phase keeps its JSON and log.
 func TestBenchStateScaling(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an in-process cluster")
 	}
-	spec := StateSpec{Sizes: []uint64{60_000}, ActiveKeys: 200, ValueBytes: 64}
-	if err := spec.Validate(); err != nil {
+	o := Options{ResultsDir: t.TempDir(), StateSizes: "60KB", StateValueBytes: 64, StateActiveKeys: 200}
+	spec, err := stateSpec(o)
+	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res := MeasureStateScaling(ctx, spec, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if len(res.Points) != 1 {
-		t.Fatalf("%d points, want 1: %+v", len(res.Points), res)
+	res := benchState(ctx, o)
+	if res.Error != "" || len(res.Points) != 1 {
+		t.Fatalf("error %q, %d points; want one point: %+v", res.Error, len(res.Points), res)
 	}
 	p := res.Points[0]
 	if p.Error != "" {
@@ -132,5 +135,19 @@ func TestBenchStateScaling(t *testing.T) {
 	}
 	if p.KLTEntries == 0 || p.DiskBytes == 0 {
 		t.Errorf("KLT entries %d, on disk %d B; want both above zero", p.KLTEntries, p.DiskBytes)
+	}
+	data, err := os.ReadFile(filepath.Join(o.ResultsDir, "state-scaling.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved StateScaling
+	if err := json.Unmarshal(data, &saved); err != nil || len(saved.Points) != 1 || saved.Points[0].BytesMigrated != p.BytesMigrated {
+		t.Errorf("state-scaling.json: %v, %+v", err, saved)
+	}
+	if !strings.Contains(res.Command, "--state-sizes 60KB") {
+		t.Errorf("command %q does not name the sizes", res.Command)
+	}
+	if _, err := os.Stat(filepath.Join(o.ResultsDir, "state-scaling.log")); err != nil {
+		t.Error(err)
 	}
 }
