@@ -46,7 +46,7 @@ type BenchReport struct {
 
 	Phases []string `json:"phases"` // the phases that were selected
 
-	Profiles *BenchProfiles `json:"profiles,omitempty"` // --profile (bench_profile.go)
+	Profiles *BenchProfiles `json:"profiles,omitempty"` // --profile (profile.go)
 }
 
 // Verdict of one target.

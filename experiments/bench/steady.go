@@ -65,7 +65,7 @@ func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.C
 	s.WorkflowID = run.GetID()
 	fmt.Printf("%s started %s: %s at %d ev/s for %d s, %d task worker processes %v, producers on %v %v\n", label, id, in.QueryName, s.Rate, s.RuntimeSec, len(pids), pids, in.ProducerWorkers, s.ProducerPIDs)
 	limit := runner.RunLimit(in, o.Margin)
-	prof := startSteadyProfile(ctx, o, tc, run, in.QueryName, in.TotalRuntimeSeconds) // --profile (bench_profile.go)
+	prof := startSteadyProfile(ctx, o, tc, run, in.QueryName, in.TotalRuntimeSeconds) // --profile (profile.go)
 	res, err := runner.Follow(ctx, run, label, in.TotalRuntimeSeconds, limit)
 	samples := sampler.stop()
 	prof.wait()
