@@ -74,7 +74,7 @@ type RunMetrics struct {
 // after warm-up) and the bytes are computed.
 func ComputeRunMetrics(s RunSeries) RunMetrics {
 	var m RunMetrics
-	sink, lag := cleanPoints(s.Sink), cleanPoints(s.Lag)
+	sink, lag := CleanPoints(s.Sink), CleanPoints(s.Lag)
 	horizon := math.Inf(1)
 	if s.InputEnd > 0 {
 		horizon = s.InputEnd
@@ -100,7 +100,7 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 	}
 	var preBatch []float64
 	for _, pts := range s.BatchMaxByTask {
-		for _, p := range cleanPoints(pts) {
+		for _, p := range CleanPoints(pts) {
 			if p.Sec >= CompareWarmupSec && p.Sec+1 <= preEnd && p.Value > 0 {
 				preBatch = append(preBatch, p.Value)
 			}
@@ -150,7 +150,7 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 	var peak float64
 	found := false
 	for _, pts := range s.BatchMaxByTask {
-		if v, ok := WindowMax(cleanPoints(pts), start, end+LatencySlackSec); ok {
+		if v, ok := WindowMax(CleanPoints(pts), start, end+LatencySlackSec); ok {
 			peak, found = max(peak, v), true
 		}
 	}
@@ -190,8 +190,8 @@ func LagThreshold(preMean float64) float64 {
 	return max(LagFactor*preMean, preMean+LagSlackRecords)
 }
 
-// cleanPoints returns the finite points sorted by second (stable).
-func cleanPoints(points []metrics.Point) []metrics.Point {
+// CleanPoints returns the finite points sorted by second (stable).
+func CleanPoints(points []metrics.Point) []metrics.Point {
 	out := make([]metrics.Point, 0, len(points))
 	for _, p := range points {
 		if isFinite(p.Sec) && isFinite(p.Value) {
@@ -374,7 +374,7 @@ func SumValues(pts []metrics.Point) float64 {
 // Shift returns the finite points with zero subtracted from each second, so
 // that the runs of a comparison line up on their reconfiguration start.
 func Shift(pts []metrics.Point, zero float64) []metrics.Point {
-	out := cleanPoints(pts)
+	out := CleanPoints(pts)
 	for i := range out {
 		out[i].Sec -= zero
 	}

@@ -48,7 +48,7 @@ func (r CompareRow) cells() []string {
 	return []string{
 		r.Protocol, numOrNA(r.PreThroughput, "%.0f"), numOrNA(r.PreMinThroughput, "%.0f"), numOrNA(r.MinThroughput, "%.0f"), ratio, rec,
 		numOrNA(r.PeakLag, "%.0f"), hdrText(r.PreBatch), hdrText(r.ReconfigBatch), usOrNA(r.PeakBatchUs), usOrNA(r.PreBatchP99Us),
-		bytesText(r.BytesMigrated), msText(r.ControlPlaneMs, len(r.Reconfigs) > 0), lost, dup,
+		BytesText(r.BytesMigrated), msText(r.ControlPlaneMs, len(r.Reconfigs) > 0), lost, dup,
 	}
 }
 
@@ -81,8 +81,8 @@ func msText(ms float64, ok bool) string {
 	return fmt.Sprintf("%.0f ms", ms)
 }
 
-// bytesText renders a byte count in B, KB, MB or GB (powers of 1000).
-func bytesText(b float64) string {
+// BytesText renders a byte count in B, KB, MB or GB (powers of 1000).
+func BytesText(b float64) string {
 	switch {
 	case !isFinite(b):
 		return "n/a"

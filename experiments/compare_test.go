@@ -17,6 +17,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/experiments/internal/fixture"
 	"koala/workflows"
 )
 
@@ -34,8 +35,6 @@ func pts(first float64, values ...float64) []metrics.Point {
 
 var nan = math.NaN()
 
-func approx(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
-
 func fp(p *float64) string {
 	if p == nil {
 		return "nil"
@@ -47,7 +46,7 @@ func eqPtr(p *float64, want float64, ok bool) bool {
 	if !ok {
 		return p == nil
 	}
-	return p != nil && approx(*p, want)
+	return p != nil && fixture.Approx(*p, want)
 }
 
 func TestParseVariants(t *testing.T) {
@@ -181,7 +180,7 @@ func TestWindowMean(t *testing.T) {
 		{"unbounded", pts(0, 0, 0, 0, 4, 8), 3, math.Inf(1), 6, 4, 2},
 	} {
 		mean, lo, n := WindowMean(tc.pts, tc.from, tc.to)
-		if !approx(mean, tc.mean) || !approx(lo, tc.lo) || n != tc.n {
+		if !fixture.Approx(mean, tc.mean) || !fixture.Approx(lo, tc.lo) || n != tc.n {
 			t.Errorf("%s: mean %v lo %v n %d, want %v %v %d", tc.name, mean, lo, n, tc.mean, tc.lo, tc.n)
 		}
 	}
@@ -208,7 +207,7 @@ func TestWindowMin(t *testing.T) {
 		{"reversed window is an instant", pts(0, 10, 7, 10), 1.4, 0.2, 7, true},
 	} {
 		got, ok := WindowMin(tc.pts, tc.from, tc.to)
-		if ok != tc.ok || !approx(got, tc.want) {
+		if ok != tc.ok || !fixture.Approx(got, tc.want) {
 			t.Errorf("%s: %v %v, want %v %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
@@ -228,7 +227,7 @@ func TestWindowMax(t *testing.T) {
 		{"negative values", pts(0, -3, -1), 0, 2, -1, true},
 	} {
 		got, ok := WindowMax(tc.pts, tc.from, tc.to)
-		if ok != tc.ok || !approx(got, tc.want) {
+		if ok != tc.ok || !fixture.Approx(got, tc.want) {
 			t.Errorf("%s: %v %v, want %v %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
@@ -259,7 +258,7 @@ func TestLagRecovery(t *testing.T) {
 		{"no data at all", nil, 10, 60, 0, LagNoData},
 	} {
 		sec, note := LagRecovery(tc.lag, tc.start, thr, tc.horizon)
-		if note != tc.note || !approx(sec, tc.sec) {
+		if note != tc.note || !fixture.Approx(sec, tc.sec) {
 			t.Errorf("%s: %v %q, want %v %q", tc.name, sec, note, tc.sec, tc.note)
 		}
 	}
@@ -267,7 +266,7 @@ func TestLagRecovery(t *testing.T) {
 
 func TestLagThreshold(t *testing.T) {
 	for _, tc := range []struct{ mean, want float64 }{{0, 1000}, {2000, 3000}, {5000, 6000}, {10000, 12000}, {100000, 120000}} {
-		if got := LagThreshold(tc.mean); !approx(got, tc.want) {
+		if got := LagThreshold(tc.mean); !fixture.Approx(got, tc.want) {
 			t.Errorf("LagThreshold(%v) = %v, want %v", tc.mean, got, tc.want)
 		}
 	}
@@ -294,7 +293,7 @@ func TestPercentileAndSum(t *testing.T) {
 		{"bad p", []float64{1}, 0, 0, false},
 	} {
 		got, ok := Percentile(tc.vs, tc.p)
-		if ok != tc.ok || !approx(got, tc.want) {
+		if ok != tc.ok || !fixture.Approx(got, tc.want) {
 			t.Errorf("%s: %v %v, want %v %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
@@ -533,7 +532,7 @@ func TestBuildRow(t *testing.T) {
 	if len(row.ReconfigSpan) != 1 || row.ReconfigSpan[0] != (Interval{Start: 30.5, End: 33}) {
 		t.Fatalf("span %v (want the workflow's times shifted by 0.5 s onto the metric axis)", row.ReconfigSpan)
 	}
-	if !approx(row.ControlPlaneMs, 2500) || len(row.Reconfigs) != 1 || len(row.Reconfigs[0].Steps) != 2 {
+	if !fixture.Approx(row.ControlPlaneMs, 2500) || len(row.Reconfigs) != 1 || len(row.Reconfigs[0].Steps) != 2 {
 		t.Fatalf("control plane %v %+v", row.ControlPlaneMs, row.Reconfigs)
 	}
 	if !eqPtr(row.LagRecoverySec, 3.5, true) || !eqPtr(row.MinRatio, 0, true) {
@@ -687,8 +686,8 @@ func TestBytesText(t *testing.T) {
 		b    float64
 		want string
 	}{{0, "0 B"}, {999, "999 B"}, {1000, "1.0 KB"}, {1236128, "1.2 MB"}, {3.5e9, "3.50 GB"}, {math.NaN(), "n/a"}} {
-		if got := bytesText(tc.b); got != tc.want {
-			t.Errorf("bytesText(%v) = %q, want %q", tc.b, got, tc.want)
+		if got := BytesText(tc.b); got != tc.want {
+			t.Errorf("BytesText(%v) = %q, want %q", tc.b, got, tc.want)
 		}
 	}
 }
@@ -737,13 +736,13 @@ func TestComparisonNotes(t *testing.T) {
 func TestComputeRunMetricsBatchHistograms(t *testing.T) {
 	s := srSeries() // reconfiguration [30.5, 33.0]: window up to 38
 	s.BatchHists = []metrics.BatchHistSample{
-		{Task: "counter-0", Sec: 2, Hist: encodeBatches(t, 1, 50*time.Millisecond)}, // warm-up
-		{Task: "counter-0", Sec: 10, Hist: encodeBatches(t, 60, time.Millisecond)},
-		{Task: "counter-1", Sec: 10, Hist: encodeBatches(t, 40, time.Millisecond)},
-		{Task: "counter-1", Sec: 29, Hist: encodeBatches(t, 1, 2*time.Millisecond)},
-		{Task: "counter-0", Sec: 30, Hist: encodeBatches(t, 10, 20*time.Millisecond)}, // overlaps the start
-		{Task: "counter-2", Sec: 37, Hist: encodeBatches(t, 1, 40*time.Millisecond)},
-		{Task: "counter-2", Sec: 38, Hist: encodeBatches(t, 1, 900*time.Millisecond)}, // after the window
+		{Task: "counter-0", Sec: 2, Hist: fixture.BatchHist(t, 1, 50*time.Millisecond)}, // warm-up
+		{Task: "counter-0", Sec: 10, Hist: fixture.BatchHist(t, 60, time.Millisecond)},
+		{Task: "counter-1", Sec: 10, Hist: fixture.BatchHist(t, 40, time.Millisecond)},
+		{Task: "counter-1", Sec: 29, Hist: fixture.BatchHist(t, 1, 2*time.Millisecond)},
+		{Task: "counter-0", Sec: 30, Hist: fixture.BatchHist(t, 10, 20*time.Millisecond)}, // overlaps the start
+		{Task: "counter-2", Sec: 37, Hist: fixture.BatchHist(t, 1, 40*time.Millisecond)},
+		{Task: "counter-2", Sec: 38, Hist: fixture.BatchHist(t, 1, 900*time.Millisecond)}, // after the window
 	}
 	m := ComputeRunMetrics(s)
 	near := func(got, want int64) bool { return got >= want-want/1000 && got <= want+want/1000 }

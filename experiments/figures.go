@@ -142,7 +142,7 @@ func MeanOverTasks(byTask map[string][]metrics.Point) []metrics.Point {
 	for s, v := range sum {
 		out = append(out, metrics.Point{Sec: s, Value: v / float64(n[s])})
 	}
-	return cleanPoints(out)
+	return CleanPoints(out)
 }
 
 // ReconfigZero is the first reconfiguration's start on the run's metric

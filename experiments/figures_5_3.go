@@ -41,7 +41,7 @@ const (
 // reconfiguration start (migration can take longer than Fig 6's window).
 const Fig12SecondsAfter = 90
 
-const mb = 1e6 // MB as bytesText writes it
+const mb = 1e6 // MB as BytesText writes it
 
 // ReconfigWindow summarises one reconfiguration of a run: from its start to
 // the next one's (or the end of the data).
@@ -67,7 +67,7 @@ type ReconfigWindow struct {
 // start: the metrics do not tell their bytes apart, so each of them reports
 // the window's total.
 func ReconfigWindows(starts []float64, sink, bytes []metrics.Point) []ReconfigWindow {
-	sink, bytes = cleanPoints(sink), cleanPoints(bytes)
+	sink, bytes = CleanPoints(sink), CleanPoints(bytes)
 	end := 0.0
 	for _, pts := range [][]metrics.Point{sink, bytes} {
 		if n := len(pts); n > 0 {
@@ -118,7 +118,7 @@ func markerSecs(ms []Marker) []float64 {
 
 // Cumulative is the running sum of the points (sorted by second).
 func Cumulative(pts []metrics.Point) []metrics.Point {
-	out := cleanPoints(pts)
+	out := CleanPoints(pts)
 	sum := 0.0
 	for i := range out {
 		sum += out[i].Value
@@ -160,7 +160,7 @@ func TaskSeries(byTask map[string][]metrics.Point) []Series {
 	slices.Sort(tasks)
 	out := make([]Series, 0, len(tasks))
 	for _, t := range tasks {
-		out = append(out, Series{Label: t, Points: cleanPoints(byTask[t])})
+		out = append(out, Series{Label: t, Points: CleanPoints(byTask[t])})
 	}
 	return out
 }
@@ -224,12 +224,12 @@ func WriteFig10(dir string, runs []RunData) ([]string, error) {
 		}
 		ms := runMarkers(r.FigureRun)
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig10ThroughputFile, r.name())),
-			"Fig 10 "+r.Entry.Keyword+": sink throughput", "records/s", []Series{{Label: r.Entry.Keyword, Points: cleanPoints(r.Sink)}}, ms)
+			"Fig 10 "+r.Entry.Keyword+": sink throughput", "records/s", []Series{{Label: r.Entry.Keyword, Points: CleanPoints(r.Sink)}}, ms)
 		if err != nil {
 			return paths, err
 		}
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig10BytesFile, r.name())),
-			"Fig 10 "+r.Entry.Keyword+": state transferred to "+r.Target, "MB/s", []Series{{Label: r.Entry.Keyword, Points: scale(cleanPoints(r.Bytes), 1.0/mb)}}, ms)
+			"Fig 10 "+r.Entry.Keyword+": state transferred to "+r.Target, "MB/s", []Series{{Label: r.Entry.Keyword, Points: scale(CleanPoints(r.Bytes), 1.0/mb)}}, ms)
 		if err != nil {
 			return paths, err
 		}
@@ -253,7 +253,7 @@ func WriteFig11(dir string, runs []RunData) ([]string, error) {
 			return paths, err
 		}
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig11LagFile, r.name())),
-			"Fig 11 "+r.Entry.Keyword+": Kafka lag", "records", []Series{{Label: r.Entry.Keyword, Points: cleanPoints(r.Lag)}}, ms)
+			"Fig 11 "+r.Entry.Keyword+": Kafka lag", "records", []Series{{Label: r.Entry.Keyword, Points: CleanPoints(r.Lag)}}, ms)
 		if err != nil {
 			return paths, err
 		}
@@ -312,7 +312,7 @@ func WriteFig13(dir string, runs []RunData) ([]string, error) {
 		ms := runMarkers(r.FigureRun)
 		series := make([]Series, 0, len(r.OperatorIn))
 		for _, s := range r.OperatorIn {
-			series = append(series, Series{Label: s.Label, Points: cleanPoints(s.Points)})
+			series = append(series, Series{Label: s.Label, Points: CleanPoints(s.Points)})
 		}
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig13OperatorsFile, r.name())),
 			"Fig 13 "+r.Entry.Keyword+": throughput of the reconfigured operators", "records/s", series, ms)
@@ -320,7 +320,7 @@ func WriteFig13(dir string, runs []RunData) ([]string, error) {
 			return paths, err
 		}
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig13LagFile, r.name())),
-			"Fig 13 "+r.Entry.Keyword+": Kafka lag", "records", []Series{{Label: r.Entry.Keyword, Points: cleanPoints(r.Lag)}}, ms)
+			"Fig 13 "+r.Entry.Keyword+": Kafka lag", "records", []Series{{Label: r.Entry.Keyword, Points: CleanPoints(r.Lag)}}, ms)
 		if err != nil {
 			return paths, err
 		}
@@ -366,7 +366,7 @@ func FormatFig53Rows(rows []Fig53Row) string {
 			if i == 0 && (r.BusiestBefore > 0 || r.BusiestAfter > 0) {
 				share = fmt.Sprintf("%.0f%% → %.0f%%", 100*r.BusiestBefore, 100*r.BusiestAfter)
 			}
-			s += fmt.Sprintf("| %s | %d | %.0f | %.0f | %.0f | %s | %.0f, %.0f | %s |\n", r.Keyword, w.Index, w.StartSec, w.PreTput, w.MinTput, bytesText(w.Bytes), w.Migrate90Sec, w.MigrateSec, share)
+			s += fmt.Sprintf("| %s | %d | %.0f | %.0f | %.0f | %s | %.0f, %.0f | %s |\n", r.Keyword, w.Index, w.StartSec, w.PreTput, w.MinTput, BytesText(w.Bytes), w.Migrate90Sec, w.MigrateSec, share)
 		}
 	}
 	return s

@@ -84,7 +84,7 @@ func XYPoints(label string, runs []RunData, x, y func(RunData) (float64, bool)) 
 			s.Points = append(s.Points, metrics.Point{Sec: xv, Value: yv})
 		}
 	}
-	s.Points = cleanPoints(s.Points)
+	s.Points = CleanPoints(s.Points)
 	return s
 }
 
@@ -122,7 +122,7 @@ func WriteFig14(dir string, runs []RunData) ([]string, error) {
 			}
 			label := r.Entry.Keyword
 			if r.StateBytes > 0 {
-				label += " (" + bytesText(float64(r.StateBytes)) + ")"
+				label += " (" + BytesText(float64(r.StateBytes)) + ")"
 			}
 			tput = append(tput, Series{Label: label, Points: crop(r.Sink)})
 			moved = append(moved, Series{Label: label, Points: scale(crop(r.Bytes), 1.0/mb)})
@@ -153,7 +153,7 @@ func WriteFig14(dir string, runs []RunData) ([]string, error) {
 // seconds where either is 0 left out (log scale).
 func Fig15Lines(r RunData) []Series {
 	pos := func(pts []metrics.Point) []metrics.Point {
-		return slices.DeleteFunc(scale(cleanPoints(pts), 1e-3), func(p metrics.Point) bool { return p.Value <= 0 })
+		return slices.DeleteFunc(scale(CleanPoints(pts), 1e-3), func(p metrics.Point) bool { return p.Value <= 0 })
 	}
 	return []Series{{Label: "key lookup (mean per batch)", Points: pos(r.Lookup)}, {Label: "batch time (mean)", Points: pos(r.BatchAvg)}}
 }
@@ -331,10 +331,10 @@ func FormatFig54Rows(rows []Fig54Row) string {
 	for _, r := range rows {
 		state := "-"
 		if r.StateBytes > 0 {
-			state = bytesText(float64(r.StateBytes))
+			state = BytesText(float64(r.StateBytes))
 		}
 		s += fmt.Sprintf("| %s | %s | %.0f | %d | %s | %.0f | %.0f | %s | %.0f, %.0f | %.1f | %.0f | %.0f |\n", r.Keyword, state, r.KeySpace, r.NumKeys,
-			strconv.FormatFloat(r.Skew, 'g', -1, 64), r.PreTput, r.MinTput, bytesText(r.Migrated), r.Migrate90, r.MigrateSec, r.LookupUs, r.BatchUs, r.PeakKLT)
+			strconv.FormatFloat(r.Skew, 'g', -1, 64), r.PreTput, r.MinTput, BytesText(r.Migrated), r.Migrate90, r.MigrateSec, r.LookupUs, r.BatchUs, r.PeakKLT)
 	}
 	return s
 }

@@ -10,12 +10,13 @@ import (
 
 	"koala/dataplane/dptest/testpki"
 	"koala/dataplane/transport"
+	"koala/deploy/embedded"
 )
 
 // startEmbeddedNATS starts the server `koala nats-server` would run with c.
-func startEmbeddedNATS(t *testing.T, c natsServerConfig) (*natsserver.Server, *natsserver.Options) {
+func startEmbeddedNATS(t *testing.T, c embedded.NATSConfig) (*natsserver.Server, *natsserver.Options) {
 	t.Helper()
-	opts, err := natsServerOptions(c)
+	opts, err := embedded.NATSOptions(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func startEmbeddedNATS(t *testing.T, c natsServerConfig) (*natsserver.Server, *n
 
 func TestNATSServerRequiresCredentials(t *testing.T) {
 	const pw = "embedded-pw-42"
-	ns, opts := startEmbeddedNATS(t, natsServerConfig{Addr: "127.0.0.1:-1", User: "koala", Password: pw})
+	ns, opts := startEmbeddedNATS(t, embedded.NATSConfig{Addr: "127.0.0.1:-1", User: "koala", Password: pw})
 	addr := ns.Addr().String()
 	url := "nats://" + addr
 
@@ -53,7 +54,7 @@ func TestNATSServerRequiresCredentials(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if got := natsServerAuthSummary(opts); strings.Contains(got, pw) || !strings.Contains(got, "user koala") {
+	if got := embedded.NATSAuthSummary(opts); strings.Contains(got, pw) || !strings.Contains(got, "user koala") {
 		t.Errorf("auth summary %q", got)
 	}
 }
@@ -68,7 +69,7 @@ func TestNATSServerTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, _ := startEmbeddedNATS(t, natsServerConfig{Addr: "127.0.0.1:-1", Token: "tok", TLSCert: srv.CertFile, TLSKey: srv.KeyFile})
+	ns, _ := startEmbeddedNATS(t, embedded.NATSConfig{Addr: "127.0.0.1:-1", Token: "tok", TLSCert: srv.CertFile, TLSKey: srv.KeyFile})
 	url := "nats://" + ns.Addr().String()
 	if _, err := dialNATS(url, transport.NATSSecurity{Token: "tok"}, "test"); err == nil {
 		t.Error("connected without the CA")
@@ -85,17 +86,17 @@ func TestNATSServerTLS(t *testing.T) {
 
 func TestNATSServerOptionsRejectBadConfig(t *testing.T) {
 	for _, tc := range []struct {
-		c    natsServerConfig
+		c    embedded.NATSConfig
 		want string
 	}{
-		{natsServerConfig{Addr: "127.0.0.1"}, "--addr"},
-		{natsServerConfig{Addr: "127.0.0.1:-1", User: "u"}, "--user and --password"},
-		{natsServerConfig{Addr: "127.0.0.1:-1", User: "u", Password: "p", Token: "t"}, "not both"},
-		{natsServerConfig{Addr: "127.0.0.1:-1", TLSCert: "c.pem"}, "--tls-key"},
-		{natsServerConfig{Addr: "127.0.0.1:-1", TLSCA: "ca.pem"}, "--tls-ca needs"},
-		{natsServerConfig{Addr: "127.0.0.1:-1", TLSCert: "/nonexistent.pem", TLSKey: "/nonexistent-key.pem"}, "/nonexistent.pem"},
+		{embedded.NATSConfig{Addr: "127.0.0.1"}, "--addr"},
+		{embedded.NATSConfig{Addr: "127.0.0.1:-1", User: "u"}, "--user and --password"},
+		{embedded.NATSConfig{Addr: "127.0.0.1:-1", User: "u", Password: "p", Token: "t"}, "not both"},
+		{embedded.NATSConfig{Addr: "127.0.0.1:-1", TLSCert: "c.pem"}, "--tls-key"},
+		{embedded.NATSConfig{Addr: "127.0.0.1:-1", TLSCA: "ca.pem"}, "--tls-ca needs"},
+		{embedded.NATSConfig{Addr: "127.0.0.1:-1", TLSCert: "/nonexistent.pem", TLSKey: "/nonexistent-key.pem"}, "/nonexistent.pem"},
 	} {
-		_, err := natsServerOptions(tc.c)
+		_, err := embedded.NATSOptions(tc.c)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one containing %q", tc.c, err, tc.want)
 		}

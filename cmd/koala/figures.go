@@ -2,16 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"koala/dataplane/metrics"
-	"koala/experiments"
-	"koala/workflows"
+	"koala/experiments/runner"
 )
 
 func init() {
@@ -52,75 +47,12 @@ With several result directories their runs are merged (e.g. a remote
 suite run separately): runs of the same experiment share a figure.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var entries []workflows.SuiteEntryResult
-			inputs := map[string]*workflows.ExperimentInput{}
-			figs := figList
-			for _, dir := range args {
-				sum, err := experiments.ReadSuiteSummary(dir)
-				if err != nil {
-					return err
-				}
-				entries = append(entries, sum.Entries...)
-				if len(figList) == 0 {
-					f, err := experiments.SuiteFigures(sum.File)
-					if err != nil {
-						fmt.Printf("%s: %v (drawing Figures %v; use --figures)\n", dir, err, experiments.DefaultFigures)
-						f = experiments.DefaultFigures
-					}
-					figs = mergeFigures(figs, f)
-				}
-				in, err := experiments.SuiteInputs(sum.File)
-				if err != nil {
-					fmt.Printf("%s: suite configs not readable (%v): figures 14-16 lack state sizes and key spaces\n", dir, err)
-				}
-				for k, v := range in {
-					inputs[k] = v
-				}
-			}
-			if err := experiments.CheckFigures(figs); err != nil {
-				return fmt.Errorf("--figures: %w", err)
-			}
 			if clickhouse == "" || clickhouse == "none" {
 				return fmt.Errorf("figures need ClickHouse (--clickhouse or %s)", envClickHouse)
 			}
-			ch := metrics.NewClickHouse(clickhouse, "koala")
-			var runs []experiments.RunData
-			for _, e := range entries {
-				if e.Status != workflows.SuiteSucceeded {
-					fmt.Printf("skip %s -> %s: %s\n", e.Experiment, e.Keyword, e.Status)
-					continue
-				}
-				fr := experiments.ReadFigureRun(cmd.Context(), ch, e)
-				r := experiments.ReadRunData(cmd.Context(), ch, fr, inputs[e.Keyword], figs)
-				for _, msg := range r.Errors {
-					fmt.Printf("%s -> %s: %s\n", e.Experiment, e.Keyword, msg)
-				}
-				runs = append(runs, r)
-			}
-			if len(runs) == 0 {
-				return fmt.Errorf("no succeeded run in %s", strings.Join(args, ", "))
-			}
-			if outDir == "" {
-				outDir = filepath.Join(args[0], "figures")
-			}
-			paths, cmps, err := experiments.WriteSuiteFigures(outDir, runs, figs)
-			if terr := experiments.WriteFigureTables(os.Stdout, cmps); terr != nil && err == nil {
-				err = terr
-			}
-			if t := experiments.SummaryTables(runs, figs); t != "" {
-				fmt.Println()
-				fmt.Print(t)
-				p := filepath.Join(outDir, "summary.md")
-				if werr := os.WriteFile(p, []byte(t), 0o644); werr != nil && err == nil {
-					err = werr
-				}
-				paths = append(paths, p)
-			}
-			fmt.Println()
-			for _, p := range paths {
-				fmt.Println("wrote", p)
-			}
-			return err
+			return runner.Figures(cmd.Context(), runner.FiguresOptions{
+				ClickHouse: metrics.NewClickHouse(clickhouse, "koala"), Dirs: args, Figures: figList, OutDir: outDir,
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -128,14 +60,4 @@ suite run separately): runs of the same experiment share a figure.`,
 	f.StringVar(&outDir, "out", "", "output directory (default RESULTDIR/figures)")
 	f.StringSliceVar(&figList, "figures", nil, "figures to draw, e.g. 10,11 (default: the suite file's \"Figures\", else 6,8)")
 	rootCmd.AddCommand(cmd)
-}
-
-// mergeFigures appends the figures of add not yet in figs.
-func mergeFigures(figs, add []string) []string {
-	for _, f := range add {
-		if !slices.Contains(figs, f) {
-			figs = append(figs, f)
-		}
-	}
-	return figs
 }

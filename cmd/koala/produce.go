@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -16,6 +14,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
+	"koala/experiments/runner"
 	_ "koala/queries"
 	_ "koala/queries/examples" // example queries
 	_ "koala/queries/nexmark"  // Nexmark generator and queries // registers query generators
@@ -67,7 +66,7 @@ func init() {
 			if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
 				return fmt.Errorf("create topic %s: %w", req.Topic, resp.Err)
 			}
-			return produceParallel(ctx, req, producers)
+			return runner.Produce(ctx, req, producers)
 		},
 	}
 	f := cmd.Flags()
@@ -92,50 +91,4 @@ func init() {
 	f.IntVar(&nexmark.HotBiddersRatio, "nexmark-hot-bidders-ratio", 0, "nexmark generator: HotBiddersRatio (0 = default)")
 	f.Int64Var(&nexmark.OutputEventNumber, "nexmark-output-event-number", 0, "nexmark generator: first event number (resume point after a warm-up)")
 	rootCmd.AddCommand(cmd)
-}
-
-// produceParallel runs the request's share on each of n producers at once,
-// printing their summed progress every tick of the first one.
-func produceParallel(ctx context.Context, req control.ProduceRequest, n int) error {
-	shares := produce.SplitProduce(req, n)
-	reports := make([]control.ProduceReport, len(shares))
-	errs := make([]error, len(shares))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i, share := range shares {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rep, err := produce.Produce(ctx, share, nil, func(r control.ProduceReport) {
-				mu.Lock()
-				defer mu.Unlock()
-				reports[i] = r
-				if i == 0 {
-					sum := sumReports(reports)
-					fmt.Fprintf(os.Stderr, "  %6.0fs acked %d failed %d\n", r.ElapsedSecs, sum.Acked, sum.Failed)
-				}
-			})
-			mu.Lock()
-			reports[i], errs[i] = rep, err
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	sum := sumReports(reports)
-	fmt.Printf("produced %d records to %s (%d failed) in %.1fs with %d producer(s)\n", sum.Acked, req.Topic, sum.Failed, sum.ElapsedSecs, len(shares))
-	if sum.Malformed > 0 {
-		fmt.Printf("skipped %d malformed input lines\n", sum.Malformed)
-	}
-	return errors.Join(errs...)
-}
-
-func sumReports(reps []control.ProduceReport) control.ProduceReport {
-	var sum control.ProduceReport
-	for _, r := range reps {
-		sum.Acked += r.Acked
-		sum.Failed += r.Failed
-		sum.Malformed += r.Malformed
-		sum.ElapsedSecs = max(sum.ElapsedSecs, r.ElapsedSecs)
-	}
-	return sum
 }

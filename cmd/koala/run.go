@@ -1,21 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
 	"koala/experiments"
-	"koala/workflows"
+	"koala/experiments/runner"
 )
 
 func init() {
@@ -44,9 +40,6 @@ func init() {
 			if err := experiments.CheckQuery(in); err != nil {
 				return fmt.Errorf("config %s: %w", args[0], err)
 			}
-			if id == "" {
-				id = fmt.Sprintf("%s-%s", in.Name, time.Now().Format("20060102-150405"))
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			tc, err := dialTemporal(ctx, temporalAddr, namespace)
@@ -54,34 +47,10 @@ func init() {
 				return err
 			}
 			defer tc.Close()
-			run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
-			if err != nil {
-				return fmt.Errorf("start experiment workflow %s: %w", id, err)
-			}
-			link := fmt.Sprintf("%s/namespaces/%s/workflows/%s/%s/history", strings.TrimRight(uiURL, "/"), namespace, run.GetID(), run.GetRunID())
-			fmt.Printf("experiment %s started\n  workflow: %s\n  ui:       %s\n", in.Name, run.GetID(), link)
-			if detach {
-				return nil
-			}
-			res, err := follow(ctx, run, in.TotalRuntimeSeconds)
-			if err != nil {
-				fmt.Printf("  status:   %s\n", experiments.FailureStatus(err))
-				return fmt.Errorf("experiment workflow %s failed: %w (see %s)", run.GetID(), err, link)
-			}
-			dir := filepath.Join(resultsDir, run.GetID())
-			sum, err := experiments.Report(res, experiments.ReportMeta{
-				Experiment: in.Name, WorkflowID: run.GetID(), RunID: run.GetRunID(), UIURL: link, Dir: dir,
+			return runner.Run(ctx, runner.RunOptions{
+				Services: runner.Services{Temporal: tc, Namespace: namespace, UIURL: uiURL},
+				Input:    in, ID: id, ResultsDir: resultsDir, Detach: detach,
 			})
-			if err != nil {
-				return err
-			}
-			if err := sum.WriteText(os.Stdout); err != nil {
-				return err
-			}
-			if sum.Lost != 0 || sum.Duplicated != 0 {
-				return fmt.Errorf("exactness violated: lost=%d duplicated=%d", sum.Lost, sum.Duplicated)
-			}
-			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -94,29 +63,6 @@ func init() {
 	f.BoolVar(&detach, "detach", false, "start the workflow and return without following it")
 	f.BoolVar(&printInput, "print-input", false, "print the RunExperiment workflow input as JSON (for the Temporal CLI or UI) and exit")
 	rootCmd.AddCommand(cmd)
-}
-
-// follow waits for the workflow, printing progress every few seconds.
-func follow(ctx context.Context, run client.WorkflowRun, total int) (workflows.ExperimentResult, error) {
-	var res workflows.ExperimentResult
-	done := make(chan error, 1)
-	go func() { done <- run.Get(ctx, &res) }()
-	start := time.Now()
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			return res, err
-		case <-tick.C:
-			el := time.Since(start).Seconds()
-			phase := "running"
-			if el > float64(total) {
-				phase = "draining"
-			}
-			fmt.Printf("  %s %3.0fs / %ds\n", phase, el, total)
-		}
-	}
 }
 
 func splitList(s string) []string {

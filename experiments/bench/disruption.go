@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"koala/dataplane/metrics"
+	"koala/experiments"
+	"koala/experiments/runner"
+
+	"go.temporal.io/sdk/client"
+)
+
+// benchDisruption runs the protocol comparison with the compare machinery,
+// starting a remote state server for the remote protocol.
+func benchDisruption(ctx context.Context, o Options, tc client.Client, ch *metrics.ClickHouse, stamp string, notes *[]string) (*experiments.Comparison, string, error) {
+	variants, err := experiments.ParseVariants(o.Protocols)
+	if err != nil {
+		return nil, "", err
+	}
+	base, err := experiments.LoadConfig(o.DisruptionConfig)
+	if err != nil {
+		return nil, "", err
+	}
+	runner.DefaultBrokers(&base, o.Kafka)
+	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
+	cmp := &experiments.Comparison{Experiment: base.Name, Config: o.DisruptionConfig, Started: time.Now()}
+	remote := ""
+	var svc *exec.Cmd
+	var svcNote error
+	for i, v := range variants {
+		if ctx.Err() != nil {
+			break
+		}
+		if i > 0 {
+			runner.Sleep(ctx, o.Gap)
+		}
+		if v == experiments.VariantRemote && o.StatesvcAddr != "" && svc == nil {
+			var addr string
+			svc, addr, svcNote = startStateSvc(ctx, o.StatesvcBinary, o.StatesvcAddr)
+			if svcNote == nil {
+				remote = addr
+				if addr != o.StatesvcAddr {
+					*notes = append(*notes, fmt.Sprintf("remote protocol: %s was held by another process (left alone), so the harness ran its own koala statesvc on %s", o.StatesvcAddr, addr))
+				}
+			} else {
+				fmt.Println("disruption: remote state server:", svcNote)
+			}
+		}
+		label := fmt.Sprintf("[disruption %d/%d %s]", i+1, len(variants), v)
+		row := runner.RunVariant(ctx, runner.Services{Temporal: tc, ClickHouse: ch, Namespace: o.Namespace, UIURL: o.UIURL}, runner.VariantRun{
+			Base: base, Variant: v, RemotePebble: remote, Stamp: stamp, Label: label, Dir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare",
+		})
+		if v == experiments.VariantRemote && svcNote != nil && row.Status == experiments.StatusSkipped {
+			row.Reason += " (starting koala statesvc failed: " + svcNote.Error() + ")"
+		}
+		cmp.Rows = append(cmp.Rows, row)
+		if v == experiments.VariantRemote && svc != nil {
+			stopStateSvc(svc)
+			svc = nil
+		}
+	}
+	if svc != nil {
+		stopStateSvc(svc)
+	}
+	fmt.Println()
+	_ = cmp.WriteTable(os.Stdout)
+	if _, err := cmp.WriteFiles(dir); err != nil {
+		return cmp, dir, err
+	}
+	return cmp, dir, nil
+}
+
+// startStateSvc starts `koala statesvc` (self, or this binary when empty) on
+// addr with a fresh temporary Pebble directory and waits until it accepts
+// connections.
+func startStateSvc(ctx context.Context, self, addr string) (*exec.Cmd, string, error) {
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		// Someone else's process holds the port: never reuse (or stop) it;
+		// run ours on a free port instead.
+		l, lerr := net.Listen("tcp", "127.0.0.1:0")
+		if lerr != nil {
+			return nil, "", fmt.Errorf("%s is in use and no free port: %v", addr, lerr)
+		}
+		free := l.Addr().String()
+		l.Close()
+		fmt.Printf("disruption: %s is in use by another process (left alone); starting our own state server on %s\n", addr, free)
+		addr = free
+	}
+	if self == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, "", fmt.Errorf("koala binary for statesvc: %w", err)
+		}
+		self = exe
+	}
+	dir, err := os.MkdirTemp("", "koala-bench-statesvc-")
+	if err != nil {
+		return nil, "", err
+	}
+	logf, err := os.Create(filepath.Join(dir, "statesvc.log"))
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(self, "statesvc", "--listen", addr, "--dir", filepath.Join(dir, "pebble"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, "", err
+	}
+	fmt.Printf("disruption: started koala statesvc pid %d on %s (dir %s)\n", cmd.Process.Pid, addr, dir)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond); err == nil {
+			c.Close()
+			return cmd, addr, nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stopStateSvc(cmd)
+	return nil, "", fmt.Errorf("koala statesvc did not listen on %s within 20 s (log %s)", addr, logf.Name())
+}
+
+// stopStateSvc stops the state server we started, by its PID, and removes
+// its temporary directory.
+func stopStateSvc(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	if n := len(cmd.Args); n > 0 {
+		if d := cmd.Args[n-1]; strings.Contains(d, "koala-bench-statesvc-") {
+			_ = os.RemoveAll(filepath.Dir(d))
+		}
+	}
+	fmt.Printf("disruption: stopped koala statesvc pid %d\n", pid)
+}

@@ -1,0 +1,242 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"koala/dataplane/metrics"
+	"koala/experiments"
+	"koala/workflows"
+)
+
+// Services are the clients and links a run needs. ClickHouse may be nil:
+// the summaries then use the workflow's own series.
+type Services struct {
+	Temporal   client.Client
+	ClickHouse *metrics.ClickHouse
+	Namespace  string
+	UIURL      string // Temporal web UI base URL, for links
+	Brokers    []string
+}
+
+// VariantRun says how one protocol's run is started and read back.
+type VariantRun struct {
+	Base         workflows.ExperimentInput
+	Variant      string
+	RemotePebble string // remote state server list for the remote protocol
+	Stamp        string // the comparison's time stamp, part of the workflow id
+	Label        string // prefix of the progress lines
+	Dir          string // where the raw result is kept
+	FlushWait    time.Duration
+	Margin       time.Duration // a run is given up this long after runtime + drain timeout
+	// Terminator names the command in the reason a given-up workflow is
+	// terminated with.
+	Terminator string
+}
+
+// CompareOptions configure Compare.
+type CompareOptions struct {
+	Services
+	Config       string // path of the experiment config
+	Protocols    string
+	ResultsDir   string
+	RemotePebble string
+	Gap          time.Duration // pause between two runs
+	FlushWait    time.Duration
+	Margin       time.Duration
+}
+
+// Compare runs the experiment once per protocol, one after another, and
+// writes the comparison under ResultsDir/compare-<stamp>/.
+func Compare(ctx context.Context, o CompareOptions) error {
+	variants, err := experiments.ParseVariants(o.Protocols)
+	if err != nil {
+		return err
+	}
+	base, err := experiments.LoadConfig(o.Config)
+	if err != nil {
+		return err
+	}
+	DefaultBrokers(&base, o.Brokers)
+	started := time.Now()
+	stamp := started.Format("20060102-150405")
+	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
+	cmp := experiments.Comparison{Experiment: base.Name, Config: o.Config, Started: started}
+	fmt.Printf("comparing %s: %s (%d s each)\n  results: %s\n", base.Name, strings.Join(variants, ", "), base.TotalRuntimeSeconds, dir)
+	for i, v := range variants {
+		if ctx.Err() != nil {
+			break
+		}
+		if i > 0 {
+			// Let the previous run's tasks stop and its last metrics land.
+			Sleep(ctx, o.Gap)
+		}
+		cmp.Rows = append(cmp.Rows, RunVariant(ctx, o.Services, VariantRun{
+			Base: base, Variant: v, RemotePebble: o.RemotePebble, Stamp: stamp, Label: fmt.Sprintf("[%d/%d %s]", i+1, len(variants), v),
+			Dir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare",
+		}))
+	}
+	fmt.Println()
+	if err := cmp.WriteTable(os.Stdout); err != nil {
+		return err
+	}
+	paths, werr := cmp.WriteFiles(dir)
+	fmt.Println()
+	for _, p := range paths {
+		fmt.Println("wrote", p)
+	}
+	if werr != nil {
+		return fmt.Errorf("write results: %w", werr)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("comparison interrupted after %d of %d protocols (a running workflow continues on its own)", len(cmp.Rows), len(variants))
+	}
+	if v := cmp.Violations(); len(v) > 0 {
+		return fmt.Errorf("EXACTNESS VIOLATED: %s", strings.Join(v, "; "))
+	}
+	return nil
+}
+
+// RunVariant runs one protocol's workflow to its end and turns it into a
+// comparison row. Failures become the row's status; they never end the
+// comparison.
+func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.CompareRow {
+	label := v.Label
+	row := experiments.CompareRow{Protocol: v.Variant}
+	in, skip, err := experiments.VariantInput(v.Base, v.Variant, v.RemotePebble)
+	if err != nil {
+		row.Status, row.Reason = experiments.StatusFailed, err.Error()
+		fmt.Printf("%s failed: %v\n", label, err)
+		return row
+	}
+	row.ReconfigProtocol, row.StateBackend = in.ReconfigProtocol, in.StateBackend
+	if skip != "" {
+		row.Status, row.Reason = experiments.StatusSkipped, skip
+		fmt.Printf("%s skipped: %s\n", label, skip)
+		return row
+	}
+	id := fmt.Sprintf("%s-%s-%s", in.Name, v.Variant, v.Stamp)
+	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
+	if err != nil {
+		row.Status, row.Reason = experiments.StatusFailed, fmt.Sprintf("start workflow %s: %v", id, err)
+		fmt.Printf("%s %s\n", label, row.Reason)
+		return row
+	}
+	row.WorkflowID, row.RunID = run.GetID(), run.GetRunID()
+	row.JobID = workflows.JobIDFor(run.GetID())
+	row.UIURL = UILink(s.UIURL, s.Namespace, run.GetID(), run.GetRunID())
+	fmt.Printf("%s started %s (%s, state %s)\n  ui: %s\n", label, id, in.ReconfigProtocol, in.StateBackend, row.UIURL)
+
+	res, err := Follow(ctx, run, label, in.TotalRuntimeSeconds, RunLimit(in, v.Margin))
+	if err != nil {
+		if errors.Is(err, ErrGaveUp) {
+			if terr := Terminate(s.Temporal, run, v.Terminator+": run exceeded its time limit"); terr != nil {
+				err = fmt.Errorf("%w (terminate: %v)", err, terr)
+			}
+		}
+		if reason, ok := experiments.NotAvailable(err); ok {
+			row.Status, row.Reason = experiments.StatusNotAvailable, reason
+		} else {
+			row.Status, row.Reason = experiments.StatusFailed, err.Error()
+		}
+		fmt.Printf("%s %s: %s\n", label, row.Status, row.Reason)
+		return row
+	}
+	WriteRawResult(v.Dir, v.Variant, res)
+
+	// Series from ClickHouse; the workflow's own sink series is the fallback.
+	var sr experiments.RunSeries
+	var jobStart time.Time
+	var merr []string
+	if s.ClickHouse != nil {
+		Sleep(ctx, v.FlushWait)
+		sr, jobStart, merr = readSeries(ctx, s.ClickHouse, res)
+	} else {
+		merr = append(merr, "no ClickHouse (--clickhouse none)")
+	}
+	if len(sr.Sink) == 0 {
+		sr.Sink = res.SinkThroughput
+	}
+	if jobStart.IsZero() {
+		jobStart = res.StartedAt // the workflow's own series then share its axis closely enough
+	}
+	row = experiments.BuildRow(row, res, in.TotalRuntimeSeconds, jobStart, sr)
+	if len(merr) > 0 {
+		row.MetricsError = strings.Join(merr, "; ")
+	}
+	fmt.Printf("%s done: produced %d, lost=%d duplicated=%d, %d reconfiguration(s), %.0f ms control plane\n",
+		label, res.Produced, res.Lost, res.Duplicated, len(res.Reconfigs), row.ControlPlaneMs)
+	if row.ExactnessViolated() {
+		fmt.Printf("%s !!! EXACTNESS VIOLATED: lost=%d duplicated=%d (both must be 0)\n", label, res.Lost, res.Duplicated)
+	}
+	return row
+}
+
+// RunLimit is how long a run is waited for: its runtime and drain timeout
+// (the default when unset) plus margin.
+func RunLimit(in workflows.ExperimentInput, margin time.Duration) time.Duration {
+	drain := in.DrainTimeoutSeconds
+	if drain <= 0 {
+		drain = experiments.DefaultDrainTimeoutSeconds
+	}
+	return time.Duration(in.TotalRuntimeSeconds+drain)*time.Second + margin
+}
+
+// SinkOperator is the name of a finished run's last operator.
+func SinkOperator(res workflows.ExperimentResult) string {
+	if ops := res.Final.Job.Operators; len(ops) > 0 {
+		return ops[len(ops)-1].Name
+	}
+	return "sink"
+}
+
+// readSeries reads what the comparison needs of one finished run. Errors are
+// collected, not fatal: a run's exactness stands without its metrics.
+func readSeries(ctx context.Context, ch *metrics.ClickHouse, res workflows.ExperimentResult) (experiments.RunSeries, time.Time, []string) {
+	var sr experiments.RunSeries
+	var errs []string
+	note := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, what+": "+err.Error())
+		}
+	}
+	job := res.JobID
+	jobStart, err := ch.JobStart(ctx, job)
+	if err != nil {
+		note("job start", err)
+		return sr, time.Time{}, errs
+	}
+	sr.Sink, err = ch.Throughput(ctx, job, SinkOperator(res))
+	note("sink throughput", err)
+	sr.Lag, err = ch.Lag(ctx, job)
+	note("kafka lag", err)
+	var targets []string
+	for _, rc := range res.Reconfigs {
+		if op := rc.Spec.TargetOperator; op != "" && !slices.Contains(targets, op) {
+			targets = append(targets, op)
+		}
+	}
+	sr.BatchMaxByTask = map[string][]metrics.Point{}
+	for _, op := range targets {
+		byTask, err := ch.ColumnByTask(ctx, job, op, "batch_time_max_us", metrics.AggMax)
+		note("batch latency of "+op, err)
+		for task, pts := range byTask {
+			sr.BatchMaxByTask[task] = pts
+		}
+		hists, err := ch.BatchHists(ctx, job, op)
+		note("batch-time histograms of "+op, err)
+		sr.BatchHists = append(sr.BatchHists, hists...)
+		bytes, err := ch.ColumnSeries(ctx, job, op, "bytes_transferred", metrics.AggSum)
+		note("bytes transferred of "+op, err)
+		sr.Bytes = append(sr.Bytes, bytes...)
+	}
+	return sr, jobStart, errs
+}

@@ -1,0 +1,103 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"koala/workflows"
+)
+
+// ErrGaveUp marks a run that Follow stopped waiting for: the caller owns the
+// workflow and should terminate it so it does not disturb the next run.
+var ErrGaveUp = errors.New("run exceeded its time limit")
+
+// Follow waits for the workflow, printing "label phase elapsed / total" every
+// 5 s. With a limit above zero it gives up after it (ErrGaveUp); the
+// workflow itself goes on.
+func Follow(ctx context.Context, run client.WorkflowRun, label string, total int, limit time.Duration) (workflows.ExperimentResult, error) {
+	var res workflows.ExperimentResult
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run.Get(gctx, &res) }()
+	start := time.Now()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	var expired <-chan time.Time
+	if limit > 0 {
+		deadline := time.NewTimer(limit)
+		defer deadline.Stop()
+		expired = deadline.C
+	}
+	prefix := ""
+	if label != "" {
+		prefix = label + " "
+	}
+	for {
+		select {
+		case err := <-done:
+			return res, err
+		case <-expired:
+			return res, fmt.Errorf("%w (%s)", ErrGaveUp, limit)
+		case <-tick.C:
+			el := time.Since(start).Seconds()
+			phase := "running"
+			if el > float64(total) {
+				phase = "draining"
+			}
+			fmt.Printf("  %s%s %3.0fs / %ds\n", prefix, phase, el, total)
+		}
+	}
+}
+
+// Terminate stops a workflow this process started and gave up on, with its
+// own short deadline: the caller's context may already be done.
+func Terminate(tc client.Client, run client.WorkflowRun, reason string) error {
+	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return tc.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), reason)
+}
+
+// UILink is the Temporal web UI page of a workflow run's history.
+func UILink(uiURL, namespace, workflowID, runID string) string {
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s/%s/history", strings.TrimRight(uiURL, "/"), namespace, workflowID, runID)
+}
+
+// WriteRawResult keeps a workflow result as dir/result-name.json, for digging
+// into one run later. Best effort: a run's summary stands without it.
+func WriteRawResult(dir, name string, res workflows.ExperimentResult) {
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	_ = os.WriteFile(filepath.Join(dir, "result-"+name+".json"), append(data, '\n'), 0o644)
+}
+
+// Sleep pauses for d or until ctx is done, whichever comes first.
+func Sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+// DefaultBrokers fills in brokers for an experiment whose config names none.
+func DefaultBrokers(in *workflows.ExperimentInput, brokers []string) {
+	if len(in.KafkaBrokers) == 0 {
+		in.KafkaBrokers = brokers
+	}
+}
