@@ -1,42 +1,27 @@
-// Package dptest starts an in-process data plane for tests: an embedded
-// NATS server, franz-go's kfake Kafka broker and a few workers, all on
-// free loopback ports and all stopped when the test ends.
+// Package dptest starts an in-process data plane for tests (inproc's
+// cluster: an embedded NATS server, franz-go's kfake Kafka broker and a few
+// workers, all on free loopback ports) and stops it when the test ends.
 package dptest
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/twmb/franz-go/pkg/kfake"
-
-	"koala/dataplane"
+	"koala/dataplane/inproc"
 	"koala/dataplane/metrics"
 )
 
 // Cluster is a running in-process data plane.
-type Cluster struct {
-	NATSURL string
-	NC      *nats.Conn
-	Brokers []string
-	Workers []*dataplane.Worker
-	// DataDirs are the workers' data directories (Pebble state lives
-	// there), removed when the test ends.
-	DataDirs []string
-	stops    []func() // per worker: cancel its Run and wait for it
-}
+type Cluster struct{ *inproc.Cluster }
 
 // StopWorker stops worker i (0-based) as if its process died: its tasks
 // end, it sends no heartbeat and answers no request any more.
 func (c *Cluster) StopWorker(t testing.TB, i int) {
 	t.Helper()
-	c.stops[i]()
+	if err := c.Cluster.StopWorker(i); err != nil {
+		t.Error(err)
+	}
 }
 
 // Options shape the cluster.
@@ -48,63 +33,26 @@ type Options struct {
 	Recorder metrics.Recorder
 }
 
-// Start brings the cluster up and registers its shutdown with t.Cleanup.
+// Start brings the cluster up and registers its shutdown with t.Cleanup;
+// the workers' data directories are the test's temporary directories.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	if opts.Workers <= 0 {
-		opts.Workers = 3
-	}
 	if opts.LogLevel == 0 {
 		opts.LogLevel = slog.LevelWarn
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	c, err := inproc.Start(inproc.Options{
+		Workers:  opts.Workers,
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.LogLevel})),
+		Recorder: opts.Recorder,
+		DataDir:  func(int) (string, error) { return t.TempDir(), nil },
+	})
 	if err != nil {
-		t.Fatalf("embedded NATS: %v", err)
+		t.Fatalf("in-process data plane: %v", err)
 	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatalf("embedded NATS did not become ready")
-	}
-	t.Cleanup(ns.Shutdown)
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(kc.Close)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatalf("connect NATS: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	c := &Cluster{NATSURL: ns.ClientURL(), NC: nc, Brokers: kc.ListenAddrs()}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.LogLevel}))
-	for i := 1; i <= opts.Workers; i++ {
-		dir := t.TempDir()
-		w, err := dataplane.NewWorker(dataplane.Options{
-			ID: fmt.Sprintf("w%d", i), NATSURL: c.NATSURL, Listen: "127.0.0.1:0", DataDir: dir, Logger: log,
-			Recorder: opts.Recorder,
-		})
-		if err != nil {
-			t.Fatalf("worker %d: %v", i, err)
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		var once sync.Once
-		stop := func() {
-			once.Do(func() {
-				cancel()
-				select {
-				case <-done:
-				case <-time.After(15 * time.Second):
-					t.Errorf("worker %s did not stop within 15s", w.ID())
-				}
-			})
-		}
-		t.Cleanup(stop)
-		c.Workers = append(c.Workers, w)
-		c.DataDirs = append(c.DataDirs, dir)
-		c.stops = append(c.stops, stop)
-	}
-	return c
+	})
+	return &Cluster{c}
 }
