@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"koala/dataplane"
 	"koala/dataplane/exchange"
 	"koala/dataplane/wire"
 	"koala/experiments"
@@ -101,21 +100,21 @@ func CeilingFractions(steady []Steady, ceilings []Ceiling) []CeilingFraction {
 	return out
 }
 
-func ceilingRecords(n int) []dataplane.Record {
-	recs := make([]dataplane.Record, n)
+func ceilingRecords(n int) []wire.Record {
+	recs := make([]wire.Record, n)
 	val := make([]byte, CeilingValueBytes)
 	for i := range val {
 		val[i] = 'a' + byte(i%26)
 	}
 	for i := range recs {
-		recs[i] = dataplane.Record{Key: fmt.Appendf(nil, "key-%012d", i), Value: val, EventTime: time.Now().UnixNano(), Partition: int32(i % 4), Offset: int64(i)}
+		recs[i] = wire.Record{Key: fmt.Appendf(nil, "key-%012d", i), Value: val, EventTime: time.Now().UnixNano(), Partition: int32(i % 4), Offset: int64(i)}
 	}
 	return recs
 }
 
 // MeasureCodec encodes and decodes 1000-record data frames for d.
 func MeasureCodec(d time.Duration) Ceiling {
-	c := Ceiling{Component: CeilCodec, What: "dataplane.AppendFrame + DecodeFrame of 1000-record data frames, one goroutine"}
+	c := Ceiling{Component: CeilCodec, What: "wire.AppendFrame + DecodeFrame of 1000-record data frames, one goroutine"}
 	f := &wire.Frame{Kind: wire.FrameData, JobID: "bench", FromTask: "source-0", ToTask: "sink-0", Records: ceilingRecords(1000)}
 	var buf []byte
 	start := time.Now()

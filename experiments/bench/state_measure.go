@@ -18,7 +18,7 @@ import (
 	"koala/activities"
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
-	"koala/experiments/bench/inproc"
+	"koala/dataplane/inproc"
 	"koala/queries"
 	"koala/statesvc"
 	"koala/workflows"
@@ -56,7 +56,7 @@ func measureStatePoint(ctx context.Context, spec StateSpec, size uint64, log *sl
 		log.Error("state point failed", "size", size, "error", p.Error)
 		return p
 	}
-	c, err := inproc.Start(3, log)
+	c, err := inproc.Start(inproc.Options{Workers: 3, Logger: log})
 	if err != nil {
 		return fail("in-process cluster", err)
 	}
