@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -33,11 +32,7 @@ const CheckpointKeep = 2
 // job names none: $KOALA_HOME/checkpoints ($KOALA_HOME defaults to ./.koala),
 // absolute because the workers resolve it.
 func DefaultCheckpointStore() (string, error) {
-	home := os.Getenv("KOALA_HOME")
-	if home == "" {
-		home = ".koala"
-	}
-	abs, err := filepath.Abs(filepath.Join(home, "checkpoints"))
+	abs, err := filepath.Abs(filepath.Join(control.Home(), "checkpoints"))
 	if err != nil {
 		return "", fmt.Errorf("checkpoint store: %w", err)
 	}

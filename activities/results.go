@@ -70,12 +70,6 @@ type SinkCounts struct {
 	Values map[string]map[string]uint64 `json:"values,omitempty"`
 }
 
-// ParamReportSinkValues ("true") makes CollectSinkCounts return collecting
-// sinks' per-key values in the run's result. The result is stored in the
-// workflow's history, so this is for small key spaces (tests, oracles):
-// more than MaxReportedSinkValues keys fail the collection.
-const ParamReportSinkValues = "ReportSinkValues"
-
 // MaxReportedSinkValues bounds the keys ParamReportSinkValues may report
 // (about 50 bytes each in the history, well under its payload limit).
 const MaxReportedSinkValues = 20000
@@ -83,7 +77,7 @@ const MaxReportedSinkValues = 20000
 // CollectSinkCounts asks every sink task for its ledger.
 func (a *Activities) CollectSinkCounts(ctx context.Context, dep control.Deployment) (SinkCounts, error) {
 	var out SinkCounts
-	withValues := dep.Job.Params[ParamReportSinkValues] == "true"
+	withValues := dep.Job.Params[control.ParamReportSinkValues] == "true"
 	reported := 0
 	order, groups := tasksByWorker(dep, isSink(dep))
 	for _, wid := range order {
@@ -106,7 +100,7 @@ func (a *Activities) CollectSinkCounts(ctx context.Context, dep control.Deployme
 			if withValues && t.KeyValues != nil {
 				if reported += len(t.KeyValues); reported > MaxReportedSinkValues {
 					return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-						"%s: the sinks hold more than %d keys, too many to report in the run's result; unset it", ParamReportSinkValues, MaxReportedSinkValues),
+						"%s: the sinks hold more than %d keys, too many to report in the run's result; unset it", control.ParamReportSinkValues, MaxReportedSinkValues),
 						"SinkValuesTooMany", nil)
 				}
 				if out.Values == nil {

@@ -60,11 +60,7 @@ func SnapshotDir(dir, query string, numEvents int64) (string, error) {
 		if numEvents <= 0 {
 			return "", fmt.Errorf("snapshot directory: give WarmUpSnapshotDir or the warm-up's NumEvents (> 0, got %d)", numEvents)
 		}
-		home := os.Getenv("KOALA_HOME")
-		if home == "" {
-			home = ".koala"
-		}
-		dir = filepath.Join(home, "snapshots", query, strconv.FormatInt(numEvents, 10))
+		dir = filepath.Join(control.Home(), "snapshots", query, strconv.FormatInt(numEvents, 10))
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

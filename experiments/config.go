@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
 	"koala/workflows"
 	"koala/workflows/plan"
 )
@@ -26,7 +27,7 @@ const (
 	DefaultNumKeys             = 1000
 	DefaultSeed                = 1
 	DefaultValueSize           = 64
-	DefaultGenerator           = "keys"
+	DefaultGenerator           = produce.DefaultGenerator
 	DefaultNumProducers        = 1
 	DefaultMinWorkers          = 1
 	DefaultDrainTimeoutSeconds = 60

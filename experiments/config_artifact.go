@@ -12,6 +12,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/queries"
+	"koala/queries/nexmark"
 	"koala/workflows"
 )
 
@@ -168,7 +169,7 @@ func (p *parser) nexmarkSources(in *workflows.ExperimentInput, seen map[string]b
 	}
 	const f = "NexmarkLogicalSourceConfigs"
 	raw, ok := in.Params[f]
-	if !ok && !(topLevel && in.Producer.Generator == nexmarkGenerator) {
+	if !ok && !(topLevel && in.Producer.Generator == nexmark.GeneratorName) {
 		return // the knobs are kept in Params for generators that read them
 	}
 	if ok {
@@ -186,8 +187,8 @@ func (p *parser) nexmarkSources(in *workflows.ExperimentInput, seen map[string]b
 		}
 	}
 	switch {
-	case seen["Generator"] && in.Producer.Generator != nexmarkGenerator:
-		p.errorf("%s: %q, but the Nexmark fields (%s) need generator %q", where("Generator", ""), in.Producer.Generator, f, nexmarkGenerator)
+	case seen["Generator"] && in.Producer.Generator != nexmark.GeneratorName:
+		p.errorf("%s: %q, but the Nexmark fields (%s) need generator %q", where("Generator", ""), in.Producer.Generator, f, nexmark.GeneratorName)
 		return
 	case src.Sellers != "" && len(src.EventTypes) > 0:
 		p.errorf("%s: %q makes its own auction/bid stream; %s cannot select event types from it", where("NexmarkSellers", ""), src.Sellers, f)
@@ -195,13 +196,10 @@ func (p *parser) nexmarkSources(in *workflows.ExperimentInput, seen map[string]b
 	case numEvents > 0 && numEvents < int64(in.Producer.Producers):
 		p.errorf("%s: %d is fewer than the %d producers", where("NumEvents", ""), numEvents, in.Producer.Producers)
 	}
-	in.Producer.Generator = nexmarkGenerator
+	in.Producer.Generator = nexmark.GeneratorName
 	in.Producer.MaxEvents = numEvents
 	in.Producer.Nexmark = &src
 }
-
-// nexmarkGenerator is the name package nexmark registers its generator as.
-const nexmarkGenerator = "nexmark"
 
 // logicalSource parses one entry of NexmarkLogicalSourceConfigs: its event
 // type joins src.EventTypes, its NexmarkSourceConfig knobs are set (they

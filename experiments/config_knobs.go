@@ -39,49 +39,49 @@ type knob struct {
 // artifactKnobs are the artifact's fields that only some protocols or
 // generators read; they are passed through in Params.
 var artifactKnobs = map[string]knob{
-	"LazyProtocolVersion":                  {kind: knobString},
-	"LazyByKeyCancellingTaskMigrationMode": {kind: knobEnum, values: []string{"fetch-on-demand", "eventual"}},
-	"LazyByKeyGradualMigrationBatchSize":   {kind: knobInt, min: -1},
-	"BufferSize":                           {kind: knobInt, min: 1},
-	"RateLimiterConfig":                    {kind: knobRateLimiter},
-	"NexmarkLogicalSourceConfigs":          {kind: knobNested},
-	"NumActivePeople":                      {kind: knobInt, min: 1},
-	"HotSellersRatio":                      {kind: knobInt, min: 1},
-	"HotAuctionsRatio":                     {kind: knobInt, min: 1},
-	"HotBiddersRatio":                      {kind: knobInt, min: 1},
-	"WorkDir":                              {kind: knobString}, // the artifact's directory on its hosts; kept, not used
-	"AllNodeIPs":                           {kind: knobStrings},
-	"KafkaClusterIPs":                      {kind: knobStrings},
-	"ProducerIPs":                          {kind: knobStrings},
-	"InitialCustomTaskPlacement":           {kind: knobStrings},
-	"PartitionPolicy":                      {kind: knobEnum, values: partitionPolicies},
-	"PebbleEnableConcurrentGetMany":        {kind: knobBool},
-	"PebbleGetManyMaxConcurrency":          {kind: knobInt, min: 1},
-	"PebbleGetManyBatchSize":               {kind: knobInt, min: 1},
-	"DummyFieldSize":                       {kind: knobInt, min: 0},
-	"WindowDuration":                       {kind: knobScalar},
-	"MaxOutOfOrdernessMs":                  {kind: knobInt, min: 0},
-	"SourceIdleTimeoutMs":                  {kind: knobInt, min: 0},
-	"IsWarmUp":                             {kind: knobBool},
-	"LoadWarmUpData":                       {kind: knobBool},
-	"WarmUpSnapshotDir":                    {kind: knobString},
-	"StateMigrationChunkSize":              {kind: knobInt, min: 1},
-	"NumSubscales":                         {kind: knobInt, min: 1},
-	"RemotePebbleAddrs":                    {kind: knobStrings},
-	"NumEvents":                            {kind: knobInt, min: 0},
-	"FilePath":                             {kind: knobStrings}, // trace CSV files a trace generator replays
-	"OutputEventNumber":                    {kind: knobInt, min: 0},
-	"NexmarkSellers":                       {kind: knobEnum, values: []string{"sequential", "uniform", "zipf"}}, // closing-auction stream (queries/nexmark generator_sellers.go)
-	"Hosts":                                {kind: knobRaw},
-	"WorkerIPs":                            {kind: knobStrings},
-	"KafkaIPs":                             {kind: knobStrings},
-	"CoordinatorIP":                        {kind: knobString},
-	"ReportSinkValues":                     {kind: knobBool}, // collecting sinks' per-key values in the result (activities.ParamReportSinkValues)
-	// koala's own job parameters (read by the plan and the data plane).
-	queries.ParamSinkKind: {kind: knobEnum, values: queries.SinkKinds}, control. // the query's runtime sinks, or a Kafka sink (queries/sink_kind.go)
-				ParamKafkaSinkTopic: {kind: knobString}, control.ParamKafkaSinkBrokers:// the Kafka sink's topic (default "<job topic>-<sink operator>")
-	{kind: knobStrings},   // the Kafka sink's brokers (default: the job's)
-	plan.ParamTaskPlacement: {kind: knobEnum, values: plan.TaskPlacements}, control.ParamSourceFetchMinBytes: {kind: knobInt, min: 1}, control.ParamSourceFetchMaxWaitMs: {kind: knobInt, min: 1},
+	"LazyProtocolVersion":                                {kind: knobString},
+	"LazyByKeyCancellingTaskMigrationMode":               {kind: knobEnum, values: []string{"fetch-on-demand", "eventual"}},
+	"LazyByKeyGradualMigrationBatchSize":                 {kind: knobInt, min: -1},
+	"BufferSize":                                         {kind: knobInt, min: 1},
+	"RateLimiterConfig":                                  {kind: knobRateLimiter},
+	"NexmarkLogicalSourceConfigs":                        {kind: knobNested},
+	"NumActivePeople":                                    {kind: knobInt, min: 1},
+	"HotSellersRatio":                                    {kind: knobInt, min: 1},
+	"HotAuctionsRatio":                                   {kind: knobInt, min: 1},
+	"HotBiddersRatio":                                    {kind: knobInt, min: 1},
+	"WorkDir":                                            {kind: knobString}, // the artifact's directory on its hosts; kept, not used
+	"AllNodeIPs":                                         {kind: knobStrings},
+	"KafkaClusterIPs":                                    {kind: knobStrings},
+	"ProducerIPs":                                        {kind: knobStrings},
+	"InitialCustomTaskPlacement":                         {kind: knobStrings},
+	"PartitionPolicy":                                    {kind: knobEnum, values: partitionPolicies},
+	"PebbleEnableConcurrentGetMany":                      {kind: knobBool},
+	"PebbleGetManyMaxConcurrency":                        {kind: knobInt, min: 1},
+	"PebbleGetManyBatchSize":                             {kind: knobInt, min: 1},
+	"DummyFieldSize":                                     {kind: knobInt, min: 0},
+	"WindowDuration":                                     {kind: knobScalar},
+	"MaxOutOfOrdernessMs":                                {kind: knobInt, min: 0},
+	"SourceIdleTimeoutMs":                                {kind: knobInt, min: 0},
+	"IsWarmUp":                                           {kind: knobBool},
+	"LoadWarmUpData":                                     {kind: knobBool},
+	"WarmUpSnapshotDir":                                  {kind: knobString},
+	"StateMigrationChunkSize":                            {kind: knobInt, min: 1},
+	"NumSubscales":                                       {kind: knobInt, min: 1},
+	"RemotePebbleAddrs":                                  {kind: knobStrings},
+	"NumEvents":                                          {kind: knobInt, min: 0},
+	"FilePath":                                           {kind: knobStrings}, // trace CSV files a trace generator replays
+	"OutputEventNumber":                                  {kind: knobInt, min: 0},
+	"NexmarkSellers":                                     {kind: knobEnum, values: []string{"sequential", "uniform", "zipf"}}, // closing-auction stream (queries/nexmark generator_sellers.go)
+	"Hosts":                                              {kind: knobRaw},
+	"WorkerIPs":                                          {kind: knobStrings},
+	"KafkaIPs":                                           {kind: knobStrings},
+	"CoordinatorIP":                                      {kind: knobString},
+	"ReportSinkValues":                                   {kind: knobBool}, control. // collecting sinks' per-key values in the result (activities.ParamReportSinkValues)
+								ParamSinkKind:             // koala's own job parameters (read by the plan and the data plane).
+	{kind: knobEnum, values: queries.SinkKinds}, control. // the query's runtime sinks, or a Kafka sink (queries/sink_kind.go)
+								ParamKafkaSinkTopic: {kind: knobString}, control.ParamKafkaSinkBrokers:// the Kafka sink's topic (default "<job topic>-<sink operator>")
+	{kind: knobStrings}, control.                         // the Kafka sink's brokers (default: the job's)
+								ParamTaskPlacement: {kind: knobEnum, values: plan.TaskPlacements}, control.ParamSourceFetchMinBytes: {kind: knobInt, min: 1}, control.ParamSourceFetchMaxWaitMs: {kind: knobInt, min: 1},
 }
 
 // knob validates a pass-through field and renders it for Params.

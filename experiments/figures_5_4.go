@@ -12,9 +12,9 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/dataplane/produce"
-	"koala/workflows"
 )
 
 // Section 5.4's figures (microbenchmarks of lazy state access). Each
@@ -46,7 +46,7 @@ const (
 )
 
 func loadsWarmUp(r RunData) bool {
-	return r.Input != nil && r.Input.Params[workflows.ParamLoadWarmUpData] == "true"
+	return r.Input != nil && r.Input.Params[control.ParamLoadWarmUpData] == "true"
 }
 
 // KeySpace is the run's key space: the loaded warm-up keys, else the

@@ -19,7 +19,7 @@ func run54(exp, kw, gen string, numKeys int, skew float64, stateBytes uint64) Ru
 	in := workflows.ExperimentInput{QueryName: "counter", Params: map[string]string{}}
 	in.Producer.Generator, in.Producer.NumKeys, in.Producer.Skew = gen, numKeys, skew
 	if stateBytes > 0 {
-		in.Params[workflows.ParamLoadWarmUpData] = "true"
+		in.Params[control.ParamLoadWarmUpData] = "true"
 		r.StateBytes, r.StateKeys = stateBytes, stateBytes/32
 	}
 	r.Input = &in

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"koala/activities"
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/workflows"
 )
@@ -124,9 +125,9 @@ func ReadRunData(ctx context.Context, r MetricsReader, fr FigureRun, in *workflo
 			d.Errors = append(d.Errors, what+": "+err.Error())
 		}
 	}
-	if in != nil && in.Params[workflows.ParamLoadWarmUpData] == "true" {
-		n, _ := strconv.ParseInt(in.Params[workflows.ParamNumEvents], 10, 64)
-		if dir, err := activities.SnapshotDir(in.Params[workflows.ParamWarmUpSnapshotDir], in.QueryName, n); err == nil {
+	if in != nil && in.Params[control.ParamLoadWarmUpData] == "true" {
+		n, _ := strconv.ParseInt(in.Params[control.ParamNumEvents], 10, 64)
+		if dir, err := activities.SnapshotDir(in.Params[control.ParamWarmUpSnapshotDir], in.QueryName, n); err == nil {
 			if m, err := activities.ReadSnapshotManifest(dir); err == nil {
 				d.StateBytes, d.StateKeys = m.Bytes, m.Keys
 			} else {

@@ -14,13 +14,6 @@ import (
 // (key, running count), keeping the input record's identity.
 const KindKeyedCounter = "keyed-counter"
 
-// ParamCounterPad is the job parameter that pads every counter state value:
-// the 8-byte count is followed by that many bytes (default 0), so the state
-// per key can be made as large as a state-size experiment needs while the
-// emitted value stays the 8-byte count. It is the same field the other
-// padded queries (q6*, twitch) read.
-const ParamCounterPad = "DummyFieldSize"
-
 // MaxCounterPad bounds ParamCounterPad: a state value must stay well below
 // the exchange's message limit when a fetch carries a batch of them.
 const MaxCounterPad = 1 << 20
@@ -30,7 +23,7 @@ const MaxCounterPad = 1 << 20
 type keyedCounter struct{ pad int }
 
 func newKeyedCounter(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
-	n, err := control.IntParam(ctx.Job, ParamCounterPad, 0, 0, MaxCounterPad, "bytes")
+	n, err := control.IntParam(ctx.Job, control.ParamDummyFieldSize, 0, 0, MaxCounterPad, "bytes")
 	if err != nil {
 		return nil, fmt.Errorf("operator %s: %w", ctx.Spec.Name, err)
 	}

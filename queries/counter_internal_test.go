@@ -27,7 +27,7 @@ func TestKeyedCounterPadParam(t *testing.T) {
 	} {
 		params := map[string]string{}
 		if tc.set {
-			params[ParamCounterPad] = tc.value
+			params[control.ParamDummyFieldSize] = tc.value
 		}
 		op, err := newKeyedCounter(dataplane.OperatorContext{Job: control.JobSpec{Params: params}, Spec: control.OperatorSpec{Name: "counter"}})
 		if tc.wantErr {

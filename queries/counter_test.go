@@ -10,7 +10,6 @@ import (
 	"koala/dataplane"
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
-	"koala/queries"
 	"koala/workflows"
 	"koala/workflows/wftest"
 )
@@ -32,9 +31,7 @@ func TestCounterPaddedState(t *testing.T) {
 	var run *wftest.Run
 	res := wftest.RunQuery(t, wftest.Options{
 		Query: "counter", Parallelism: map[string]int{"counter": 2}, Backend: "pebble", Workers: 3, Timeout: 3 * time.Minute,
-		Params: map[string]string{
-			queries.ParamCounterPad: strconv.Itoa(pad), control.ParamMigrationMode: control.ModeFetchOnDemand,
-		},
+		Params: map[string]string{control.ParamDummyFieldSize: strconv.Itoa(pad), control.ParamMigrationMode: control.ModeFetchOnDemand},
 		Phases: []wftest.Phase{
 			{Records: recs, Until: func(r *wftest.Run) bool { return len(r.SinkValues()) == numKeys }, Then: func(r *wftest.Run) {
 				r.Rescale(workflows.ReconfigureLazy, "counter", 4)

@@ -8,14 +8,6 @@ import (
 	"koala/dataplane/control"
 )
 
-// ParamSinkKind chooses where a query's runtime sinks (counting,
-// collecting, recording) write: SinkKindDefault keeps them, SinkKindKafka
-// replaces each by dataplane.KindKafkaSink, which writes (key, value) to
-// the job's KafkaSinkTopic (transactionally when the job takes
-// checkpoints). The sink task's exactness ledger is the same either way:
-// it belongs to the terminal task, not to the operator.
-const ParamSinkKind = "SinkKind"
-
 // Values of ParamSinkKind.
 const (
 	SinkKindDefault = "default"
@@ -31,13 +23,13 @@ var runtimeSinks = []string{control.KindCollectSink, control.KindCountSink, cont
 // withSinkKind returns ops with their terminal runtime sinks replaced as
 // params' SinkKind asks ("" is the default).
 func withSinkKind(query string, ops []control.OperatorSpec, params map[string]string) ([]control.OperatorSpec, error) {
-	kind := strings.TrimSpace(params[ParamSinkKind])
+	kind := strings.TrimSpace(params[control.ParamSinkKind])
 	switch kind {
 	case "", SinkKindDefault:
 		return ops, nil
 	case SinkKindKafka:
 	default:
-		return nil, fmt.Errorf("%s %q: allowed values are %s", ParamSinkKind, kind, strings.Join(quoted(SinkKinds), ", "))
+		return nil, fmt.Errorf("%s %q: allowed values are %s", control.ParamSinkKind, kind, strings.Join(quoted(SinkKinds), ", "))
 	}
 	consumed := map[string]bool{}
 	for _, op := range ops {
@@ -53,7 +45,7 @@ func withSinkKind(query string, ops []control.OperatorSpec, params map[string]st
 		}
 	}
 	if replaced == 0 {
-		return nil, fmt.Errorf("%s %q: query %q ends in no runtime sink (%s) to replace", ParamSinkKind, kind, query, strings.Join(quoted(runtimeSinks), ", "))
+		return nil, fmt.Errorf("%s %q: query %q ends in no runtime sink (%s) to replace", control.ParamSinkKind, kind, query, strings.Join(quoted(runtimeSinks), ", "))
 	}
 	return ops, nil
 }

@@ -20,7 +20,7 @@ func TestOperatorsForSinkKind(t *testing.T) {
 		{name: "unknown", query: "counter", kind: "s3", wantErr: []string{`SinkKind "s3"`, `"default", "kafka"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ops, err := OperatorsFor(tc.query, nil, map[string]string{ParamSinkKind: tc.kind})
+			ops, err := OperatorsFor(tc.query, nil, map[string]string{control.ParamSinkKind: tc.kind})
 			if len(tc.wantErr) > 0 {
 				if err == nil {
 					t.Fatalf("no error, want one containing %q", tc.wantErr)

@@ -253,7 +253,7 @@ func TestReconfigureDRRS_ScaleInFourToTwo(t *testing.T) {
 }
 
 func TestReconfigureDRRS_NumSubscalesMergesPairs(t *testing.T) {
-	current := statefulDeployment(t, "job-1", 1, map[string]string{plan.ParamNumSubscales: "2"})
+	current := statefulDeployment(t, "job-1", 1, map[string]string{control.ParamNumSubscales: "2"})
 	calls, res, err := runDRRS(t, current, 4, nil) // pairs 0→1, 0→2, 0→3
 	require.NoError(t, err)
 
@@ -271,7 +271,7 @@ func TestReconfigureDRRS_NumSubscalesMergesPairs(t *testing.T) {
 }
 
 func TestReconfigureDRRS_BadNumSubscales(t *testing.T) {
-	current := statefulDeployment(t, "job-1", 2, map[string]string{plan.ParamNumSubscales: "many"})
+	current := statefulDeployment(t, "job-1", 2, map[string]string{control.ParamNumSubscales: "many"})
 	calls, _, err := runDRRS(t, current, 4, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "NumSubscales")

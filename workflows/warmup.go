@@ -20,13 +20,6 @@ import (
 // before they start and resumes the generator where the warm-up stopped
 // ("OutputEventNumber", by default the snapshot's key count for the
 // sequential generator and its event count for others).
-const (
-	ParamIsWarmUp          = "IsWarmUp"
-	ParamLoadWarmUpData    = "LoadWarmUpData"
-	ParamNumEvents         = "NumEvents"
-	ParamOutputEventNumber = "OutputEventNumber"
-	ParamWarmUpSnapshotDir = "WarmUpSnapshotDir"
-)
 
 // warmUpVersion guards the warm-up steps of RunExperiment.
 const warmUpVersion = "warm-up-snapshot"
@@ -40,7 +33,7 @@ type warmUp struct {
 }
 
 func warmUpOf(in ExperimentInput) (warmUp, error) {
-	w := warmUp{save: in.Params[ParamIsWarmUp] == "true", load: in.Params[ParamLoadWarmUpData] == "true", resume: -1, dir: in.Params[ParamWarmUpSnapshotDir]}
+	w := warmUp{save: in.Params[control.ParamIsWarmUp] == "true", load: in.Params[control.ParamLoadWarmUpData] == "true", resume: -1, dir: in.Params[control.ParamWarmUpSnapshotDir]}
 	num := func(name string) (int64, error) {
 		v, err := strconv.ParseInt(in.Params[name], 10, 64)
 		if err != nil || v < 0 {
@@ -49,25 +42,25 @@ func warmUpOf(in ExperimentInput) (warmUp, error) {
 		return v, nil
 	}
 	var err error
-	if in.Params[ParamNumEvents] != "" {
-		if w.numEvents, err = num(ParamNumEvents); err != nil {
+	if in.Params[control.ParamNumEvents] != "" {
+		if w.numEvents, err = num(control.ParamNumEvents); err != nil {
 			return w, err
 		}
 	}
-	if in.Params[ParamOutputEventNumber] != "" {
-		if w.resume, err = num(ParamOutputEventNumber); err != nil {
+	if in.Params[control.ParamOutputEventNumber] != "" {
+		if w.resume, err = num(control.ParamOutputEventNumber); err != nil {
 			return w, err
 		}
 	}
 	switch {
 	case w.save && w.load:
-		return w, fmt.Errorf("%s and %s are both true: a run either builds warm-up state or loads it", ParamIsWarmUp, ParamLoadWarmUpData)
+		return w, fmt.Errorf("%s and %s are both true: a run either builds warm-up state or loads it", control.ParamIsWarmUp, control.ParamLoadWarmUpData)
 	case w.save && w.numEvents <= 0:
-		return w, fmt.Errorf("%s needs %s > 0 (records per producer), got %d", ParamIsWarmUp, ParamNumEvents, w.numEvents)
+		return w, fmt.Errorf("%s needs %s > 0 (records per producer), got %d", control.ParamIsWarmUp, control.ParamNumEvents, w.numEvents)
 	case w.save && len(in.Reconfigurations) > 0:
-		return w, fmt.Errorf("%s: a warm-up run builds state only; it has %d Reconfigurations", ParamIsWarmUp, len(in.Reconfigurations))
+		return w, fmt.Errorf("%s: a warm-up run builds state only; it has %d Reconfigurations", control.ParamIsWarmUp, len(in.Reconfigurations))
 	case w.load && w.dir == "" && w.numEvents <= 0:
-		return w, fmt.Errorf("%s needs %s or the warm-up's %s to find the snapshot", ParamLoadWarmUpData, ParamWarmUpSnapshotDir, ParamNumEvents)
+		return w, fmt.Errorf("%s needs %s or the warm-up's %s to find the snapshot", control.ParamLoadWarmUpData, control.ParamWarmUpSnapshotDir, control.ParamNumEvents)
 	}
 	return w, nil
 }

@@ -1,5 +1,7 @@
 package main
 
+import "koala/dataplane/control"
+
 // Environment variables naming service addresses. Flags default to them, and
 // they default to the local stack, so the same binary runs against real clusters.
 const (
@@ -12,7 +14,7 @@ const (
 	envWorkerID   = "KOALA_WORKER_ID"
 	envListen     = "KOALA_LISTEN" // worker data-plane listen address
 	envDataDir    = "KOALA_DATA_DIR"
-	envHome       = "KOALA_HOME" // install cache and run directory of the local stack
+	envHome       = control.EnvHome // install cache and run directory of the local stack
 
 	// NATS client credentials and TLS (controller, workers); the embedded
 	// `koala nats-server` requires the same user/password or token.

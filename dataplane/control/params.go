@@ -97,3 +97,49 @@ func IntParam(job JobSpec, name string, def, lo, hi int, unit string) (int, erro
 // location (a directory path, or file://path). Every worker and the
 // controller must reach it under that name.
 const ParamCheckpointStore = "CheckpointStore"
+
+// ParamPendingMigration + operator name is the job parameter that carries
+// a half-done task migration between its two steps.
+const ParamPendingMigration = "koala.PendingTaskMigration."
+
+// ParamNumSubscales is the job parameter that sets how many subscales a
+// DRRS-style reconfiguration uses (0 or absent: one per moving pair).
+const ParamNumSubscales = "NumSubscales"
+
+// ParamTaskPlacement chooses how the first deployment places tasks
+// (workflows/plan: PlacementRoundRobin or PlacementColocate).
+const ParamTaskPlacement = "TaskPlacement"
+
+// Warm-up parameters (workflows/warmup.go): a warm-up run ("IsWarmUp")
+// builds state and snapshots it; a measurement run ("LoadWarmUpData")
+// loads it and resumes the generator at "OutputEventNumber".
+const (
+	ParamIsWarmUp          = "IsWarmUp"
+	ParamLoadWarmUpData    = "LoadWarmUpData"
+	ParamNumEvents         = "NumEvents"
+	ParamOutputEventNumber = "OutputEventNumber"
+	ParamWarmUpSnapshotDir = "WarmUpSnapshotDir"
+)
+
+// ParamReportSinkValues ("true") makes CollectSinkCounts return collecting
+// sinks' per-key values in the run's result. The result is stored in the
+// workflow's history, so this is for small key spaces (tests, oracles):
+// more than MaxReportedSinkValues keys fail the collection.
+const ParamReportSinkValues = "ReportSinkValues"
+
+// ParamWindowDuration is the job parameter that overrides window sizes.
+const ParamWindowDuration = "WindowDuration"
+
+// ParamDummyFieldSize pads state values (the artifact's DummyFieldSize):
+// the counter's 8-byte count, q6*'s kept prices and twitch's state are
+// followed by that many bytes (default 0), so the state per key can be made
+// as large as a state-size experiment needs.
+const ParamDummyFieldSize = "DummyFieldSize"
+
+// ParamSinkKind chooses where a query's runtime sinks (counting,
+// collecting, recording) write: SinkKindDefault keeps them, SinkKindKafka
+// replaces each by KindKafkaSink, which writes (key, value) to
+// the job's KafkaSinkTopic (transactionally when the job takes
+// checkpoints). The sink task's exactness ledger is the same either way:
+// it belongs to the terminal task, not to the operator.
+const ParamSinkKind = "SinkKind"

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"koala/dataplane/control"
 	"koala/dataplane/transport"
 )
 
@@ -66,12 +67,11 @@ type Config struct {
 // DefaultConfig returns the default stack: real Kafka, default ports, home
 // from $KOALA_HOME or ./.koala, no controller and no workers.
 func DefaultConfig() Config {
-	home := os.Getenv("KOALA_HOME")
+	home := os.Getenv(control.EnvHome)
 	if home == "" {
+		home = control.DefaultHome
 		if wd, err := os.Getwd(); err == nil {
-			home = filepath.Join(wd, ".koala")
-		} else {
-			home = ".koala"
+			home = filepath.Join(wd, control.DefaultHome)
 		}
 	}
 	exe, _ := os.Executable()

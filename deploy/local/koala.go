@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"koala/dataplane/control"
 	"os"
 	"path/filepath"
 	"sort"
@@ -64,7 +65,7 @@ func workerProcess(c Config, id string) *process {
 	}
 	return &process{
 		name: "worker-" + id,
-		addr: "nats " + WorkerPingSubject + " id=" + id,
+		addr: "nats " + control.SubjectPing + " id=" + id,
 		argv: []string{c.KoalaBinary, "worker"},
 		env:  env,
 		prepare: func(context.Context) error {
@@ -88,7 +89,7 @@ func workerProcess(c Config, id string) *process {
 				return err
 			}
 			if !got[id] {
-				return fmt.Errorf("worker %s does not answer on %s yet", id, WorkerPingSubject)
+				return fmt.Errorf("worker %s does not answer on %s yet", id, control.SubjectPing)
 			}
 			return nil
 		},
@@ -131,7 +132,7 @@ func pingWorkers(ctx context.Context, nc *nats.Conn, wait time.Duration, want ..
 		return nil, fmt.Errorf("ping workers: subscribe: %w", err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(WorkerPingSubject, inbox, []byte(`{}`)); err != nil {
+	if err := nc.PublishRequest(control.SubjectPing, inbox, []byte(`{}`)); err != nil {
 		return nil, fmt.Errorf("ping workers: publish: %w", err)
 	}
 	if err := nc.FlushWithContext(ctx); err != nil {
@@ -202,12 +203,12 @@ func waitWorkers(ctx context.Context, c Config, procs []*process, pids []int, ti
 			}
 		}
 		if len(missing) == 0 {
-			c.progressf("up: workers %s answer on %s (%s)", strings.Join(want, ","), WorkerPingSubject, time.Since(start).Round(time.Millisecond))
+			c.progressf("up: workers %s answer on %s (%s)", strings.Join(want, ","), control.SubjectPing, time.Since(start).Round(time.Millisecond))
 			return nil
 		}
 		for i, p := range procs {
 			if !alive(pids[i]) {
-				return p.failure(c.RunDir, fmt.Errorf("process %d exited before it answered on %s", pids[i], WorkerPingSubject))
+				return p.failure(c.RunDir, fmt.Errorf("process %d exited before it answered on %s", pids[i], control.SubjectPing))
 			}
 		}
 		if ctx.Err() != nil {
@@ -218,7 +219,7 @@ func waitWorkers(ctx context.Context, c Config, procs []*process, pids []int, ti
 					first = procs[i]
 				}
 			}
-			err := fmt.Errorf("workers %s did not answer on %s within %s", strings.Join(missing, ","), WorkerPingSubject, timeout)
+			err := fmt.Errorf("workers %s did not answer on %s within %s", strings.Join(missing, ","), control.SubjectPing, timeout)
 			if first != nil {
 				return first.failure(c.RunDir, err)
 			}

@@ -55,10 +55,6 @@ func kafkaFakeProcess(c Config) *process {
 	}
 }
 
-// WorkerPingSubject is where `koala worker` answers liveness pings with a
-// JSON object carrying its "id".
-const WorkerPingSubject = "koala.workers.ping"
-
 // PingWorkers publishes one ping and collects the worker ids that answer
 // within wait; sec, if given, authenticates the connection.
 func PingWorkers(ctx context.Context, natsURL string, wait time.Duration, sec ...transport.NATSSecurity) (map[string]bool, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"koala/dataplane/control"
 	"net"
 	"net/http"
 	"os"
@@ -314,7 +315,7 @@ func checkNATS(t *testing.T, c Config) {
 	// Two fake workers answer pings the way `koala worker` does.
 	for _, id := range []string{"w1", "w2"} {
 		id := id
-		if _, err := nc.Subscribe(WorkerPingSubject, func(m *nats.Msg) {
+		if _, err := nc.Subscribe(control.SubjectPing, func(m *nats.Msg) {
 			_ = m.Respond([]byte(`{"id":"` + id + `","slots":4}`))
 		}); err != nil {
 			t.Fatal(err)

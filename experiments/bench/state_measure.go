@@ -17,9 +17,8 @@ import (
 
 	"koala/activities"
 	"koala/dataplane/control"
-	"koala/dataplane/produce"
 	"koala/dataplane/inproc"
-	"koala/queries"
+	"koala/dataplane/produce"
 	"koala/statesvc"
 	"koala/workflows"
 	"koala/workflows/plan"
@@ -76,7 +75,7 @@ func measureStatePoint(ctx context.Context, spec StateSpec, size uint64, log *sl
 	job, err := acts.BuildJob(ctx, activities.JobInput{
 		JobID: fmt.Sprintf("bench-state-%d", size), Query: "counter", Parallelism: map[string]int{"counter": 2},
 		NumBuckets: 128, BatchSize: 2000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: "pebble",
-		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand, queries.ParamCounterPad: strconv.Itoa(spec.ValueBytes - 8)},
+		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand, control.ParamDummyFieldSize: strconv.Itoa(spec.ValueBytes - 8)},
 	})
 	if err != nil {
 		return fail("build job", err)

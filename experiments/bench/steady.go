@@ -13,7 +13,6 @@ import (
 	"koala/experiments"
 	"koala/experiments/runner"
 	"koala/workflows"
-	"koala/workflows/plan"
 
 	"go.temporal.io/sdk/client"
 )
@@ -50,7 +49,7 @@ func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.C
 	}
 	tasks, producers := placeProducers(&in, ws)
 	s.WorkerPIDs, s.ProducerPIDs, s.ProducerWorkers = pidsOf(tasks), pidsOf(producers), in.ProducerWorkers
-	s.TaskPlacement = in.Params[plan.ParamTaskPlacement]
+	s.TaskPlacement = in.Params[control.ParamTaskPlacement]
 	pids := s.WorkerPIDs
 	sampler := startCPUSampler(s.WorkerPIDs, s.ProducerPIDs, 500*time.Millisecond)
 

@@ -11,7 +11,7 @@ import (
 // Every example ends in a runtime sink, so each can write to Kafka.
 func TestExamplesHonourSinkKind(t *testing.T) {
 	for _, name := range []string{"example-counter", "example-filter", "example-mapper", "example-tumbling-window"} {
-		ops, err := queries.OperatorsFor(name, nil, map[string]string{queries.ParamSinkKind: queries.SinkKindKafka})
+		ops, err := queries.OperatorsFor(name, nil, map[string]string{control.ParamSinkKind: queries.SinkKindKafka})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

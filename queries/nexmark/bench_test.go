@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries/nexmark"
 	"koala/workflows/wftest"
 )
@@ -51,11 +52,11 @@ func BenchmarkNexmarkQ4(b *testing.B) {
 
 // BenchmarkNexmarkQ6 is q6* with 100-byte pads: list state per seller.
 func BenchmarkNexmarkQ6(b *testing.B) {
-	benchQuery(b, "q6", map[string]int{"q6-close": 2, "q6-average": 2}, map[string]string{nexmark.ParamDummyField: "100"})
+	benchQuery(b, "q6", map[string]int{"q6-close": 2, "q6-average": 2}, map[string]string{control.ParamDummyFieldSize: "100"})
 }
 
 // BenchmarkNexmarkQ8 is the windowed join family: people ⋈ auctions in 1 s
 // windows.
 func BenchmarkNexmarkQ8(b *testing.B) {
-	benchQuery(b, "q8", map[string]int{"q8-join": 2}, map[string]string{nexmark.ParamWindowDuration: "1000"})
+	benchQuery(b, "q8", map[string]int{"q8-join": 2}, map[string]string{control.ParamWindowDuration: "1000"})
 }

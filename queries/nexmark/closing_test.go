@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries"
 	"koala/queries/nexmark"
 	"koala/workflows"
@@ -272,7 +273,7 @@ func TestQ4AcrossLazyScaleOut(t *testing.T) { testQ4(t, "q4-close") }
 func TestQ6(t *testing.T) {
 	in, late, evs := closingInput(t)
 	res := lateRun(t, "q6", "q6-close", in, late, base+18*int64(time.Second), "", map[string]int{"q6-close": 2, "q6-average": 2},
-		map[string]string{nexmark.ParamDummyField: "100"})
+		map[string]string{control.ParamDummyFieldSize: "100"})
 	counts, want := q6Oracle(winners(evs))
 	manyClosings := false
 	for _, n := range counts {
@@ -304,7 +305,7 @@ func TestQ8(t *testing.T) {
 		late = append(late, record(fmt.Sprintf("late-%d", i), ev))
 	}
 	res := lateRun(t, "q8", "q8-join", records(evs, true), late, base+18*int64(time.Second), "",
-		map[string]int{"q8-join": 2}, map[string]string{nexmark.ParamWindowDuration: "1000"})
+		map[string]int{"q8-join": 2}, map[string]string{control.ParamWindowDuration: "1000"})
 
 	size := int64(time.Second)
 	people := map[int64]timed{}

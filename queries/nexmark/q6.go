@@ -25,7 +25,6 @@ const Q6 = "nexmark-q6"
 // Q6 parameters.
 const (
 	Q6Keep            = 10
-	ParamDummyField   = "DummyFieldSize"
 	PricesState       = "prices"
 	maxDummyFieldSize = 64 << 20
 )
@@ -50,7 +49,7 @@ func buildQ6(src *dataplane.Stream, sink Sink) {
 type sellerAverage struct{ pad int }
 
 func sellerAverageFactory(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
-	n, err := control.IntParam(ctx.Job, ParamDummyField, 0, 0, maxDummyFieldSize, "bytes")
+	n, err := control.IntParam(ctx.Job, control.ParamDummyFieldSize, 0, 0, maxDummyFieldSize, "bytes")
 	if err != nil {
 		return nil, fmt.Errorf("operator %s: %w", ctx.Spec.Name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/queries/nexmark"
 	"koala/workflows"
 	"koala/workflows/wftest"
@@ -69,7 +70,7 @@ func TestQ6WarmSellersAcrossLazyScaleOut(t *testing.T) {
 	res := wftest.RunQuery(t, wftest.Options{
 		Query: name, Backend: "pebble", Workers: 3,
 		Parallelism: map[string]int{"q6-close": 2, "q6-average": 2},
-		Params:      map[string]string{nexmark.ParamDummyField: "64"},
+		Params:      map[string]string{control.ParamDummyFieldSize: "64"},
 		Phases: []wftest.Phase{
 			{Records: toRecords(warm, "w"), Until: q6AverageWM(warm[len(warm)/2].ts), Then: func(r *wftest.Run) {
 				r.Rescale(workflows.ReconfigureLazy, "q6-average", 4)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 )
 
 // Q8 is Nexmark q8: new people who opened an auction in the same tumbling
@@ -21,9 +22,6 @@ const Q8 = "nexmark-q8"
 // Q8WindowSize is q8's default window.
 const Q8WindowSize = 10 * time.Second
 
-// ParamWindowDuration is the job parameter that overrides window sizes.
-const ParamWindowDuration = "WindowDuration"
-
 // Q8Result is q8's output value; the record key is the person id.
 type Q8Result struct {
 	ID          int64  `json:"id"`
@@ -35,7 +33,7 @@ type Q8Result struct {
 func buildQ8(src *dataplane.Stream, sink Sink) {
 	persons := src.Process("q8-persons", parser(q8Person), false)
 	auctions := src.Process("q8-auctions", parser(q8Auction), false)
-	joined := persons.Join("q8-join", auctions, dataplane.JoinSpec{Window: Q8WindowSize, WindowParam: ParamWindowDuration, Join: q8Join})
+	joined := persons.Join("q8-join", auctions, dataplane.JoinSpec{Window: Q8WindowSize, WindowParam: control.ParamWindowDuration, Join: q8Join})
 	sink(joined.Process("q8-result", q8ResultFactory, false))
 }
 
@@ -69,10 +67,10 @@ func q8Join(key []byte, person, auction dataplane.Record) (dataplane.Record, boo
 // pair's event time is the later of the two, inside the window).
 func q8ResultFactory(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
 	size := Q8WindowSize
-	if v := ctx.Job.Params[ParamWindowDuration]; v != "" {
+	if v := ctx.Job.Params[control.ParamWindowDuration]; v != "" {
 		d, err := dataplane.ParseDurationParam(v)
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("operator %s: parameter %s %q: want milliseconds or a duration such as \"10s\"", ctx.Spec.Name, ParamWindowDuration, v)
+			return nil, fmt.Errorf("operator %s: parameter %s %q: want milliseconds or a duration such as \"10s\"", ctx.Spec.Name, control.ParamWindowDuration, v)
 		}
 		size = d
 	}

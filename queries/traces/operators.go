@@ -213,9 +213,6 @@ func maxOf(vs []float64) float64 {
 // stat renders a statistic in query output: 4 decimals.
 func stat(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 
-// ParamDummyFieldSize is the job parameter sizing twitch's state pad.
-const ParamDummyFieldSize = "DummyFieldSize"
-
 // DefaultDummyFieldSize is the pad of every twitch state entry (15 KB).
 const DefaultDummyFieldSize = 15360
 
@@ -225,7 +222,7 @@ const maxDummyFieldSize = 1 << 20
 
 // dummyFieldSize reads ParamDummyFieldSize from the job.
 func dummyFieldSize(ctx dataplane.OperatorContext) (int, error) {
-	return control.IntParam(ctx.Job, ParamDummyFieldSize, DefaultDummyFieldSize, 0, maxDummyFieldSize, "bytes")
+	return control.IntParam(ctx.Job, control.ParamDummyFieldSize, DefaultDummyFieldSize, 0, maxDummyFieldSize, "bytes")
 }
 
 // newPad returns n incompressible bytes, fixed per operator, so padded

@@ -23,7 +23,7 @@ func TestDummyFieldSizeParam(t *testing.T) {
 	} {
 		params := map[string]string{}
 		if tc.value != "" {
-			params[ParamDummyFieldSize] = tc.value
+			params[control.ParamDummyFieldSize] = tc.value
 		}
 		ctx := dataplane.OperatorContext{Job: control.JobSpec{Params: params}}
 		got, err := dummyFieldSize(ctx)

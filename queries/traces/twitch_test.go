@@ -202,7 +202,7 @@ func TestTwitchFromCSV(t *testing.T) {
 	}
 	recs := csvInput(t, traces.Twitch, "user_id,stream_id,streamer_name,time,event_type", good, bad)
 	recs, injected := injectBad(recs, []dataplane.Record{{Key: []byte("u00000001"), Value: []byte("u00000002,s1,x,1,ENTER")}})
-	res := run(t, traces.Twitch, twitchPar, map[string]string{traces.ParamDummyFieldSize: "512"}, recs)
+	res := run(t, traces.Twitch, twitchPar, map[string]string{control.ParamDummyFieldSize: "512"}, recs)
 	if n := res.Counter("userSessions", "malformed_records"); n != uint64(injected) {
 		t.Fatalf("userSessions counted %d malformed records, want %d", n, injected)
 	}

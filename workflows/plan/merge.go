@@ -22,7 +22,7 @@ func Merge(cur, next control.Deployment) control.Deployment {
 	}
 	params := maps.Clone(merged.Job.Params)
 	for _, op := range changed {
-		key := ParamPendingMigration + op
+		key := control.ParamPendingMigration + op
 		if v, ok := next.Job.Params[key]; ok {
 			if params == nil {
 				params = map[string]string{}

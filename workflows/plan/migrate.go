@@ -40,10 +40,6 @@ import (
 // Migrating the only task of an operator (p = 1) is refused: there is no
 // task to park its buckets on. Scale it out first.
 
-// ParamPendingMigration + operator name is the job parameter that carries
-// a half-done task migration between its two steps.
-const ParamPendingMigration = "koala.PendingTaskMigration."
-
 // PendingMigration is the value of ParamPendingMigration+op (JSON).
 type PendingMigration struct {
 	Task    string `json:"task"`
@@ -53,13 +49,13 @@ type PendingMigration struct {
 
 // Pending returns the half-done migration of operator op in d, if any.
 func Pending(d control.Deployment, op string) (PendingMigration, bool, error) {
-	v, ok := d.Job.Params[ParamPendingMigration+op]
+	v, ok := d.Job.Params[control.ParamPendingMigration+op]
 	if !ok {
 		return PendingMigration{}, false, nil
 	}
 	var pm PendingMigration
 	if err := json.Unmarshal([]byte(v), &pm); err != nil {
-		return pm, true, fmt.Errorf("job parameter %s%s %q: %w", ParamPendingMigration, op, v, err)
+		return pm, true, fmt.Errorf("job parameter %s%s %q: %w", control.ParamPendingMigration, op, v, err)
 	}
 	return pm, true, nil
 }
@@ -155,7 +151,7 @@ func MigrateTask(old control.Deployment, taskID, toWorker string, workers []cont
 	if pl.New.Job.Params == nil {
 		pl.New.Job.Params = map[string]string{}
 	}
-	pl.New.Job.Params[ParamPendingMigration+op] = string(val)
+	pl.New.Job.Params[control.ParamPendingMigration+op] = string(val)
 	return pl, nil
 }
 
@@ -183,7 +179,7 @@ func placeStep(old control.Deployment, op string, pm PendingMigration, ws []cont
 	}
 	t := control.TaskRef{ID: control.TaskID(op, p), Operator: op, Index: p, WorkerID: w.ID, DataAddr: w.DataAddr}
 	pl := withTable(old, op, p+1, buckets, []control.TaskRef{t})
-	delete(pl.New.Job.Params, ParamPendingMigration+op)
+	delete(pl.New.Job.Params, control.ParamPendingMigration+op)
 	return pl, nil
 }
 

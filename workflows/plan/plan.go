@@ -41,7 +41,6 @@ const MaxNumBuckets = 65536
 // stream processors chain operators. Only the first deployment is placed
 // this way; reconfigurations place the tasks they add as always.
 const (
-	ParamTaskPlacement  = "TaskPlacement"
 	PlacementRoundRobin = "round-robin"
 	PlacementColocate   = "co-locate"
 )
@@ -67,7 +66,7 @@ func Initial(job control.JobSpec, workers []control.WorkerInfo) (control.Deploym
 		return control.Deployment{}, fmt.Errorf("no workers available to place job %q", job.JobID)
 	}
 	d := control.Deployment{Job: cloneJob(job), Epoch: 1}
-	colocate := job.Params[ParamTaskPlacement] == PlacementColocate
+	colocate := job.Params[control.ParamTaskPlacement] == PlacementColocate
 	next := 0
 	for _, op := range job.Operators {
 		for i := 0; i < op.Parallelism; i++ {
@@ -312,8 +311,8 @@ func ValidateJob(job control.JobSpec) error {
 	if len(job.Operators) == 0 {
 		return fmt.Errorf("job %q has no operators", job.JobID)
 	}
-	if v := job.Params[ParamTaskPlacement]; v != "" && !slices.Contains(TaskPlacements, v) {
-		return fmt.Errorf("job %q: param %s %q: allowed %s", job.JobID, ParamTaskPlacement, v, strings.Join(TaskPlacements, ", "))
+	if v := job.Params[control.ParamTaskPlacement]; v != "" && !slices.Contains(TaskPlacements, v) {
+		return fmt.Errorf("job %q: param %s %q: allowed %s", job.JobID, control.ParamTaskPlacement, v, strings.Join(TaskPlacements, ", "))
 	}
 	seen := map[string]bool{}
 	for i, op := range job.Operators {

@@ -115,7 +115,7 @@ func TestInitialErrors(t *testing.T) {
 		workers []control.WorkerInfo
 		want    string
 	}{
-		{"unknown placement", base(func(j *control.JobSpec) { j.Params = map[string]string{ParamTaskPlacement: "packed"} }), workers("w1"), `param TaskPlacement "packed": allowed round-robin, co-locate`},
+		{"unknown placement", base(func(j *control.JobSpec) { j.Params = map[string]string{control.ParamTaskPlacement: "packed"} }), workers("w1"), `param TaskPlacement "packed": allowed round-robin, co-locate`},
 		{"zero buckets", base(func(j *control.JobSpec) { j.NumBuckets = 0 }), workers("w1"), "NumBuckets 0: must be between 1 and 65536"},
 		{"no operators", base(func(j *control.JobSpec) { j.Operators = nil }), workers("w1"), `job "job-1" has no operators`},
 		{"duplicate name", base(func(j *control.JobSpec) { j.Operators[2].Name = "mapper" }), workers("w1"), `operator name "mapper" is used twice`},
@@ -479,7 +479,7 @@ func TestScaleRandomSequences(t *testing.T) {
 // of equal parallelism stays on one worker per index.
 func TestInitialColocated(t *testing.T) {
 	job := helloJob(128, 2)
-	job.Params = map[string]string{ParamTaskPlacement: PlacementColocate}
+	job.Params = map[string]string{control.ParamTaskPlacement: PlacementColocate}
 	d := mustInitial(t, job, workers("w2", "w1"))
 	if err := Validate(d); err != nil {
 		t.Fatalf("Validate: %v", err)

@@ -8,20 +8,16 @@ import (
 	"koala/dataplane/control"
 )
 
-// ParamNumSubscales is the job parameter that sets how many subscales a
-// DRRS-style reconfiguration uses (0 or absent: one per moving pair).
-const ParamNumSubscales = "NumSubscales"
-
 // NumSubscales reads ParamNumSubscales from job params: 0 when absent or
 // empty, an error when it is not a non-negative integer.
 func NumSubscales(params map[string]string) (int, error) {
-	v, ok := params[ParamNumSubscales]
+	v, ok := params[control.ParamNumSubscales]
 	if !ok || v == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s %q: want a non-negative integer (0 = one subscale per source→destination pair)", ParamNumSubscales, v)
+		return 0, fmt.Errorf("%s %q: want a non-negative integer (0 = one subscale per source→destination pair)", control.ParamNumSubscales, v)
 	}
 	return n, nil
 }

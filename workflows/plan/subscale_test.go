@@ -291,11 +291,11 @@ func TestNumSubscales(t *testing.T) {
 	}{
 		{nil, 0, false},
 		{map[string]string{}, 0, false},
-		{map[string]string{ParamNumSubscales: ""}, 0, false},
-		{map[string]string{ParamNumSubscales: "0"}, 0, false},
-		{map[string]string{ParamNumSubscales: "3"}, 3, false},
-		{map[string]string{ParamNumSubscales: "-1"}, 0, true},
-		{map[string]string{ParamNumSubscales: "two"}, 0, true},
+		{map[string]string{control.ParamNumSubscales: ""}, 0, false},
+		{map[string]string{control.ParamNumSubscales: "0"}, 0, false},
+		{map[string]string{control.ParamNumSubscales: "3"}, 3, false},
+		{map[string]string{control.ParamNumSubscales: "-1"}, 0, true},
+		{map[string]string{control.ParamNumSubscales: "two"}, 0, true},
 	} {
 		got, err := NumSubscales(tc.params)
 		if (err != nil) != tc.err || got != tc.want {
