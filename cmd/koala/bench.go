@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"koala/dataplane/control"
 	"koala/experiments"
 	"koala/experiments/bench"
 )
@@ -64,7 +65,7 @@ JSON under results/bench/.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if o.RunDir == "" {
-				o.RunDir = filepath.Join(envOr(envHome, ".koala"), "run")
+				o.RunDir = filepath.Join(control.Home(), "run")
 			}
 			o.DialTemporal = func(ctx context.Context) (client.Client, error) { return dialTemporal(ctx, temporalAddr, o.Namespace) }
 			o.ClickHouse = clickHouseOrNil(clickhouse)
