@@ -25,6 +25,7 @@ import (
 type benchOpts struct {
 	temporalAddr, namespace, kafka, clickhouse, uiURL string
 	runDir, resultsDir, mdPath                        string
+	chNative                                          string // --clickhouse-native
 
 	microPkgs, microRegex, benchtime string
 	microRepeat                      string
@@ -105,6 +106,7 @@ JSON under results/bench/.`,
 	f.StringVar(&o.namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&o.kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers (env "+envKafka+")")
 	f.StringVar(&o.clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &o.chNative)
 	f.StringVar(&o.uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL (env "+envTemporalUI+")")
 	f.StringVar(&o.runDir, "run-dir", "", "run directory of the local stack, for the worker PID files (default $KOALA_HOME/run or .koala/run)")
 	f.StringVar(&o.resultsDir, "results", "results/bench", "directory for the raw JSON")
@@ -201,7 +203,9 @@ func runBench(ctx context.Context, o benchOpts) error {
 	}
 	var ch *metrics.ClickHouse
 	if o.clickhouse != "" && o.clickhouse != "none" {
-		ch = metrics.NewClickHouse(o.clickhouse, "koala")
+		if ch, err = newClickHouse(o.clickhouse, o.chNative); err != nil {
+			return err
+		}
 	}
 
 	if phases[experiments.PhaseSteady] && ctx.Err() == nil {

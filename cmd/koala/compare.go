@@ -23,6 +23,7 @@ import (
 
 func init() {
 	var temporalAddr, namespace, kafka, clickhouse, resultsDir, uiURL, protocols, remotePebble string
+	var chNative string
 	var gap, flushWait, extra time.Duration
 	cmd := &cobra.Command{
 		Use:   "compare CONFIG.json",
@@ -60,7 +61,9 @@ drrs (recorded as "not available" while it is not implemented).`,
 			defer tc.Close()
 			var ch *metrics.ClickHouse
 			if clickhouse != "" && clickhouse != "none" {
-				ch = metrics.NewClickHouse(clickhouse, "koala")
+				if ch, err = newClickHouse(clickhouse, chNative); err != nil {
+					return err
+				}
 			}
 
 			started := time.Now()
@@ -111,6 +114,7 @@ drrs (recorded as "not available" while it is not implemented).`,
 	f.StringVar(&namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers, comma-separated, used when the config names none (env "+envKafka+")")
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL the metrics are read from, none to skip (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &chNative)
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
 	f.DurationVar(&gap, "gap", 5*time.Second, "pause between two runs")
 	f.DurationVar(&flushWait, "flush-wait", 3*time.Second, "wait after a run before reading its metrics (workers flush once a second)")

@@ -9,13 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"koala/dataplane/metrics"
 	"koala/experiments"
 	"koala/workflows"
 )
 
 func init() {
 	var clickhouse, outDir string
+	var chNative string
 	var figList []string
 	cmd := &cobra.Command{
 		Use:   "figures RESULTDIR [MORE_RESULTDIRS...]",
@@ -83,7 +83,10 @@ suite run separately): runs of the same experiment share a figure.`,
 			if clickhouse == "" || clickhouse == "none" {
 				return fmt.Errorf("figures need ClickHouse (--clickhouse or %s)", envClickHouse)
 			}
-			ch := metrics.NewClickHouse(clickhouse, "koala")
+			ch, err := newClickHouse(clickhouse, chNative)
+			if err != nil {
+				return err
+			}
 			var runs []experiments.RunData
 			for _, e := range entries {
 				if e.Status != workflows.SuiteSucceeded {
@@ -125,6 +128,7 @@ suite run separately): runs of the same experiment share a figure.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL the metrics are read from (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &chNative)
 	f.StringVar(&outDir, "out", "", "output directory (default RESULTDIR/figures)")
 	f.StringSliceVar(&figList, "figures", nil, "figures to draw, e.g. 10,11 (default: the suite file's \"Figures\", else 6,8)")
 	rootCmd.AddCommand(cmd)

@@ -22,6 +22,7 @@ import (
 
 func init() {
 	var temporalAddr, namespace, kafka, clickhouse, resultsDir, uiURL, attach string
+	var chNative string
 	var every time.Duration
 	cmd := &cobra.Command{
 		Use:   "suite FILE | suite --attach SUITE-WORKFLOW-ID",
@@ -66,7 +67,9 @@ neither loses nor repeats a finished experiment. Plot it with
 			defer tc.Close()
 			var ch *metrics.ClickHouse
 			if clickhouse != "" && clickhouse != "none" {
-				ch = metrics.NewClickHouse(clickhouse, "koala")
+				if ch, err = newClickHouse(clickhouse, chNative); err != nil {
+					return err
+				}
 			}
 
 			started := time.Now()
@@ -141,6 +144,7 @@ neither loses nor repeats a finished experiment. Plot it with
 	f.StringVar(&namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers, comma-separated, used when a config names none (env "+envKafka+")")
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for live rates and lag, none to skip (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &chNative)
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
 	rootCmd.AddCommand(cmd)
 }

@@ -1,8 +1,7 @@
 package metrics
 
 import (
-	"math"
-	"strconv"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -42,123 +41,20 @@ func columnNames(defs string) string {
 	return strings.Join(parts, ", ")
 }
 
-// tsvEscaper escapes a String value for ClickHouse's TabSeparated format.
-var tsvEscaper = strings.NewReplacer(
-	`\`, `\\`,
-	"\t", `\t`,
-	"\n", `\n`,
-	"\r", `\r`,
-	"\x00", `\0`,
-	"\b", `\b`,
-	"\f", `\f`,
-)
+var plainIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// escapeTSV escapes s for use as a TabSeparated String field.
-func escapeTSV(s string) string { return tsvEscaper.Replace(s) }
-
-// unescapeTSV reverses ClickHouse's TabSeparated escaping of a field.
-func unescapeTSV(s string) string {
-	if !strings.Contains(s, `\`) {
+// ident quotes a database name that is not a plain identifier.
+func ident(s string) string {
+	if plainIdent.MatchString(s) {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' || i+1 == len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		switch s[i] {
-		case 'n':
-			b.WriteByte('\n')
-		case 't':
-			b.WriteByte('\t')
-		case 'r':
-			b.WriteByte('\r')
-		case '0':
-			b.WriteByte(0)
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		case 'a':
-			b.WriteByte('\a')
-		case 'v':
-			b.WriteByte('\v')
-		case 'N':
-			// \N is NULL; our columns are not nullable, treat as empty.
-		default: // \\, \', and anything else stand for the character itself
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
-}
-
-// parseTSV splits a TabSeparated response body into unescaped fields.
-func parseTSV(body string) [][]string {
-	if body == "" {
-		return nil
-	}
-	body = strings.TrimSuffix(body, "\n")
-	lines := strings.Split(body, "\n")
-	rows := make([][]string, len(lines))
-	for i, line := range lines {
-		fields := strings.Split(line, "\t")
-		for j, f := range fields {
-			fields[j] = unescapeTSV(f)
-		}
-		rows[i] = fields
-	}
-	return rows
+	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
 }
 
 // quoteString returns s as a ClickHouse SQL string literal.
 func quoteString(s string) string {
 	return `'` + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + `'`
 }
-
-// tsvLine accumulates one TabSeparated row.
-type tsvLine struct{ b []byte }
-
-func (l *tsvLine) sep() {
-	if len(l.b) > 0 {
-		l.b = append(l.b, '\t')
-	}
-}
-
-func (l *tsvLine) str(s string) { l.sep(); l.b = append(l.b, escapeTSV(s)...) }
-func (l *tsvLine) u64(v uint64) { l.sep(); l.b = strconv.AppendUint(l.b, v, 10) }
-
-// f64 writes a Float64 in a form every ClickHouse version parses (18.16 does
-// not accept "+Inf" or "NaN" spelled Go's way in all positions).
-func (l *tsvLine) f64(v float64) {
-	l.sep()
-	switch {
-	case math.IsNaN(v):
-		l.b = append(l.b, "nan"...)
-	case math.IsInf(v, 1):
-		l.b = append(l.b, "inf"...)
-	case math.IsInf(v, -1):
-		l.b = append(l.b, "-inf"...)
-	default:
-		l.b = strconv.AppendFloat(l.b, v, 'g', -1, 64)
-	}
-}
-
-// ts writes the DateTime (as a Unix timestamp, independent of the server's
-// time zone) and the ts_ms columns.
-func (l *tsvLine) ts(t time.Time) {
-	ms := t.UnixMilli()
-	if ms < 0 {
-		ms = 0
-	}
-	l.u64(uint64(ms / 1000))
-	l.u64(uint64(ms))
-}
-
-func (l *tsvLine) String() string { return string(append(l.b, '\n')) }
 
 // encodeTask renders r as one TabSeparated line (with trailing newline) in
 // task_metrics column order. The time is truncated to the second.
