@@ -29,23 +29,6 @@ const CheckpointTable = "checkpoint_events"
 const checkpointColumnDefs = `ts DateTime, ts_ms UInt64, experiment String, job String, checkpoint_id String, kind String, ` +
 	`millis Float64, bytes UInt64, align_millis Float64, tasks UInt64, detail String`
 
-// encodeCheckpoint renders r as one TabSeparated line in CheckpointTable
-// column order.
-func encodeCheckpoint(r CheckpointRow) string {
-	var l tsvLine
-	l.ts(r.Time)
-	l.str(r.Experiment)
-	l.str(r.Job)
-	l.str(r.CheckpointID)
-	l.str(r.Kind)
-	l.f64(r.Millis)
-	l.u64(r.Bytes)
-	l.f64(r.AlignMillis)
-	l.u64(uint64(r.Tasks))
-	l.str(r.Detail)
-	return l.String()
-}
-
 // Kinds of a CheckpointRow.
 const (
 	CheckpointKindCheckpoint = "checkpoint"

@@ -108,6 +108,74 @@ func (l *tsvLine) ts(t time.Time) {
 
 func (l *tsvLine) String() string { return string(append(l.b, '\n')) }
 
+// encodeTask renders r as one TabSeparated line (with trailing newline) in
+// task_metrics column order. The time is truncated to the second.
+func encodeTask(r TaskRow) string {
+	var l tsvLine
+	l.ts(r.Time.Truncate(time.Second))
+	l.str(r.Experiment)
+	l.str(r.Job)
+	l.str(r.Operator)
+	l.str(r.Task)
+	l.str(r.Worker)
+	l.u64(r.RecordsIn)
+	l.u64(r.RecordsOut)
+	l.u64(r.Batches)
+	l.f64(r.BatchTimeAvgUs)
+	l.f64(r.BatchTimeMaxUs)
+	l.f64(r.QueueTimeAvgUs)
+	l.u64(r.KafkaLag)
+	l.f64(r.IdleRatio)
+	l.f64(r.BackpressureRatio)
+	l.f64(r.MultiGetUs)
+	l.f64(r.MultiPutUs)
+	l.f64(r.KeyLookupUs)
+	l.f64(r.KeysPerBatch)
+	l.u64(r.BytesTransferred)
+	l.u64(r.KeysFetched)
+	l.u64(r.KLTSize)
+	l.u64(r.KLTBytes)
+	l.u64(r.Malformed)
+	l.u64(r.Oversize)
+	l.u64(r.DeadLettered)
+	l.u64(r.LateEvents)
+	l.str(r.BatchTimeHDR)
+	return l.String()
+}
+
+// encodeReconfig renders e as one TabSeparated line in reconfig_events column
+// order, keeping millisecond precision.
+func encodeReconfig(e ReconfigEvent) string {
+	var l tsvLine
+	l.ts(e.Time)
+	l.str(e.Experiment)
+	l.str(e.Job)
+	l.str(e.ReconfigID)
+	l.str(e.Protocol)
+	l.str(e.Step)
+	l.str(e.Phase)
+	l.f64(e.Millis)
+	l.str(e.Detail)
+	return l.String()
+}
+
+// encodeCheckpoint renders r as one TabSeparated line in CheckpointTable
+// column order.
+func encodeCheckpoint(r CheckpointRow) string {
+	var l tsvLine
+	l.ts(r.Time)
+	l.str(r.Experiment)
+	l.str(r.Job)
+	l.str(r.CheckpointID)
+	l.str(r.Kind)
+	l.f64(r.Millis)
+	l.u64(r.Bytes)
+	l.f64(r.AlignMillis)
+	l.u64(uint64(r.Tasks))
+	l.str(r.Detail)
+	return l.String()
+}
+
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	if len(s) > 120 {
