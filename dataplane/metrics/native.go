@@ -34,7 +34,7 @@ func CheckNativeAddr(addr string) error {
 }
 
 // native returns the native-protocol connection, opening it on first use:
-// a ClickHouse that only inserts (a worker) never needs the native port.
+// a ClickHouse that only inserts never needs the native port.
 // A failed open is not remembered, so a server that comes up later is
 // reached by the next call.
 func (ch *ClickHouse) native() (driver.Conn, error) {
