@@ -1,6 +1,13 @@
 package main
 
-import "koala/dataplane/control"
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"koala/dataplane/control"
+	"koala/dataplane/metrics"
+)
 
 // Environment variables naming service addresses. Flags default to them, and
 // they default to the local stack, so the same binary runs against real clusters.
@@ -47,3 +54,28 @@ const (
 	defClickHouse = "http://127.0.0.1:8123"
 	defListen     = "127.0.0.1:0"
 )
+
+// The ClickHouse native TCP interface (host:port), over which the metrics
+// tables are created and read; rows are inserted over the HTTP interface
+// (envClickHouse).
+const (
+	envClickHouseNative = "KOALA_CLICKHOUSE_NATIVE"
+	defClickHouseNative = "127.0.0.1:9000"
+)
+
+// clickHouseNativeFlag registers --clickhouse-native, which goes with a
+// command's --clickhouse.
+func clickHouseNativeFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "clickhouse-native", envOr(envClickHouseNative, defClickHouseNative),
+		"ClickHouse native TCP host:port the metrics tables are created and read over (env "+envClickHouseNative+")")
+}
+
+// newClickHouse returns the metrics client of database koala, inserting over
+// httpURL and reading over native, after checking native so that a bad
+// flag or environment value is reported before anything runs.
+func newClickHouse(httpURL, native string, opts ...metrics.Option) (*metrics.ClickHouse, error) {
+	if err := metrics.CheckNativeAddr(native); err != nil {
+		return nil, fmt.Errorf("--clickhouse-native (env %s): %w", envClickHouseNative, err)
+	}
+	return metrics.NewClickHouse(httpURL, native, "koala", opts...), nil
+}

@@ -23,7 +23,7 @@ import (
 
 func init() {
 	var o bench.Options
-	var temporalAddr, clickhouse, microPkgs, kafka string
+	var temporalAddr, clickhouse, chNative, microPkgs, kafka string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run the benchmark suite against the local stack and write BENCHMARKS.md and results/bench/",
@@ -68,7 +68,11 @@ JSON under results/bench/.`,
 				o.RunDir = filepath.Join(control.Home(), "run")
 			}
 			o.DialTemporal = func(ctx context.Context) (client.Client, error) { return dialTemporal(ctx, temporalAddr, o.Namespace) }
-			o.ClickHouse = clickHouseOrNil(clickhouse)
+			ch, err := clickHouseOrNil(clickhouse, chNative)
+			if err != nil {
+				return err
+			}
+			o.ClickHouse = ch
 			o.Kafka, o.MicroPackages, o.GoCommand = splitList(kafka), splitList(microPkgs), envOr("GO", "go")
 			return bench.Run(ctx, o)
 		},
@@ -78,6 +82,7 @@ JSON under results/bench/.`,
 	f.StringVar(&o.Namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers (env "+envKafka+")")
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &chNative)
 	f.StringVar(&o.UIURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL (env "+envTemporalUI+")")
 	f.StringVar(&o.RunDir, "run-dir", "", "run directory of the local stack, for the worker PID files (default $KOALA_HOME/run or .koala/run)")
 	f.StringVar(&o.ResultsDir, "results", "results/bench", "directory for the raw JSON")

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	var temporalAddr, namespace, kafka, clickhouse, resultsDir, uiURL, protocols, remotePebble string
+	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, protocols, remotePebble string
 	var gap, flushWait, extra time.Duration
 	cmd := &cobra.Command{
 		Use:   "compare CONFIG.json",
@@ -35,13 +35,17 @@ drrs (recorded as "not available" while it is not implemented).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			ch, err := clickHouseOrNil(clickhouse, chNative)
+			if err != nil {
+				return err
+			}
 			tc, err := dialTemporal(ctx, temporalAddr, namespace)
 			if err != nil {
 				return err
 			}
 			defer tc.Close()
 			return runner.Compare(ctx, runner.CompareOptions{
-				Services: runner.Services{Temporal: tc, ClickHouse: clickHouseOrNil(clickhouse), Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
+				Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
 				Config:   args[0], Protocols: protocols, ResultsDir: resultsDir, RemotePebble: remotePebble,
 				Gap: gap, FlushWait: flushWait, Margin: extra,
 			})
@@ -55,6 +59,7 @@ drrs (recorded as "not available" while it is not implemented).`,
 	f.StringVar(&namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers, comma-separated, used when the config names none (env "+envKafka+")")
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL the metrics are read from, none to skip (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &chNative)
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
 	f.DurationVar(&gap, "gap", 5*time.Second, "pause between two runs")
 	f.DurationVar(&flushWait, "flush-wait", 3*time.Second, "wait after a run before reading its metrics (workers flush once a second)")
@@ -62,10 +67,11 @@ drrs (recorded as "not available" while it is not implemented).`,
 	rootCmd.AddCommand(cmd)
 }
 
-// clickHouseOrNil is the metrics reader of url; "" or "none" turns it off.
-func clickHouseOrNil(url string) *metrics.ClickHouse {
+// clickHouseOrNil is the metrics reader of url (inserts) and native (DDL
+// and reads); "" or "none" as url turns it off.
+func clickHouseOrNil(url, native string) (*metrics.ClickHouse, error) {
 	if url == "" || url == "none" {
-		return nil
+		return nil, nil
 	}
-	return metrics.NewClickHouse(url, "koala")
+	return newClickHouse(url, native)
 }

@@ -22,6 +22,7 @@ import (
 
 func init() {
 	var temporalAddr, namespace, natsURL, chURL string
+	var chNative string
 	var natsSec transport.NATSSecurity
 	var grpcTLS transport.GRPCTLS // to remote state servers (dropping a finished job's state)
 	cmd := &cobra.Command{
@@ -47,7 +48,7 @@ func init() {
 				return err
 			}
 			acts := &activities.Activities{NC: nc, Logger: log, StateCreds: stateCreds}
-			if ch, err := openClickHouse(ctx, chURL, log); err != nil {
+			if ch, err := openClickHouse(ctx, chURL, chNative, log); err != nil {
 				return err
 			} else if ch != nil {
 				ch.Start(ctx)
@@ -71,6 +72,7 @@ func init() {
 	f.StringVar(&namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&natsURL, "nats", envOr(envNATS, defNATS), "NATS URL (env "+envNATS+")")
 	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL, or \"none\" (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &chNative)
 	addNATSSecurityFlags(f, &natsSec)
 	addGRPCTLSFlags(f, &grpcTLS)
 	rootCmd.AddCommand(cmd)
@@ -97,15 +99,19 @@ func dialNATS(url string, sec transport.NATSSecurity, name string) (*nats.Conn, 
 }
 
 // openClickHouse returns nil when metrics are disabled with "none" or "".
-func openClickHouse(ctx context.Context, url string, log *slog.Logger) (*metrics.ClickHouse, error) {
+// It creates the tables, over the native interface at native.
+func openClickHouse(ctx context.Context, url, native string, log *slog.Logger) (*metrics.ClickHouse, error) {
 	if url == "" || url == "none" {
 		return nil, nil
 	}
-	ch := metrics.NewClickHouse(url, "koala", metrics.WithLogger(log))
+	ch, err := newClickHouse(url, native, metrics.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := ch.EnsureSchema(sctx); err != nil {
-		return nil, fmt.Errorf("ClickHouse at %s: %w (set --clickhouse=none to run without metrics)", url, err)
+		return nil, fmt.Errorf("ClickHouse at %s (native %s): %w (set --clickhouse=none to run without metrics)", url, native, err)
 	}
 	return ch, nil
 }

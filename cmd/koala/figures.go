@@ -5,12 +5,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"koala/dataplane/metrics"
 	"koala/experiments/runner"
 )
 
 func init() {
-	var clickhouse, outDir string
+	var clickhouse, chNative, outDir string
 	var figList []string
 	cmd := &cobra.Command{
 		Use:   "figures RESULTDIR [MORE_RESULTDIRS...]",
@@ -50,13 +49,16 @@ suite run separately): runs of the same experiment share a figure.`,
 			if clickhouse == "" || clickhouse == "none" {
 				return fmt.Errorf("figures need ClickHouse (--clickhouse or %s)", envClickHouse)
 			}
-			return runner.Figures(cmd.Context(), runner.FiguresOptions{
-				ClickHouse: metrics.NewClickHouse(clickhouse, "koala"), Dirs: args, Figures: figList, OutDir: outDir,
-			})
+			ch, err := newClickHouse(clickhouse, chNative)
+			if err != nil {
+				return err
+			}
+			return runner.Figures(cmd.Context(), runner.FiguresOptions{ClickHouse: ch, Dirs: args, Figures: figList, OutDir: outDir})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL the metrics are read from (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &chNative)
 	f.StringVar(&outDir, "out", "", "output directory (default RESULTDIR/figures)")
 	f.StringSliceVar(&figList, "figures", nil, "figures to draw, e.g. 10,11 (default: the suite file's \"Figures\", else 6,8)")
 	rootCmd.AddCommand(cmd)

@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	var temporalAddr, namespace, kafka, clickhouse, resultsDir, uiURL, attach string
+	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, attach string
 	var every time.Duration
 	cmd := &cobra.Command{
 		Use:   "suite FILE | suite --attach SUITE-WORKFLOW-ID",
@@ -37,6 +37,10 @@ neither loses nor repeats a finished experiment. Plot it with
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			ch, err := clickHouseOrNil(clickhouse, chNative)
+			if err != nil {
+				return err
+			}
 			tc, err := dialTemporal(ctx, temporalAddr, namespace)
 			if err != nil {
 				return err
@@ -47,7 +51,7 @@ neither loses nor repeats a finished experiment. Plot it with
 				file = args[0]
 			}
 			return runner.Suite(ctx, runner.SuiteOptions{
-				Services: runner.Services{Temporal: tc, ClickHouse: clickHouseOrNil(clickhouse), Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
+				Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
 				File:     file, Attach: attach, ResultsDir: resultsDir, Every: every,
 			})
 		},
@@ -60,6 +64,7 @@ neither loses nor repeats a finished experiment. Plot it with
 	f.StringVar(&namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers, comma-separated, used when a config names none (env "+envKafka+")")
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for live rates and lag, none to skip (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &chNative)
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
 	rootCmd.AddCommand(cmd)
 }

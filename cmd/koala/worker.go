@@ -19,6 +19,7 @@ import (
 func init() {
 	var opts dataplane.Options
 	var chURL, pprofAddr, pprofFile string
+	var chNative string
 	var gcPercent int
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -53,7 +54,7 @@ func init() {
 			} else if pprofFile != "" {
 				return fmt.Errorf("--pprof-addr-file %q without --pprof-listen: there is no endpoint whose address could be written", pprofFile)
 			}
-			ch, err := openClickHouse(ctx, chURL, log)
+			ch, err := openClickHouse(ctx, chURL, chNative, log)
 			if err != nil {
 				return err
 			}
@@ -78,6 +79,7 @@ func init() {
 	addNATSSecurityFlags(f, &opts.NATSSecurity)
 	addGRPCTLSFlags(f, &opts.GRPCTLS)
 	f.StringVar(&chURL, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for metrics, or \"none\" (env "+envClickHouse+")")
+	clickHouseNativeFlag(f, &chNative)
 	f.IntVar(&gcPercent, "gogc", defaultWorkerGCPercent, "Go GC target percentage of the worker (like GOGC; the GOGC environment variable wins unless this flag is given)")
 	f.StringVar(&pprofAddr, "pprof-listen", envOr(envPprof, ""), "serve Go runtime profiles (/debug/pprof/) on this host:port, e.g. 127.0.0.1:0 (env "+envPprof+"; empty: off)")
 	f.StringVar(&pprofFile, "pprof-addr-file", envOr(envPprofFile, ""), "write the bound --pprof-listen address to this file and remove it on exit (env "+envPprofFile+"; empty: don't)")

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // CheckpointRow is one completed checkpoint (Kind "checkpoint") or one
@@ -27,23 +28,6 @@ const CheckpointTable = "checkpoint_events"
 // checkpointColumnDefs are the columns of CheckpointTable, in insert order.
 const checkpointColumnDefs = `ts DateTime, ts_ms UInt64, experiment String, job String, checkpoint_id String, kind String, ` +
 	`millis Float64, bytes UInt64, align_millis Float64, tasks UInt64, detail String`
-
-// encodeCheckpoint renders r as one TabSeparated line in CheckpointTable
-// column order.
-func encodeCheckpoint(r CheckpointRow) string {
-	var l tsvLine
-	l.ts(r.Time)
-	l.str(r.Experiment)
-	l.str(r.Job)
-	l.str(r.CheckpointID)
-	l.str(r.Kind)
-	l.f64(r.Millis)
-	l.u64(r.Bytes)
-	l.f64(r.AlignMillis)
-	l.u64(uint64(r.Tasks))
-	l.str(r.Detail)
-	return l.String()
-}
 
 // Kinds of a CheckpointRow.
 const (
@@ -76,28 +60,21 @@ func (m *Memory) Checkpoints() []CheckpointRow {
 
 // CheckpointRows returns the job's checkpoint and recovery rows ordered by time.
 func (ch *ClickHouse) CheckpointRows(ctx context.Context, job string) ([]CheckpointRow, error) {
-	rows, err := ch.Query(ctx, "SELECT ts_ms, experiment, job, checkpoint_id, kind, millis, bytes, align_millis, tasks, detail FROM "+
-		ch.table(CheckpointTable)+" WHERE job = "+quoteString(job)+" ORDER BY ts_ms")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]CheckpointRow, 0, len(rows))
-	for _, r := range rows {
-		if len(r) != 10 {
-			return nil, fmt.Errorf("metrics: checkpoint rows: unexpected row %q", r)
-		}
-		var nums [5]float64
-		for i, col := range []int{0, 5, 6, 7, 8} {
-			v, err := strconv.ParseFloat(r[col], 64)
-			if err != nil {
-				return nil, fmt.Errorf("metrics: checkpoint rows: bad number %q in column %d: %w", r[col], col, err)
+	out := []CheckpointRow{}
+	err := ch.selectRows(ctx, "SELECT ts_ms, experiment, job, checkpoint_id, kind, millis, bytes, align_millis, tasks, detail FROM "+
+		ch.table(CheckpointTable)+" WHERE job = "+quoteString(job)+" ORDER BY ts_ms",
+		func(r driver.Rows) error {
+			var ms, tasks uint64
+			var c CheckpointRow
+			if err := r.Scan(&ms, &c.Experiment, &c.Job, &c.CheckpointID, &c.Kind, &c.Millis, &c.Bytes, &c.AlignMillis, &tasks, &c.Detail); err != nil {
+				return err
 			}
-			nums[i] = v
-		}
-		out = append(out, CheckpointRow{
-			Time: time.UnixMilli(int64(nums[0])), Experiment: r[1], Job: r[2], CheckpointID: r[3], Kind: r[4],
-			Millis: nums[1], Bytes: uint64(nums[2]), AlignMillis: nums[3], Tasks: uint32(nums[4]), Detail: r[9],
+			c.Time, c.Tasks = time.UnixMilli(int64(ms)), uint32(tasks)
+			out = append(out, c)
+			return nil
 		})
+	if err != nil {
+		return nil, fmt.Errorf("metrics: checkpoint rows of %q: %w", job, err)
 	}
 	return out, nil
 }

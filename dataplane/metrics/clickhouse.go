@@ -4,37 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // DefaultMaxBuffered is the default bound on buffered rows per table.
 const DefaultMaxBuffered = 200_000
 
 // ClickHouse is a Recorder that buffers rows in memory and inserts them over
-// ClickHouse's HTTP interface (INSERT ... FORMAT TabSeparated), at most once
-// per flush interval (default one second) per table. It also runs read
-// queries. Credentials may be given in the base URL (http://user:pw@host:8123).
+// ClickHouse's HTTP interface (INSERT ... FORMAT TabSeparated, see
+// insert_http.go), at most once per flush interval (default one second) per
+// table. It also creates the tables and runs the typed read queries, over
+// the native protocol (native.go). Credentials may be given in the base URL
+// (http://user:pw@host:8123); the native connection logs in with the same.
 //
 // Failed inserts are counted (InsertErrors, Err), logged, and retried on the
 // next flush; when a table's buffer exceeds its bound the oldest rows are
 // dropped and counted (Dropped).
 type ClickHouse struct {
-	base     *url.URL
-	baseErr  error
-	db       string
-	client   *http.Client
-	log      *slog.Logger
-	interval time.Duration
-	now      func() time.Time
-	ticks    <-chan time.Time
-	maxBuf   int
+	base       *url.URL
+	baseErr    error
+	nativeAddr string
+	db         string
+	client     *http.Client
+	log        *slog.Logger
+	interval   time.Duration
+	now        func() time.Time
+	ticks      <-chan time.Time
+	maxBuf     int
 
 	mu      sync.Mutex
 	tables  [3]*tableBuf // task rows, reconfiguration events, checkpoint rows
@@ -47,6 +50,11 @@ type ClickHouse struct {
 	loopMu sync.Mutex
 	stop   chan struct{}
 	done   chan struct{}
+
+	connMu sync.Mutex
+	conn   driver.Conn // native connection, opened on the first DDL or SELECT
+
+	traceSQL func(sql string) // tests: sees every statement sent over the native protocol
 }
 
 // tableBuf is the pending rows of one table (guarded by ClickHouse.mu).
@@ -82,17 +90,23 @@ func WithClock(now func() time.Time) Option { return func(ch *ClickHouse) { ch.n
 // time.Ticker of the flush interval (for tests).
 func WithTicker(c <-chan time.Time) Option { return func(ch *ClickHouse) { ch.ticks = c } }
 
-// NewClickHouse returns a client for the HTTP interface at baseURL (e.g.
-// "http://127.0.0.1:8123") storing into database. Call EnsureSchema once and
-// Start to run the background flusher; Close flushes what is left.
-func NewClickHouse(baseURL, database string, opts ...Option) *ClickHouse {
+// NewClickHouse returns a client storing into database that inserts over the
+// HTTP interface at baseURL (e.g. "http://127.0.0.1:8123") and runs DDL and
+// SELECTs over the native interface at nativeAddr (host:port, e.g.
+// "127.0.0.1:9000"). The native connection is opened on the first DDL or
+// SELECT, so nativeAddr may be "" where nothing is read or created (a bad
+// address is reported then; CheckNativeAddr checks one up front). Call
+// EnsureSchema once and Start to run the background flusher; Close flushes
+// what is left.
+func NewClickHouse(baseURL, nativeAddr, database string, opts ...Option) *ClickHouse {
 	ch := &ClickHouse{
-		db:       database,
-		client:   &http.Client{Timeout: 30 * time.Second},
-		log:      slog.New(slog.DiscardHandler),
-		interval: time.Second,
-		now:      time.Now,
-		maxBuf:   DefaultMaxBuffered,
+		nativeAddr: nativeAddr,
+		db:         database,
+		client:     &http.Client{Timeout: 30 * time.Second},
+		log:        slog.New(slog.DiscardHandler),
+		interval:   time.Second,
+		now:        time.Now,
+		maxBuf:     DefaultMaxBuffered,
 	}
 	ch.base, ch.baseErr = url.Parse(strings.TrimSuffix(baseURL, "/") + "/")
 	if ch.baseErr == nil && (ch.base.Scheme == "" || ch.base.Host == "") {
@@ -110,20 +124,12 @@ func NewClickHouse(baseURL, database string, opts ...Option) *ClickHouse {
 	return ch
 }
 
-var plainIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-func ident(s string) string {
-	if plainIdent.MatchString(s) {
-		return s
-	}
-	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
-}
-
 // table returns the qualified name of a table in the database.
 func (ch *ClickHouse) table(name string) string { return ident(ch.db) + "." + name }
 
-// EnsureSchema creates the database and both tables if they do not exist
-// and adds the task_metrics columns an older table lacks.
+// EnsureSchema creates the database and the tables if they do not exist
+// and adds the task_metrics columns an older table lacks (over the native
+// protocol).
 func (ch *ClickHouse) EnsureSchema(ctx context.Context) error {
 	stmts := []string{
 		"CREATE DATABASE IF NOT EXISTS " + ident(ch.db),
@@ -171,15 +177,18 @@ func (ch *ClickHouse) addMissingColumns(ctx context.Context, table, defs string)
 
 // columns lists the column names of a table of the database.
 func (ch *ClickHouse) columns(ctx context.Context, table string) (map[string]bool, error) {
-	rows, err := ch.Query(ctx, "SELECT name FROM system.columns WHERE database = "+quoteString(ch.db)+" AND table = "+quoteString(table))
+	out := make(map[string]bool)
+	err := ch.selectRows(ctx, "SELECT name FROM system.columns WHERE database = "+quoteString(ch.db)+" AND table = "+quoteString(table),
+		func(r driver.Rows) error {
+			var name string
+			if err := r.Scan(&name); err != nil {
+				return err
+			}
+			out[name] = true
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("metrics: columns of %s: %w", table, err)
-	}
-	out := make(map[string]bool, len(rows))
-	for _, r := range rows {
-		if len(r) > 0 {
-			out[r[0]] = true
-		}
 	}
 	return out, nil
 }
@@ -291,8 +300,7 @@ func (ch *ClickHouse) flushTable(ctx context.Context, t *tableBuf, force bool) e
 			"table", t.name, "dropped", newDrops, "dropped_total", totalDrops)
 	}
 
-	query := "INSERT INTO " + ch.table(t.name) + " (" + t.columns + ") FORMAT TabSeparated"
-	_, err := ch.do(ctx, query, false, strings.NewReader(strings.Join(lines, "")))
+	err := ch.insertHTTP(ctx, t.name, t.columns, lines)
 	if err == nil {
 		return nil
 	}
@@ -342,7 +350,8 @@ func (ch *ClickHouse) Start(ctx context.Context) {
 	}()
 }
 
-// Close stops the background flusher and flushes the remaining rows.
+// Close stops the background flusher, flushes the remaining rows and
+// closes the native connection if one was opened.
 func (ch *ClickHouse) Close(ctx context.Context) error {
 	ch.loopMu.Lock()
 	if ch.stop != nil {
@@ -351,61 +360,5 @@ func (ch *ClickHouse) Close(ctx context.Context) error {
 		ch.stop = nil
 	}
 	ch.loopMu.Unlock()
-	return ch.Flush(ctx)
-}
-
-// Exec runs a statement that returns no rows (DDL, ALTER, ...).
-func (ch *ClickHouse) Exec(ctx context.Context, sql string) error {
-	_, err := ch.do(ctx, "", false, strings.NewReader(sql))
-	return err
-}
-
-// do POSTs body to the HTTP interface, with query as the "query" parameter
-// when set (for INSERT the body then carries the data). wait asks the server
-// to buffer the whole result so that late errors yield an error status. It
-// returns the response body, or an error carrying ClickHouse's message.
-func (ch *ClickHouse) do(ctx context.Context, query string, wait bool, body io.Reader) (string, error) {
-	if ch.baseErr != nil {
-		return "", ch.baseErr
-	}
-	u := *ch.base
-	q := u.Query()
-	if query != "" {
-		q.Set("query", query)
-	}
-	if wait {
-		q.Set("wait_end_of_query", "1")
-	}
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), body)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
-	resp, err := ch.client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("metrics: clickhouse: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", fmt.Errorf("metrics: clickhouse: reading response: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		what := query
-		if what == "" {
-			what = "statement"
-		}
-		return "", fmt.Errorf("metrics: clickhouse %s: HTTP %d: %s",
-			firstLine(what), resp.StatusCode, strings.TrimSpace(string(data)))
-	}
-	return string(data), nil
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	if len(s) > 120 {
-		s = s[:120] + "..."
-	}
-	return s
+	return errors.Join(ch.Flush(ctx), ch.closeNative())
 }

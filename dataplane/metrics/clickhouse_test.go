@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 type request struct{ query, body string }
@@ -96,7 +98,7 @@ var t0 = time.Date(2024, 1, 2, 3, 4, 5, 678_000_000, time.UTC) // unix 170416464
 
 func TestInsertTaskRowExactFormat(t *testing.T) {
 	f := newFake(t)
-	ch := NewClickHouse(f.srv.URL, "koala")
+	ch := NewClickHouse(f.srv.URL, "", "koala")
 	ch.RecordTask(TaskRow{
 		Time: t0, Experiment: "exp\t1", Job: "job\n2", Operator: `op\3`, Task: "t0", Worker: "w",
 		RecordsIn: 1, RecordsOut: 2, Batches: 3, BatchTimeAvgUs: 4.5, BatchTimeMaxUs: 1e6,
@@ -131,7 +133,7 @@ func TestInsertTaskRowExactFormat(t *testing.T) {
 
 func TestInsertReconfigExactFormat(t *testing.T) {
 	f := newFake(t)
-	ch := NewClickHouse(f.srv.URL+"/", "my-db")
+	ch := NewClickHouse(f.srv.URL+"/", "", "my-db")
 	ch.RecordReconfig(ReconfigEvent{Time: t0, Experiment: "e", Job: "j", ReconfigID: "r1", Protocol: "koala",
 		Step: "migrate", Phase: PhaseEnd, Millis: 12.5, Detail: "a\\b\r\x00"})
 	if err := ch.Flush(context.Background()); err != nil {
@@ -151,7 +153,7 @@ func TestInsertReconfigExactFormat(t *testing.T) {
 
 func TestInsertCheckpointExactFormat(t *testing.T) {
 	f := newFake(t)
-	ch := NewClickHouse(f.srv.URL+"/", "my-db")
+	ch := NewClickHouse(f.srv.URL+"/", "", "my-db")
 	ch.RecordCheckpoint(CheckpointRow{Time: t0, Experiment: "e", Job: "j", CheckpointID: "cp-000001", Kind: CheckpointKindCheckpoint,
 		Millis: 21.5, Bytes: 4096, AlignMillis: 1.25, Tasks: 4, Detail: "x\ty"})
 	if err := ch.Flush(context.Background()); err != nil {
@@ -169,21 +171,40 @@ func TestInsertCheckpointExactFormat(t *testing.T) {
 	}
 }
 
+// TestEscapeRoundTrip sends awkward strings through the TabSeparated
+// insert and reads them back over the native protocol, and checks that
+// quoteString literals reach the server unchanged.
 func TestEscapeRoundTrip(t *testing.T) {
-	for _, s := range []string{"", "plain", "a\tb", "a\nb", `a\b`, `\t literal`, "x\r\x00\b\f'y", `trailing\`} {
+	ch, _ := testClickHouse(t)
+	ctx := context.Background()
+	strs := []string{"", "plain", "a\tb", "a\nb", `a\b`, `\t literal`, "x\r\x00\b\f'y", `trailing\`}
+	for i, s := range strs {
 		e := escapeTSV(s)
 		if strings.ContainsAny(e, "\t\n") {
 			t.Errorf("escapeTSV(%q) = %q still has tab/newline", s, e)
 		}
-		if got := unescapeTSV(e); got != s {
-			t.Errorf("round trip %q -> %q -> %q", s, e, got)
-		}
+		ch.RecordReconfig(ReconfigEvent{Time: t0.Add(time.Duration(i) * time.Millisecond), Job: "esc", Detail: s})
 	}
-	if got := unescapeTSV(`a\'b\\c\N`); got != `a'b\c` {
-		t.Errorf("unescape ClickHouse output: %q", got)
+	if err := ch.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := ch.ReconfigEvents(ctx, "esc")
+	if err != nil || len(evs) != len(strs) {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	for i, s := range strs {
+		if got := evs[i].Detail; got != s {
+			t.Errorf("round trip %q -> %q -> %q", s, escapeTSV(s), got)
+		}
 	}
 	if got := quoteString(`it's a\b`); got != `'it\'s a\\b'` {
 		t.Errorf("quoteString: %q", got)
+	}
+	for _, s := range append(strs, `it's a\b`, `a'b\c\N`) {
+		var got string
+		if err := ch.selectOne(ctx, "SELECT "+quoteString(s), &got); err != nil || got != s {
+			t.Errorf("SELECT %s = %q, %v; want %q", quoteString(s), got, err, s)
+		}
 	}
 }
 
@@ -207,7 +228,7 @@ func TestBackgroundFlushAtMostOncePerInterval(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	setNow := func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() }
 	ticks := make(chan time.Time) // unbuffered: a send returns once the loop took it
-	ch := NewClickHouse(f.srv.URL, "koala", WithClock(clock), WithTicker(ticks))
+	ch := NewClickHouse(f.srv.URL, "", "koala", WithClock(clock), WithTicker(ticks))
 	ctx := context.Background()
 	ch.Start(ctx)
 
@@ -255,7 +276,7 @@ func TestInsertErrorKeptAndRetried(t *testing.T) {
 		return 500, "Code: 60, e.displayText() = DB::Exception: Table koala.task_metrics doesn't exist"
 	})
 	var logBuf syncBuffer
-	ch := NewClickHouse(f.srv.URL, "koala", WithLogger(slog.New(slog.NewTextHandler(&logBuf, nil))))
+	ch := NewClickHouse(f.srv.URL, "", "koala", WithLogger(slog.New(slog.NewTextHandler(&logBuf, nil))))
 	ctx := context.Background()
 	ch.RecordTask(TaskRow{Time: t0, Task: "1"})
 	err := ch.Flush(ctx)
@@ -287,7 +308,7 @@ func TestInsertErrorKeptAndRetried(t *testing.T) {
 func TestBufferBoundDropsOldest(t *testing.T) {
 	f := newFake(t)
 	f.setReply(func(request) (int, string) { return 503, "overloaded" })
-	ch := NewClickHouse(f.srv.URL, "koala", WithMaxBuffered(3))
+	ch := NewClickHouse(f.srv.URL, "", "koala", WithMaxBuffered(3))
 	ctx := context.Background()
 	for i := range 5 {
 		ch.RecordTask(TaskRow{Time: t0, Task: string(rune('a' + i))})
@@ -314,58 +335,46 @@ func TestBufferBoundDropsOldest(t *testing.T) {
 	}
 }
 
-func TestQueryAndReadHelpers(t *testing.T) {
-	f := newFake(t)
-	f.setReply(func(r request) (int, string) {
-		switch {
-		case strings.Contains(r.body, "count(), min(ts_ms)"):
-			return 200, "4\t1704164645000\n"
-		case strings.HasPrefix(r.body, "SELECT task,"):
-			return 200, "a\t1704164645\t10\na\t1704164646\t20\nb\t1704164646\t5\n"
-		case strings.Contains(r.body, "sum(records_in)"):
-			return 200, "1704164645\t10\n1704164646\t25\n"
-		case strings.Contains(r.body, "FROM koala.reconfig_events"):
-			return 200, "1704164646500\te\tj\tr1\tkoala\t\tstart\t0\tx\\ty\n"
-		case strings.Contains(r.body, "bad"):
-			return 500, "Code: 47, e.displayText() = DB::Exception: Unknown identifier: bad"
-		}
-		return 200, "a\\tb\tc\n"
-	})
-	ch := NewClickHouse(f.srv.URL, "koala")
+// TestReadHelpers reads series and events back from a real server.
+func TestReadHelpers(t *testing.T) {
+	var sent []string
+	ch, db := testClickHouse(t)
+	ch.traceSQL = func(sql string) { sent = append(sent, sql) }
 	ctx := context.Background()
-
-	rows, err := ch.Query(ctx, "SELECT 1;")
-	if err != nil || len(rows) != 1 || rows[0][0] != "a\tb" || rows[0][1] != "c" {
-		t.Fatalf("rows %q err %v", rows, err)
+	base := time.UnixMilli(1704164645000)
+	for _, r := range []TaskRow{
+		{Time: base, Job: "j", Operator: "sink", Task: "a", RecordsIn: 10},
+		{Time: base.Add(1500 * time.Millisecond), Job: "j", Operator: "sink", Task: "a", RecordsIn: 20},
+		{Time: base.Add(1100 * time.Millisecond), Job: "j", Operator: "sink", Task: "b", RecordsIn: 5},
+		{Time: base.Add(1200 * time.Millisecond), Job: "j", Operator: "source", Task: "s", RecordsIn: 1000},
+	} {
+		ch.RecordTask(r)
 	}
-	if r := f.next(t); r.body != "SELECT 1 FORMAT TabSeparated" {
-		t.Fatalf("sent %q", r.body)
-	}
-	if _, err := ch.Query(ctx, "SELECT 1 format TSV"); err != nil {
+	ch.RecordReconfig(ReconfigEvent{Time: time.UnixMilli(1704164646500), Experiment: "e", Job: "j", ReconfigID: "r1",
+		Protocol: "koala", Phase: PhaseStart, Detail: "x\ty"})
+	if err := ch.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := f.next(t); r.body != "SELECT 1 format TSV" {
-		t.Fatalf("sent %q", r.body)
-	}
-	if _, err := ch.Query(ctx, "SELECT bad"); err == nil || !strings.Contains(err.Error(), "Unknown identifier: bad") {
-		t.Fatalf("error %v lacks server body", err)
-	}
-	f.next(t)
 
+	if err := ch.selectRows(ctx, "SELECT bad", func(driver.Rows) error { return nil }); err == nil || !strings.Contains(err.Error(), "bad") {
+		t.Fatalf("error %v lacks server message", err)
+	}
+
+	sent = nil
 	pts, err := ch.Throughput(ctx, "j", "sink")
 	if err != nil || len(pts) != 2 || pts[0] != (Point{0, 10}) || pts[1] != (Point{1, 25}) {
 		t.Fatalf("throughput %v %v", pts, err)
 	}
-	f.next(t)
-	if r := f.next(t); !strings.Contains(r.body, "WHERE job = 'j' AND operator = 'sink'") {
-		t.Fatalf("throughput sql %q", r.body)
+	if len(sent) != 2 || !strings.Contains(sent[1], "FROM "+db+".task_metrics WHERE job = 'j' AND operator = 'sink'") {
+		t.Fatalf("throughput sql %q", sent)
 	}
 	byTask, err := ch.ThroughputByTask(ctx, "j", "sink")
 	if err != nil || len(byTask["a"]) != 2 || byTask["b"][0] != (Point{1, 5}) {
 		t.Fatalf("by task %v %v", byTask, err)
 	}
 	evs, err := ch.ReconfigEvents(ctx, "j")
-	if err != nil || len(evs) != 1 || evs[0].Detail != "x\ty" || !evs[0].Time.Equal(time.UnixMilli(1704164646500)) {
+	if err != nil || len(evs) != 1 || evs[0].Detail != "x\ty" || !evs[0].Time.Equal(time.UnixMilli(1704164646500)) ||
+		evs[0].Experiment != "e" || evs[0].ReconfigID != "r1" || evs[0].Phase != PhaseStart {
 		t.Fatalf("events %+v %v", evs, err)
 	}
 }

@@ -1,133 +1,26 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
-
-// clickHouseURL returns KOALA_CLICKHOUSE_URL or starts a throw-away
-// clickhouse-server for the test, skipping if none is installed.
-func clickHouseURL(t *testing.T) string {
-	t.Helper()
-	if u := os.Getenv("KOALA_CLICKHOUSE_URL"); u != "" {
-		return u
-	}
-	bin, err := exec.LookPath("clickhouse-server")
-	if err != nil {
-		for _, p := range []string{"/usr/bin/clickhouse-server", "/usr/sbin/clickhouse-server"} {
-			if _, err := os.Stat(p); err == nil {
-				bin = p
-				break
-			}
-		}
-	}
-	if bin == "" {
-		t.Skip("clickhouse-server not installed and KOALA_CLICKHOUSE_URL not set")
-	}
-	dir := t.TempDir()
-	httpPort, tcpPort := freePort(t), freePort(t)
-	config := fmt.Sprintf(`<?xml version="1.0"?>
-<yandex>
-  <logger><level>warning</level><console>1</console></logger>
-  <listen_host>127.0.0.1</listen_host>
-  <http_port>%d</http_port>
-  <tcp_port>%d</tcp_port>
-  <path>%[3]s/data/</path>
-  <tmp_path>%[3]s/tmp/</tmp_path>
-  <user_files_path>%[3]s/user_files/</user_files_path>
-  <format_schema_path>%[3]s/format_schemas/</format_schema_path>
-  <users_config>users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <mark_cache_size>268435456</mark_cache_size>
-</yandex>
-`, httpPort, tcpPort, dir)
-	users := `<?xml version="1.0"?>
-<yandex>
-  <profiles><default></default></profiles>
-  <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-    <profile>default</profile><quota>default</quota></default></users>
-  <quotas><default></default></quotas>
-</yandex>
-`
-	for name, body := range map[string]string{"config.xml": config, "users.xml": users} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "--config-file="+filepath.Join(dir, "config.xml"))
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill() // by PID
-		<-exited
-	})
-
-	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if pingOK(base) {
-			return base
-		}
-		select {
-		case <-exited:
-			t.Fatalf("clickhouse-server exited early:\n%s", out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("clickhouse-server not ready in 30s:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
-	}
-}
-
-func pingOK(base string) bool {
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get(base + "/ping")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode == http.StatusOK && strings.TrimSpace(string(b)) == "Ok."
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 func TestClickHouseIntegration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	base := clickHouseURL(t)
+	base, native := clickHouseAddrs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	db := fmt.Sprintf("koala_test_%d", time.Now().UnixNano())
-	ch := NewClickHouse(base, db, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ch := NewClickHouse(base, native, db, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err := ch.EnsureSchema(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +100,20 @@ func TestClickHouseIntegration(t *testing.T) {
 	if pts, err := ch.Throughput(ctx, "missing", "sink"); err != nil || pts != nil {
 		t.Fatalf("missing job: %v %v", pts, err)
 	}
-	rows, err := ch.Query(ctx, "SELECT worker, count() FROM "+db+".task_metrics WHERE operator = 'sink' AND job != 'other' GROUP BY worker")
-	if err != nil || len(rows) != 1 || rows[0][0] != "w\\1" || rows[0][1] != "10" {
-		t.Fatalf("query %q %v", rows, err)
+	var workers []string
+	var counts []uint64
+	err = ch.selectRows(ctx, "SELECT worker, toUInt64(count()) FROM "+db+".task_metrics WHERE operator = 'sink' AND job != 'other' GROUP BY worker",
+		func(r driver.Rows) error {
+			var w string
+			var n uint64
+			err := r.Scan(&w, &n)
+			workers, counts = append(workers, w), append(counts, n)
+			return err
+		})
+	if err != nil || len(workers) != 1 || workers[0] != "w\\1" || counts[0] != 10 {
+		t.Fatalf("query %q %v %v", workers, counts, err)
 	}
-	if _, err := ch.Query(ctx, "SELECT no_such_column FROM "+db+".task_metrics"); err == nil ||
+	if err := ch.selectRows(ctx, "SELECT no_such_column FROM "+db+".task_metrics", func(driver.Rows) error { return nil }); err == nil ||
 		!strings.Contains(err.Error(), "no_such_column") {
 		t.Fatalf("want error with server message, got %v", err)
 	}
@@ -224,11 +126,11 @@ func TestClickHouseSchemaUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	base := clickHouseURL(t)
+	base, native := clickHouseAddrs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	db := fmt.Sprintf("koala_upgrade_%d", time.Now().UnixNano())
-	ch := NewClickHouse(base, db, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ch := NewClickHouse(base, native, db, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(func() { _ = ch.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
 	const oldDefs = `ts DateTime, ts_ms UInt64, experiment String, job String, operator String, task String, worker String, ` +
 		`records_in UInt64, records_out UInt64, batches UInt64, batch_time_avg_us Float64, batch_time_max_us Float64, ` +
@@ -238,11 +140,15 @@ func TestClickHouseSchemaUpgrade(t *testing.T) {
 	for _, s := range []string{
 		"CREATE DATABASE " + db,
 		"CREATE TABLE " + db + ".task_metrics (" + oldDefs + ") ENGINE = MergeTree() PARTITION BY toYYYYMMDD(ts) ORDER BY (job, ts)",
-		"INSERT INTO " + db + ".task_metrics (ts, ts_ms, job, operator, task, records_in) VALUES (1700000000, 1700000000000, 'j', 'parse', 'parse-0', 7)",
 	} {
 		if err := ch.Exec(ctx, s); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Inserts go over HTTP, as the flusher's do (insert_http.go).
+	if err := ch.insertHTTP(ctx, TaskTable, "ts, ts_ms, job, operator, task, records_in",
+		[]string{"1700000000\t1700000000000\tj\tparse\tparse-0\t7\n"}); err != nil {
+		t.Fatal(err)
 	}
 	for range 2 { // idempotent on an upgraded table
 		if err := ch.EnsureSchema(ctx); err != nil {
@@ -263,17 +169,20 @@ func TestClickHouseSchemaUpgrade(t *testing.T) {
 	if err := ch.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := ch.Query(ctx, "SELECT count(), sum(records_in), sum(malformed_records), sum(oversize_records), sum(dead_lettered), sum(late_events) FROM "+
-		db+".task_metrics WHERE job = 'j'")
+	// count() and sums of UInt64 columns are UInt64 on 18.16 and current servers.
+	var sums [6]uint64
+	err := ch.selectOne(ctx, "SELECT count(), sum(records_in), sum(malformed_records), sum(oversize_records), sum(dead_lettered), sum(late_events) FROM "+
+		db+".task_metrics WHERE job = 'j'", &sums[0], &sums[1], &sums[2], &sums[3], &sums[4], &sums[5])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := [][]string{{"4", "37", "6", "6", "12", "15"}}; fmt.Sprint(rows) != fmt.Sprint(want) {
-		t.Fatalf("after upgrade: got %q, want %q", rows, want)
+	if want := [6]uint64{4, 37, 6, 6, 12, 15}; sums != want {
+		t.Fatalf("after upgrade: got %v, want %v", sums, want)
 	}
-	old, err := ch.Query(ctx, "SELECT malformed_records, dead_lettered, late_events FROM "+db+".task_metrics WHERE records_in = 7")
-	if err != nil || fmt.Sprint(old) != "[[0 0 0]]" {
-		t.Fatalf("old row reads %q %v, want zeros", old, err)
+	var old [3]uint64
+	err = ch.selectOne(ctx, "SELECT malformed_records, dead_lettered, late_events FROM "+db+".task_metrics WHERE records_in = 7", &old[0], &old[1], &old[2])
+	if err != nil || old != [3]uint64{} {
+		t.Fatalf("old row reads %v %v, want zeros", old, err)
 	}
 	pts, err := ch.ColumnSeries(ctx, "j", "parse", "dead_lettered", AggSum)
 	if err != nil || len(pts) != 4 || pts[3].Value != 5 {

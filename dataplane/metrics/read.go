@@ -4,31 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // ErrNoData is returned by JobStart when the job has no metric rows.
 var ErrNoData = errors.New("metrics: no metric rows for job")
-
-var formatClause = regexp.MustCompile(`(?i)\bFORMAT\s+\w+\s*$`)
-
-// Query runs a SELECT and returns its rows as unescaped TabSeparated fields.
-// "FORMAT TabSeparated" is appended unless the statement has a FORMAT clause.
-// Errors carry ClickHouse's response body.
-func (ch *ClickHouse) Query(ctx context.Context, sql string) ([][]string, error) {
-	sql = strings.TrimRight(strings.TrimSpace(sql), ";")
-	if !formatClause.MatchString(sql) {
-		sql += " FORMAT TabSeparated"
-	}
-	body, err := ch.do(ctx, "", true, strings.NewReader(sql))
-	if err != nil {
-		return nil, err
-	}
-	return parseTSV(body), nil
-}
 
 // JobStart returns the time of the job's first metric row (min ts_ms in
 // task_metrics), the zero of all series of that job. It returns ErrNoData if
@@ -42,18 +24,16 @@ func (ch *ClickHouse) JobStart(ctx context.Context, job string) (time.Time, erro
 }
 
 func (ch *ClickHouse) jobStartMs(ctx context.Context, job string) (uint64, error) {
-	rows, err := ch.Query(ctx, "SELECT count(), min(ts_ms) FROM "+ch.table(TaskTable)+
-		" WHERE job = "+quoteString(job))
+	var n, ms uint64
+	err := ch.selectOne(ctx, "SELECT toUInt64(count()), toUInt64(min(ts_ms)) FROM "+ch.table(TaskTable)+
+		" WHERE job = "+quoteString(job), &n, &ms)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("metrics: job start of %q: %w", job, err)
 	}
-	if len(rows) != 1 || len(rows[0]) != 2 {
-		return 0, fmt.Errorf("metrics: job start of %q: unexpected result %q", job, rows)
-	}
-	if rows[0][0] == "0" {
+	if n == 0 {
 		return 0, fmt.Errorf("%w %q", ErrNoData, job)
 	}
-	return strconv.ParseUint(rows[0][1], 10, 64)
+	return ms, nil
 }
 
 // Throughput returns the per-second sum of records_in over the operator's
@@ -78,24 +58,9 @@ func (ch *ClickHouse) ThroughputByTask(ctx context.Context, job, operator string
 	if err != nil {
 		return nil, err
 	}
-	rows, err := ch.Query(ctx, "SELECT task, intDiv(ts_ms, 1000) AS s, sum(records_in) FROM "+
+	return ch.byTask(ctx, t0, "throughput by task", "SELECT task, "+secondExpr+" AS s, toFloat64(sum(records_in)) FROM "+
 		ch.table(TaskTable)+" WHERE job = "+quoteString(job)+" AND operator = "+quoteString(operator)+
 		" GROUP BY task, s ORDER BY task, s")
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string][]Point)
-	for _, r := range rows {
-		if len(r) != 3 {
-			return nil, fmt.Errorf("metrics: throughput by task: unexpected row %q", r)
-		}
-		p, err := point(t0, r[1], r[2])
-		if err != nil {
-			return nil, err
-		}
-		out[r[0]] = append(out[r[0]], p)
-	}
-	return out, nil
 }
 
 // series returns sum(expr) per second over the job's task rows matching where.
@@ -107,63 +72,76 @@ func (ch *ClickHouse) series(ctx context.Context, job, expr, where string) ([]Po
 	if err != nil {
 		return nil, err
 	}
-	rows, err := ch.Query(ctx, "SELECT intDiv(ts_ms, 1000) AS s, sum("+expr+") FROM "+
+	return ch.perSecond(ctx, t0, "series "+expr, "SELECT "+secondExpr+" AS s, toFloat64(sum("+expr+")) FROM "+
 		ch.table(TaskTable)+" WHERE job = "+quoteString(job)+" AND "+where+
 		" GROUP BY s ORDER BY s")
+}
+
+// secondExpr is the Unix second of a row. The cast pins the type: the
+// result type of intDiv differs between server versions.
+const secondExpr = "toUInt64(intDiv(ts_ms, 1000))"
+
+// perSecond runs a SELECT of (UInt64 second, Float64 value) rows and returns
+// them as Points relative to t0 (ms); what names the series in errors.
+func (ch *ClickHouse) perSecond(ctx context.Context, t0 uint64, what, sql string) ([]Point, error) {
+	pts := []Point{}
+	err := ch.selectRows(ctx, sql, func(r driver.Rows) error {
+		var sec uint64
+		var v float64
+		if err := r.Scan(&sec, &v); err != nil {
+			return err
+		}
+		pts = append(pts, point(t0, sec, v))
+		return nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	pts := make([]Point, 0, len(rows))
-	for _, r := range rows {
-		if len(r) != 2 {
-			return nil, fmt.Errorf("metrics: series %s: unexpected row %q", expr, r)
-		}
-		p, err := point(t0, r[0], r[1])
-		if err != nil {
-			return nil, err
-		}
-		pts = append(pts, p)
+		return nil, fmt.Errorf("metrics: %s: %w", what, err)
 	}
 	return pts, nil
 }
 
+// byTask runs a SELECT of (String task, UInt64 second, Float64 value) rows
+// and returns each task's Points relative to t0 (ms).
+func (ch *ClickHouse) byTask(ctx context.Context, t0 uint64, what, sql string) (map[string][]Point, error) {
+	out := make(map[string][]Point)
+	err := ch.selectRows(ctx, sql, func(r driver.Rows) error {
+		var task string
+		var sec uint64
+		var v float64
+		if err := r.Scan(&task, &sec, &v); err != nil {
+			return err
+		}
+		out[task] = append(out[task], point(t0, sec, v))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %s: %w", what, err)
+	}
+	return out, nil
+}
+
 // point converts a (unix second, value) pair into a Point relative to t0 (ms).
-func point(t0 uint64, sec, value string) (Point, error) {
-	s, err := strconv.ParseUint(sec, 10, 64)
-	if err != nil {
-		return Point{}, fmt.Errorf("metrics: bad second %q: %w", sec, err)
-	}
-	v, err := strconv.ParseFloat(value, 64)
-	if err != nil {
-		return Point{}, fmt.Errorf("metrics: bad value %q: %w", value, err)
-	}
-	return Point{Sec: (float64(s*1000) - float64(t0)) / 1000, Value: v}, nil
+func point(t0, sec uint64, v float64) Point {
+	return Point{Sec: (float64(sec*1000) - float64(t0)) / 1000, Value: v}
 }
 
 // ReconfigEvents returns the job's reconfiguration events ordered by time.
 func (ch *ClickHouse) ReconfigEvents(ctx context.Context, job string) ([]ReconfigEvent, error) {
-	rows, err := ch.Query(ctx, "SELECT ts_ms, experiment, job, reconfig_id, protocol, step, phase, millis, detail FROM "+
-		ch.table(ReconfigTable)+" WHERE job = "+quoteString(job)+" ORDER BY ts_ms")
-	if err != nil {
-		return nil, err
-	}
-	evs := make([]ReconfigEvent, 0, len(rows))
-	for _, r := range rows {
-		if len(r) != 9 {
-			return nil, fmt.Errorf("metrics: reconfig events: unexpected row %q", r)
-		}
-		ms, err := strconv.ParseInt(r[0], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: reconfig events: bad ts_ms %q: %w", r[0], err)
-		}
-		millis, err := strconv.ParseFloat(r[7], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: reconfig events: bad millis %q: %w", r[7], err)
-		}
-		evs = append(evs, ReconfigEvent{
-			Time: time.UnixMilli(ms), Experiment: r[1], Job: r[2], ReconfigID: r[3],
-			Protocol: r[4], Step: r[5], Phase: r[6], Millis: millis, Detail: r[8],
+	evs := []ReconfigEvent{}
+	err := ch.selectRows(ctx, "SELECT ts_ms, experiment, job, reconfig_id, protocol, step, phase, millis, detail FROM "+
+		ch.table(ReconfigTable)+" WHERE job = "+quoteString(job)+" ORDER BY ts_ms",
+		func(r driver.Rows) error {
+			var ms uint64
+			var e ReconfigEvent
+			if err := r.Scan(&ms, &e.Experiment, &e.Job, &e.ReconfigID, &e.Protocol, &e.Step, &e.Phase, &e.Millis, &e.Detail); err != nil {
+				return err
+			}
+			e.Time = time.UnixMilli(int64(ms))
+			evs = append(evs, e)
+			return nil
 		})
+	if err != nil {
+		return nil, fmt.Errorf("metrics: reconfig events of %q: %w", job, err)
 	}
 	return evs, nil
 }

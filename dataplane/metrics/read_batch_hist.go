@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // BatchHistSample is one task's batch-time histogram of one second, as
@@ -25,22 +27,22 @@ func (ch *ClickHouse) BatchHists(ctx context.Context, job, operator string) ([]B
 	if err != nil {
 		return nil, err
 	}
-	rows, err := ch.Query(ctx, "SELECT task, intDiv(ts_ms, 1000) AS s, batch_time_hdr FROM "+
+	out := []BatchHistSample{}
+	err = ch.selectRows(ctx, "SELECT task, "+secondExpr+" AS s, batch_time_hdr FROM "+
 		ch.table(TaskTable)+" WHERE job = "+quoteString(job)+" AND operator = "+quoteString(operator)+
-		" AND batch_time_hdr != '' ORDER BY task, s")
+		" AND batch_time_hdr != '' ORDER BY task, s",
+		func(r driver.Rows) error {
+			var s BatchHistSample
+			var sec uint64
+			if err := r.Scan(&s.Task, &sec, &s.Hist); err != nil {
+				return err
+			}
+			s.Sec = point(t0, sec, 0).Sec
+			out = append(out, s)
+			return nil
+		})
 	if err != nil {
-		return nil, err
-	}
-	out := make([]BatchHistSample, 0, len(rows))
-	for _, r := range rows {
-		if len(r) != 3 {
-			return nil, fmt.Errorf("metrics: batch histograms: unexpected row %q", r)
-		}
-		p, err := point(t0, r[1], "0")
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, BatchHistSample{Task: r[0], Sec: p.Sec, Hist: r[2]})
+		return nil, fmt.Errorf("metrics: batch histograms: %w", err)
 	}
 	return out, nil
 }

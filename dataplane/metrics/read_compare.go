@@ -53,23 +53,9 @@ func (ch *ClickHouse) ColumnSeries(ctx context.Context, job, operator, column, a
 	if operator != "" {
 		where += " AND operator = " + quoteString(operator)
 	}
-	rows, err := ch.Query(ctx, "SELECT intDiv(ts_ms, 1000) AS s, "+agg+"("+column+") FROM "+
+	// toFloat64: the column is UInt64 or Float64, the Points are float64.
+	return ch.perSecond(ctx, t0, agg+"("+column+") series", "SELECT "+secondExpr+" AS s, toFloat64("+agg+"("+column+")) FROM "+
 		ch.table(TaskTable)+" WHERE "+where+" GROUP BY s ORDER BY s")
-	if err != nil {
-		return nil, err
-	}
-	pts := make([]Point, 0, len(rows))
-	for _, r := range rows {
-		if len(r) != 2 {
-			return nil, fmt.Errorf("metrics: %s(%s) series: unexpected row %q", agg, column, r)
-		}
-		p, err := point(t0, r[0], r[1])
-		if err != nil {
-			return nil, err
-		}
-		pts = append(pts, p)
-	}
-	return pts, nil
 }
 
 // ColumnByTask returns, per task of the operator, agg(column) per second
@@ -86,22 +72,7 @@ func (ch *ClickHouse) ColumnByTask(ctx context.Context, job, operator, column, a
 	if err != nil {
 		return nil, err
 	}
-	rows, err := ch.Query(ctx, "SELECT task, intDiv(ts_ms, 1000) AS s, "+agg+"("+column+") FROM "+
+	return ch.byTask(ctx, t0, agg+"("+column+") by task", "SELECT task, "+secondExpr+" AS s, toFloat64("+agg+"("+column+")) FROM "+
 		ch.table(TaskTable)+" WHERE job = "+quoteString(job)+" AND operator = "+quoteString(operator)+
 		" GROUP BY task, s ORDER BY task, s")
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string][]Point)
-	for _, r := range rows {
-		if len(r) != 3 {
-			return nil, fmt.Errorf("metrics: %s(%s) by task: unexpected row %q", agg, column, r)
-		}
-		p, err := point(t0, r[1], r[2])
-		if err != nil {
-			return nil, err
-		}
-		out[r[0]] = append(out[r[0]], p)
-	}
-	return out, nil
 }

@@ -2,61 +2,67 @@ package metrics
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-// compareFake answers the queries of the compare read helpers and records
-// the SQL it was sent.
-func compareFake(t *testing.T, answer func(sql string) (int, string)) (*ClickHouse, func() []string) {
-	t.Helper()
+// traceSent records the statements ch sends from now on.
+func traceSent(ch *ClickHouse) func() []string {
 	var mu sync.Mutex
 	var sent []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
+	ch.traceSQL = func(sql string) {
 		mu.Lock()
-		sent = append(sent, string(b))
+		sent = append(sent, sql)
 		mu.Unlock()
-		code, body := answer(string(b))
-		w.WriteHeader(code)
-		io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	return NewClickHouse(srv.URL, "koala"), func() []string {
+	}
+	return func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), sent...)
 	}
 }
 
+// compareRows stores task rows of job "j" over three seconds from
+// 1704164645: two counter tasks and a source task that the operator
+// filter must leave out.
+func compareRows(t *testing.T, ch *ClickHouse) {
+	t.Helper()
+	base := time.UnixMilli(1704164645000)
+	for _, r := range []TaskRow{
+		{Time: base, Job: "j", Operator: "counter", Task: "counter-0", BytesTransferred: 10, BatchTimeMaxUs: 1500.5},
+		{Time: base.Add(500 * time.Millisecond), Job: "j", Operator: "counter", Task: "counter-0", BatchTimeMaxUs: 200},
+		{Time: base.Add(time.Second), Job: "j", Operator: "counter", Task: "counter-1", BytesTransferred: 25, BatchTimeMaxUs: 70000},
+		{Time: base.Add(2 * time.Second), Job: "j", Operator: "counter", Task: "counter-0", BatchTimeMaxUs: 900},
+		{Time: base, Job: "j", Operator: "source", Task: "source-0", BytesTransferred: 1000, BatchTimeMaxUs: 25.5},
+		{Time: base.Add(time.Second), Job: "j", Operator: "source", Task: "source-0", RecordsIn: 3, BatchTimeMaxUs: 25.5},
+	} {
+		ch.RecordTask(r)
+	}
+	if err := ch.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestColumnSeriesAndByTask(t *testing.T) {
-	ch, sent := compareFake(t, func(sql string) (int, string) {
-		switch {
-		case strings.Contains(sql, "count(), min(ts_ms)"):
-			return 200, "6\t1704164645000\n"
-		case strings.HasPrefix(sql, "SELECT task,"):
-			return 200, "counter-0\t1704164645\t1500.5\ncounter-0\t1704164647\t900\ncounter-1\t1704164646\t70000\n"
-		case strings.Contains(sql, "max(batch_time_max_us)"), strings.Contains(sql, "sum(bytes_transferred)"):
-			return 200, "1704164645\t10\n1704164646\t25.5\n"
-		}
-		return 500, "unexpected " + sql
-	})
+	ch, db := testClickHouse(t)
+	compareRows(t, ch)
+	sent := traceSent(ch)
 	ctx := context.Background()
 
+	// bytes_transferred is UInt64: its sums come back as float64 Points.
 	pts, err := ch.ColumnSeries(ctx, "j", "counter", "bytes_transferred", AggSum)
-	if err != nil || len(pts) != 2 || pts[0] != (Point{0, 10}) || pts[1] != (Point{1, 25.5}) {
+	if err != nil || len(pts) != 3 || pts[0] != (Point{0, 10}) || pts[1] != (Point{1, 25}) || pts[2] != (Point{2, 0}) {
 		t.Fatalf("series %v %v", pts, err)
 	}
 	q := sent()[1]
-	if !strings.Contains(q, "sum(bytes_transferred) FROM koala.task_metrics WHERE job = 'j' AND operator = 'counter' GROUP BY s") {
+	if !strings.Contains(q, "sum(bytes_transferred)) FROM "+db+".task_metrics WHERE job = 'j' AND operator = 'counter' GROUP BY s") {
 		t.Fatalf("sql %q", q)
 	}
-	if _, err := ch.ColumnSeries(ctx, "j", "", "batch_time_max_us", AggMax); err != nil {
-		t.Fatal(err)
+	pts, err = ch.ColumnSeries(ctx, "j", "", "batch_time_max_us", AggMax)
+	if err != nil || len(pts) != 3 || pts[0] != (Point{0, 1500.5}) || pts[1] != (Point{1, 70000}) || pts[2] != (Point{2, 900}) {
+		t.Fatalf("all-operator series %v %v", pts, err)
 	}
 	if q := sent()[3]; strings.Contains(q, "operator =") || !strings.Contains(q, "max(batch_time_max_us)") {
 		t.Fatalf("all-operator sql %q", q)
@@ -66,16 +72,19 @@ func TestColumnSeriesAndByTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(byTask) != 2 || len(byTask["counter-0"]) != 2 || byTask["counter-0"][1] != (Point{2, 900}) || byTask["counter-1"][0] != (Point{1, 70000}) {
+	if len(byTask) != 2 || len(byTask["counter-0"]) != 2 || byTask["counter-0"][0] != (Point{0, 1500.5}) ||
+		byTask["counter-0"][1] != (Point{2, 900}) || byTask["counter-1"][0] != (Point{1, 70000}) {
 		t.Fatalf("by task %v", byTask)
 	}
-	if q := sent()[5]; !strings.Contains(q, "SELECT task, intDiv(ts_ms, 1000) AS s, max(batch_time_max_us)") || !strings.Contains(q, "GROUP BY task, s") {
+	if q := sent()[5]; !strings.Contains(q, "SELECT task, "+secondExpr+" AS s, toFloat64(max(batch_time_max_us))") || !strings.Contains(q, "GROUP BY task, s") {
 		t.Fatalf("by-task sql %q", q)
 	}
 }
 
 func TestColumnHelpersRejectBadInput(t *testing.T) {
-	ch, sent := compareFake(t, func(string) (int, string) { return 200, "" })
+	// No server: rejected input must not get as far as opening a connection.
+	ch := NewClickHouse("http://127.0.0.1:1", "", "koala")
+	sent := traceSent(ch)
 	ctx := context.Background()
 	for _, tc := range []struct{ column, agg string }{
 		{"records_in; DROP TABLE x", AggSum}, // not a column
@@ -102,7 +111,8 @@ func TestColumnHelpersRejectBadInput(t *testing.T) {
 }
 
 func TestColumnHelpersNoData(t *testing.T) {
-	ch, sent := compareFake(t, func(sql string) (int, string) { return 200, "0\t0\n" })
+	ch, _ := testClickHouse(t)
+	sent := traceSent(ch)
 	ctx := context.Background()
 	pts, err := ch.ColumnSeries(ctx, "j", "sink", "records_in", AggSum)
 	if err != nil || pts != nil {
@@ -117,17 +127,20 @@ func TestColumnHelpersNoData(t *testing.T) {
 	}
 }
 
+// TestColumnHelpersServerError drops a column after the rows went in: the
+// job start still reads, the series query fails, and the error carries the
+// server's message.
 func TestColumnHelpersServerError(t *testing.T) {
-	ch, _ := compareFake(t, func(sql string) (int, string) {
-		if strings.Contains(sql, "count(), min(ts_ms)") {
-			return 200, "3\t1704164645000\n"
-		}
-		return 500, "Code: 47, DB::Exception: boom"
-	})
-	if _, err := ch.ColumnSeries(context.Background(), "j", "sink", "records_in", AggSum); err == nil || !strings.Contains(err.Error(), "boom") {
+	ch, db := testClickHouse(t)
+	compareRows(t, ch)
+	ctx := context.Background()
+	if err := ch.Exec(ctx, "ALTER TABLE "+db+".task_metrics DROP COLUMN records_in"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.ColumnSeries(ctx, "j", "source", "records_in", AggSum); err == nil || !strings.Contains(err.Error(), "records_in") {
 		t.Fatalf("err %v", err)
 	}
-	if _, err := ch.ColumnByTask(context.Background(), "j", "sink", "records_in", AggSum); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, err := ch.ColumnByTask(ctx, "j", "source", "records_in", AggSum); err == nil || !strings.Contains(err.Error(), "records_in") {
 		t.Fatalf("err %v", err)
 	}
 }

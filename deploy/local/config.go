@@ -237,6 +237,10 @@ func (c Config) KafkaBrokers() []string { return []string{hostPort(c.KafkaPort)}
 // ClickHouseURL is the ClickHouse HTTP interface.
 func (c Config) ClickHouseURL() string { return "http://" + hostPort(c.ClickHouseHTTPPort) }
 
+// ClickHouseNativeAddr is the host:port of the ClickHouse native (TCP)
+// interface, over which the metrics tables are created and read.
+func (c Config) ClickHouseNativeAddr() string { return hostPort(c.ClickHouseTCPPort) }
+
 // Env is the environment koala processes get so they find the stack.
 func (c Config) Env() []string {
 	return []string{
@@ -244,6 +248,7 @@ func (c Config) Env() []string {
 		"KOALA_NATS_URL=" + c.NATSURL(),
 		"KOALA_KAFKA_BROKERS=" + c.KafkaBrokers()[0],
 		"KOALA_CLICKHOUSE_URL=" + c.ClickHouseURL(),
+		"KOALA_CLICKHOUSE_NATIVE=" + c.ClickHouseNativeAddr(),
 	}
 }
 

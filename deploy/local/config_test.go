@@ -16,16 +16,21 @@ func TestDefaultConfig(t *testing.T) {
 		t.Fatalf("default config invalid: %v", err)
 	}
 	checks := map[string]string{
-		c.TemporalAddr():    "127.0.0.1:7233",
-		c.TemporalUIURL():   "http://127.0.0.1:8233",
-		c.NATSURL():         "nats://127.0.0.1:4222",
-		c.KafkaBrokers()[0]: "127.0.0.1:9092",
-		c.ClickHouseURL():   "http://127.0.0.1:8123",
+		c.TemporalAddr():         "127.0.0.1:7233",
+		c.TemporalUIURL():        "http://127.0.0.1:8233",
+		c.NATSURL():              "nats://127.0.0.1:4222",
+		c.KafkaBrokers()[0]:      "127.0.0.1:9092",
+		c.ClickHouseURL():        "http://127.0.0.1:8123",
+		c.ClickHouseNativeAddr(): "127.0.0.1:9000",
 	}
 	for got, want := range checks {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
 		}
+	}
+	if env := strings.Join(c.Env(), " "); !strings.Contains(env, "KOALA_CLICKHOUSE_NATIVE=127.0.0.1:9000") ||
+		!strings.Contains(env, "KOALA_CLICKHOUSE_URL=http://127.0.0.1:8123") {
+		t.Errorf("Env() = %q lacks the ClickHouse addresses", env)
 	}
 	if c.Kafka != KafkaReal {
 		t.Errorf("Kafka = %q, want %q", c.Kafka, KafkaReal)

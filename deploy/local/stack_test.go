@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"koala/dataplane/control"
@@ -19,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"koala/dataplane/metrics"
 )
 
 // repoRoot is the directory holding go.mod.
@@ -176,6 +179,17 @@ func TestStackUpDown(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("clickhouse version %s", strings.TrimSpace(out))
+	})
+	t.Run("clickhouse native", func(t *testing.T) {
+		// The metrics tables are created and read over the native port.
+		ch := metrics.NewClickHouse(c.ClickHouseURL(), c.ClickHouseNativeAddr(), fmt.Sprintf("koala_stack_%d", time.Now().UnixNano()))
+		defer ch.Close(context.Background())
+		if err := ch.EnsureSchema(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.JobStart(ctx, "none"); !errors.Is(err, metrics.ErrNoData) {
+			t.Fatalf("JobStart of a job without rows: %v, want ErrNoData", err)
+		}
 	})
 	t.Run("nats", func(t *testing.T) { checkNATS(t, c) })
 	t.Run("kafka", func(t *testing.T) { checkKafka(t, c) })
