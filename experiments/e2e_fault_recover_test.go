@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"koala/activities"
 	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
+	"koala/dataplane/metrics"
 	"koala/deploy/local"
 	"koala/workflows"
 )
@@ -47,6 +47,7 @@ import (
 // The killed worker is started again when the test ends.
 func TestFaultWorkerLostRecovers(t *testing.T) {
 	cfg := sharedStack(t)
+	ch := stackMetrics(t, cfg)
 	begin := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -91,7 +92,7 @@ func TestFaultWorkerLostRecovers(t *testing.T) {
 
 	// A checkpoint completed.
 	if err := poll(ctx, 60*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
-		n, err := chCount(ctx, cfg, "SELECT count() FROM koala.checkpoint_events WHERE job = "+sqlQuote(jobID)+" AND kind = 'checkpoint'")
+		n, err := checkpointRows(ctx, ch, jobID, func(r metrics.CheckpointRow) bool { return r.Kind == "checkpoint" })
 		if err != nil {
 			return err
 		}
@@ -194,8 +195,9 @@ func TestFaultWorkerLostRecovers(t *testing.T) {
 
 	// The recovery row.
 	if err := poll(ctx, time.Minute, time.Second, func(ctx context.Context) error {
-		n, err := chCount(ctx, cfg, "SELECT count() FROM koala.checkpoint_events WHERE job = "+sqlQuote(jobID)+
-			" AND kind = 'recovery' AND checkpoint_id = "+sqlQuote(rec.CheckpointID)+" AND detail = "+sqlQuote("lost "+victim))
+		n, err := checkpointRows(ctx, ch, jobID, func(r metrics.CheckpointRow) bool {
+			return r.Kind == "recovery" && r.CheckpointID == rec.CheckpointID && r.Detail == "lost "+victim
+		})
 		if err != nil {
 			return err
 		}
@@ -236,18 +238,6 @@ func producerWorker(ctx context.Context, c client.Client, id string) (string, er
 		return in.WorkerID, nil
 	}
 	return "", fmt.Errorf("%s has not started its producer yet", id)
-}
-
-func chCount(ctx context.Context, cfg local.Config, query string) (int, error) {
-	s, err := chGet(ctx, cfg.ClickHouseURL(), query)
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("count %q: %w", s, err)
-	}
-	return n, nil
 }
 
 // topicKeyCounts reads topic from its start to its end offsets and counts

@@ -26,6 +26,7 @@ import (
 
 	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
+	"koala/dataplane/metrics"
 	"koala/deploy/local"
 	"koala/workflows"
 )
@@ -44,6 +45,7 @@ import (
 //     (read back independently), and no key the input lacks.
 func TestFaultWorkerLostMidMigrationKafkaSink(t *testing.T) {
 	cfg := sharedStack(t)
+	ch := stackMetrics(t, cfg)
 	begin := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -108,7 +110,6 @@ func TestFaultWorkerLostMidMigrationKafkaSink(t *testing.T) {
 		started++
 	}
 	afterSwap := checkpoint.ID(started + 1)
-	cpQuery := "SELECT count() FROM koala.checkpoint_events WHERE job = " + sqlQuote(jobID) + " AND kind = 'checkpoint' AND checkpoint_id = " + sqlQuote(afterSwap)
 	// That checkpoint completed, keys still to fetch. (The kill must come
 	// well before the run drains: a worker lost while draining fails the
 	// run.)
@@ -116,7 +117,7 @@ func TestFaultWorkerLostMidMigrationKafkaSink(t *testing.T) {
 	var klt map[string]int
 	var hosts map[string][]string
 	if err := poll(ctx, 60*time.Second, 250*time.Millisecond, func(ctx context.Context) error {
-		n, err := chCount(ctx, cfg, cpQuery)
+		n, err := checkpointRows(ctx, ch, jobID, func(r metrics.CheckpointRow) bool { return r.Kind == "checkpoint" && r.CheckpointID == afterSwap })
 		if err != nil {
 			return err
 		}

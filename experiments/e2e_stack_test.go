@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,6 +29,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 
+	"koala/dataplane/metrics"
 	"koala/deploy/local"
 )
 
@@ -390,25 +389,25 @@ func workflowActivities(ctx context.Context, t *testing.T, c client.Client, id s
 	return steps, last
 }
 
-// chGet runs a read query over ClickHouse's HTTP interface (GET /?query=).
-func chGet(ctx context.Context, base, query string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/?query="+url.QueryEscape(query), nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("clickhouse %q: HTTP %d: %s", query, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return string(b), nil
+// stackMetrics reads the stack's metrics tables (database koala) with the
+// client the CLI uses; the test closes it.
+func stackMetrics(t *testing.T, cfg local.Config) *metrics.ClickHouse {
+	ch := metrics.NewClickHouse(cfg.ClickHouseURL(), cfg.ClickHouseNativeAddr(), "koala")
+	t.Cleanup(func() { _ = ch.Close(context.Background()) })
+	return ch
 }
 
-// sqlQuote quotes s as a ClickHouse string literal.
-func sqlQuote(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+// checkpointRows counts the job's checkpoint_events rows that match.
+func checkpointRows(ctx context.Context, ch *metrics.ClickHouse, job string, match func(metrics.CheckpointRow) bool) (int, error) {
+	rows, err := ch.CheckpointRows(ctx, job)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range rows {
+		if match(r) {
+			n++
+		}
+	}
+	return n, nil
 }

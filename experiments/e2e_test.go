@@ -163,6 +163,7 @@ func TestEndToEndLazyCounter(t *testing.T) {
 // plot, the workflow result, the reconfiguration's child workflow history,
 // the Temporal CLI's workflow list and ClickHouse.
 func runAndCheck(t *testing.T, cfg local.Config, path, idPrefix string, wantActivities, wantSteps []string) workflows.ExperimentResult {
+	ch := stackMetrics(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	id := fmt.Sprintf("%s-%d", idPrefix, time.Now().UnixNano())
@@ -271,15 +272,11 @@ func runAndCheck(t *testing.T, cfg local.Config, path, idPrefix string, wantActi
 	// 5. ClickHouse: per-task metrics of the job and the reconfiguration's
 	// step events, in step order.
 	if err := poll(ctx, time.Minute, time.Second, func(ctx context.Context) error {
-		s, err := chGet(ctx, cfg.ClickHouseURL(), "SELECT count() FROM koala.task_metrics WHERE job = "+sqlQuote(jobID))
+		n, err := ch.TaskRowCount(ctx, jobID)
 		if err != nil {
 			return err
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return fmt.Errorf("count %q: %v", s, err)
-		}
-		if n <= 0 {
+		if n == 0 {
 			return fmt.Errorf("no task_metrics rows for job %s", jobID)
 		}
 		t.Logf("koala.task_metrics: %d rows for job %s", n, jobID)
@@ -288,12 +285,16 @@ func runAndCheck(t *testing.T, cfg local.Config, path, idPrefix string, wantActi
 		t.Error(err)
 	}
 	if err := poll(ctx, time.Minute, time.Second, func(ctx context.Context) error {
-		s, err := chGet(ctx, cfg.ClickHouseURL(), "SELECT step FROM koala.reconfig_events WHERE job = "+sqlQuote(jobID)+
-			" AND reconfig_id = "+sqlQuote(childID)+" AND phase = 'end' ORDER BY ts_ms")
+		evs, err := ch.ReconfigEvents(ctx, jobID)
 		if err != nil {
 			return err
 		}
-		got := strings.Fields(s)
+		var got []string
+		for _, e := range evs {
+			if e.ReconfigID == childID && e.Phase == "end" {
+				got = append(got, e.Step)
+			}
+		}
 		if !slices.Equal(got, wantSteps) {
 			return fmt.Errorf("koala.reconfig_events of %s (phase end, by time): %v, want %v", childID, got, wantSteps)
 		}

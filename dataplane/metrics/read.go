@@ -24,9 +24,7 @@ func (ch *ClickHouse) JobStart(ctx context.Context, job string) (time.Time, erro
 }
 
 func (ch *ClickHouse) jobStartMs(ctx context.Context, job string) (uint64, error) {
-	var n, ms uint64
-	err := ch.selectOne(ctx, "SELECT toUInt64(count()), toUInt64(min(ts_ms)) FROM "+ch.table(TaskTable)+
-		" WHERE job = "+quoteString(job), &n, &ms)
+	n, ms, err := ch.jobRows(ctx, job)
 	if err != nil {
 		return 0, fmt.Errorf("metrics: job start of %q: %w", job, err)
 	}
@@ -34,6 +32,21 @@ func (ch *ClickHouse) jobStartMs(ctx context.Context, job string) (uint64, error
 		return 0, fmt.Errorf("%w %q", ErrNoData, job)
 	}
 	return ms, nil
+}
+
+// TaskRowCount is the number of task metric rows of the job.
+func (ch *ClickHouse) TaskRowCount(ctx context.Context, job string) (uint64, error) {
+	n, _, err := ch.jobRows(ctx, job)
+	if err != nil {
+		return 0, fmt.Errorf("metrics: task rows of %q: %w", job, err)
+	}
+	return n, nil
+}
+
+func (ch *ClickHouse) jobRows(ctx context.Context, job string) (n, minMs uint64, err error) {
+	err = ch.selectOne(ctx, "SELECT toUInt64(count()), toUInt64(min(ts_ms)) FROM "+ch.table(TaskTable)+
+		" WHERE job = "+quoteString(job), &n, &minMs)
+	return n, minMs, err
 }
 
 // Throughput returns the per-second sum of records_in over the operator's
