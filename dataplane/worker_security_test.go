@@ -1,16 +1,15 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
+	"koala/dataplane/dptest/testlog"
 	"koala/dataplane/dptest/testnats"
 	"koala/dataplane/transport"
 )
@@ -18,7 +17,7 @@ import (
 func TestWorkerLogsNoPassword(t *testing.T) {
 	const password = "w0rker-s3cret-pw"
 	ns := testnats.Start(t, &natsserver.Options{Username: "koala", Password: password})
-	var logs syncBuffer
+	var logs testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	// The password both in the URL and in the options, as operators do.
@@ -55,22 +54,4 @@ func TestWorkerLogsNoPassword(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), password) || !strings.Contains(err.Error(), "NATS") {
 		t.Errorf("wrong password: err = %v", err)
 	}
-}
-
-// syncBuffer is a log sink safe for the worker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

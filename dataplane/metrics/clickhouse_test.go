@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"io"
+	"koala/dataplane/dptest/testlog"
 	"log/slog"
 	"math"
 	"net/http"
@@ -16,24 +17,6 @@ import (
 )
 
 type request struct{ query, body string }
-
-// syncBuffer is a bytes.Buffer safe for concurrent use (log output).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // fakeCH is an httptest ClickHouse that records requests and answers with
 // reply (default: 200, empty body).
@@ -275,7 +258,7 @@ func TestInsertErrorKeptAndRetried(t *testing.T) {
 	f.setReply(func(request) (int, string) {
 		return 500, "Code: 60, e.displayText() = DB::Exception: Table koala.task_metrics doesn't exist"
 	})
-	var logBuf syncBuffer
+	var logBuf testlog.Buffer
 	ch := NewClickHouse(f.srv.URL, "", "koala", WithLogger(slog.New(slog.NewTextHandler(&logBuf, nil))))
 	ctx := context.Background()
 	ch.RecordTask(TaskRow{Time: t0, Task: "1"})

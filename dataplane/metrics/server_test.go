@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"koala/dataplane/dptest/testlog"
 	"log/slog"
 	"net"
 	"net/http"
@@ -134,7 +135,7 @@ func startServer() {
 			return
 		}
 	}
-	var out syncBuffer
+	var out testlog.Buffer
 	cmd := exec.Command(bin, "--config-file="+filepath.Join(dir, "config.xml"))
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = &out, &out
