@@ -149,8 +149,7 @@ func (k *KLT) lookupGroup(keys [][]byte, out []uint32, first int, slow []int) []
 		g := uint32(uint64(h) >> (s.rbits & 63))
 		// One check for the whole record: the constant offsets below are
 		// then known to be in bounds (j < hashSeqBlock = 59).
-		o := s.dirOff + g/hashSeqBlock*64
-		rec := (*[64]byte)(s.data[o : o+64])
+		rec := (*[64]byte)(s.data[int(s.dirOff)+int(g/hashSeqBlock)*64:])
 		j := g % hashSeqBlock
 		start := binary.LittleEndian.Uint32(rec[:4])
 		l := start + uint32(rec[4+j])
@@ -209,8 +208,8 @@ func kltGroupWords(s *hashSeq, lo, n uint32) (w0, w2 uint64) {
 	if n <= 2 {
 		o2 = o
 	}
-	w0 = binary.LittleEndian.Uint64(d[o>>3:]) >> (o & 7)
-	w2 = binary.LittleEndian.Uint64(d[o2>>3:]) >> (o2 & 7)
+	w0 = binary.LittleEndian.Uint64(d[o>>3:o>>3+8]) >> (o & 7)
+	w2 = binary.LittleEndian.Uint64(d[o2>>3:o2>>3+8]) >> (o2 & 7)
 	return w0, w2
 }
 
