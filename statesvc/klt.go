@@ -29,8 +29,7 @@ import (
 // buckets and 2.6 B at 10 M (BenchmarkKLTMemory, BenchmarkKLTMemory10M);
 // owner names are interned once. LookupBatchRefs resolves a key with two
 // dependent memory accesses (directory, then remainders), overlapped
-// across keys (see lookupGroup; on amd64 the assembly passes of
-// lookupBatchFast, which prefetch instead of loading).
+// across keys (see lookupGroup).
 type KLT struct {
 	mu       sync.RWMutex
 	nb       int

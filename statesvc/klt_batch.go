@@ -5,7 +5,6 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
-	"unsafe"
 )
 
 // LookupBatchRefs looks up every key under one lock acquisition — the
@@ -14,9 +13,6 @@ import (
 // names[r-1] (several owners joined with OwnerSep when entries of several
 // match). Answering with refs, not owner strings, keeps the per-key output
 // to one 4-byte store; names is a snapshot, valid after the table changes.
-//
-// On amd64 the keys go through the assembly passes of lookupBatchFast;
-// elsewhere (or built with the purego tag) through lookupGroup.
 func (k *KLT) LookupBatchRefs(keys [][]byte, dst []uint32) (refs []uint32, names []string) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
@@ -29,8 +25,8 @@ func (k *KLT) LookupBatchRefs(keys [][]byte, dst []uint32) (refs []uint32, names
 		return dst, nil
 	}
 	names = k.owners[:len(k.owners):len(k.owners)]
-	slow, done := k.lookupBatchFast(keys, out, nil)
-	for base := 0; !done && base < len(keys); base += kltGroupSize {
+	var slow []int
+	for base := 0; base < len(keys); base += kltGroupSize {
 		end := min(base+kltGroupSize, len(keys))
 		slow = k.lookupGroup(keys[base:end], out[base:end], base, slow)
 	}
@@ -100,17 +96,17 @@ func newKLTNoBucket() kltBucket {
 // cache, and answer. Groups of more than kltMatchWidth elements are
 // scanned (kltScanGroup); keys of buckets that are not fast (several
 // owners, buffered additions, a wide directory) are appended to slow (as
-// first+index) for the general path; it returns slow. It is the portable
-// path, which lookupBatchFast's assembly mirrors, and the one the keys
-// that assembly leaves take.
+// first+index) for the general path; it returns slow.
 //
-// The passes read sequence memory through unsafe pointers, without bounds
-// checks, which they would otherwise pay several times per key. The
-// offsets are in bounds by construction: a group index is below
-// 1<<dbits, so its directory record lies inside the directory; a group
-// start is at most n, and the remainder words loaded for elements lo and
-// lo+2 end within hashSeqPad bytes of the remainders' end (rbits <= 28).
-// A slow key reads the first words of data (at least 64 bytes) instead.
+// Every read is an ordinary bounds-checked slice access: these passes
+// run only while the table has entries, that is during a migration, when
+// a batch spends milliseconds fetching and storing values, so the few
+// checks per key are not worth giving up memory safety for. The checks
+// never fail: a group index is below 1<<dbits, so its directory
+// record lies inside the directory; a group start is at most n, and the
+// remainder words loaded for elements lo and lo+2 end within hashSeqPad
+// bytes of the remainders' end (rbits <= 28). A slow key reads the first
+// words of data (at least 64 bytes) instead.
 func (k *KLT) lookupGroup(keys [][]byte, out []uint32, first int, slow []int) []int {
 	var (
 		bs     [kltGroupSize]*kltBucket
@@ -123,6 +119,8 @@ func (k *KLT) lookupGroup(keys [][]byte, out []uint32, first int, slow []int) []
 	pow2 := k.nbMask != 0 || k.nb == 1
 	for i, key := range keys {
 		var x uint64
+		// 8- and 16-byte keys (the usual fixed-size record keys) take
+		// straight-line hashes small enough to be inlined here.
 		switch len(key) {
 		case 8:
 			x = keyHash8(binary.LittleEndian.Uint64(key))
@@ -149,11 +147,13 @@ func (k *KLT) lookupGroup(keys [][]byte, out []uint32, first int, slow []int) []
 		}
 		s := &b.seq
 		g := uint32(uint64(h) >> (s.rbits & 63))
-		rec := unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.data)), uintptr(s.dirOff)+uintptr(g/hashSeqBlock*64))
-		j := uintptr(g % hashSeqBlock)
-		start := *(*uint32)(rec) // little-endian, as newHashSeq wrote it
-		l := start + uint32(*(*uint8)(unsafe.Add(rec, 4+j)))
-		lo[i], ns[i] = l, start+uint32(*(*uint8)(unsafe.Add(rec, 5+j)))-l
+		// One check for the whole record: the constant offsets below are
+		// then known to be in bounds (j < hashSeqBlock = 59).
+		rec := (*[64]byte)(s.data[int(s.dirOff)+int(g/hashSeqBlock)*64:])
+		j := g % hashSeqBlock
+		start := binary.LittleEndian.Uint32(rec[:4])
+		l := start + uint32(rec[4+j])
+		lo[i], ns[i] = l, start+uint32(rec[5+j])-l
 	}
 	for i := range keys {
 		s := &bs[i].seq
@@ -201,15 +201,15 @@ const kltMatchWidth = 4
 // lookupGroup for why the loads are in bounds; a slow key (n ==
 // kltSlowGroup, lo 0) loads the data's first bytes.
 func kltGroupWords(s *hashSeq, lo, n uint32) (w0, w2 uint64) {
-	p := unsafe.Pointer(unsafe.SliceData(s.data))
-	rb := uintptr(s.rbits & 63)
-	o := uintptr(lo) * rb
+	d := s.data
+	rb := uint64(s.rbits & 63)
+	o := uint64(lo) * rb
 	o2 := o + 2*rb
 	if n <= 2 {
 		o2 = o
 	}
-	w0 = *(*uint64)(unsafe.Add(p, o>>3)) >> (o & 7)
-	w2 = *(*uint64)(unsafe.Add(p, o2>>3)) >> (o2 & 7)
+	w0 = binary.LittleEndian.Uint64(d[o>>3:o>>3+8]) >> (o & 7)
+	w2 = binary.LittleEndian.Uint64(d[o2>>3:o2>>3+8]) >> (o2 & 7)
 	return w0, w2
 }
 
@@ -218,13 +218,13 @@ func kltGroupWords(s *hashSeq, lo, n uint32) (w0, w2 uint64) {
 // for the first 64, then, if one of the rest matches, bit 63 for it
 // (callers need only whether there are several matches and the first).
 func kltScanGroup(s *hashSeq, h uint32, lo, n uint32) (m uint64) {
-	p := unsafe.Pointer(unsafe.SliceData(s.data))
+	d := s.data
 	rb := uint64(s.rbits & 63)
 	mask := uint64(1)<<rb - 1
 	r := uint64(h) & mask
 	o := uint64(lo) * rb
 	for i := uint32(0); i < n; i, o = i+1, o+rb {
-		if *(*uint64)(unsafe.Add(p, o>>3))>>(o&7)&mask == r {
+		if binary.LittleEndian.Uint64(d[o>>3:])>>(o&7)&mask == r {
 			m |= 1 << min(i, 63)
 		}
 	}

@@ -11,9 +11,9 @@ import (
 // TestKLTBatchPathsAgree builds tables in the shapes a handoff and a
 // migration leave (one owner per bucket, keys being removed as they are
 // fetched, keys added several times, buckets with several owners) and
-// checks that LookupBatchRefs (on amd64 the assembly probe, see
-// lookupBatchFast) answers every present and absent key as the model
-// does, and as lookupGroup, the portable path, does.
+// checks that LookupBatchRefs answers every present and absent key as
+// the model and Lookup (the general path) do, and as lookupGroup, which
+// it runs group by group, does on its own.
 func TestKLTBatchPathsAgree(t *testing.T) {
 	for _, nb := range []int{1, 2, 64, 100, 1024} {
 		t.Run(fmt.Sprint("buckets=", nb), func(t *testing.T) {
@@ -126,5 +126,48 @@ func TestKLTBatchGroupEnd(t *testing.T) {
 			t.Fatalf("key of hash %#x added: reads as %q, want a", h, got[0])
 		}
 		return
+	}
+}
+
+// TestKLTBatchKeyLengths looks up, in one batch, keys of every length up
+// to 40 bytes sliced at random offsets of one buffer (as after decoding a
+// batch): lookupGroup hashes 8- and 16-byte keys with its own inlined code
+// and the others with keyHash, and every length must find its entry,
+// with the batch's other keys (absent) left local unless Lookup says
+// otherwise.
+func TestKLTBatchKeyLengths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 4096)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	const nb = 64
+	for round := range 200 {
+		n := 1 + rng.IntN(2*kltGroupSize)
+		keys := make([][]byte, n)
+		present := make([]bool, n)
+		k := NewKLT(nb)
+		for i := range keys {
+			l := (round + i) % 41
+			off := rng.IntN(len(buf) - l)
+			keys[i] = buf[off : off+l : off+l]
+			if present[i] = rng.IntN(2) == 0; present[i] {
+				k.Add(BucketOf(keys[i], nb), keys[i], "old")
+			}
+		}
+		refs, names := k.LookupBatchRefs(keys, nil)
+		for i, key := range keys {
+			got := ""
+			if refs[i] != 0 {
+				got = names[refs[i]-1]
+			}
+			want, _ := k.Lookup(key)
+			if present[i] && want != "old" {
+				t.Fatalf("key %x (%d bytes) added: Lookup %q", key, len(key), want)
+			}
+			if got != want {
+				t.Fatalf("key %x (%d bytes, present %v): batch %q, Lookup %q", key, len(key), present[i], got, want)
+			}
+		}
 	}
 }
