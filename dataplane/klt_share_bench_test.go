@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/produce"
+	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -69,11 +71,11 @@ func newKLTSharePipe(b *testing.B) *kltSharePipe {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &Worker{opts: Options{ID: "w1", DataDir: b.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*producer{}}
+	w := &Worker{opts: Options{ID: "w1", DataDir: b.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
 	// Fetch on demand: no background migration drains the table between
 	// batches, so what each batch looks up is what the batch design says.
 	job := control.JobSpec{JobID: "bench-klt-share", Operators: ops, NumBuckets: kltShareBuckets, BatchSize: kltShareBatch, StateBackend: "pebble",
-		Params: map[string]string{ParamMigrationMode: ModeFetchOnDemand}}
+		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand}}
 	dep := control.Deployment{Job: job, Epoch: 2}
 	for _, op := range ops {
 		for i := range op.Parallelism {
@@ -123,9 +125,9 @@ func newKLTSharePipe(b *testing.B) *kltSharePipe {
 		return kvs[:0]
 	}
 	for i := range kltShareKeys {
-		key := []byte(KeyName(i))
+		key := []byte(produce.KeyName(i))
 		kv := statesvc.KV{Key: p.newOwner.keyed.stateKey("count", key), Value: binary.LittleEndian.AppendUint64(nil, uint64(i))}
-		if kltShareMoved(BucketOf(key, kltShareBuckets)) {
+		if kltShareMoved(statesvc.BucketOf(key, kltShareBuckets)) {
 			p.moved = append(p.moved, key)
 			kvOld = put(p.oldOwner, append(kvOld, kv), false)
 		} else {
@@ -159,7 +161,7 @@ func newKLTSharePipe(b *testing.B) *kltSharePipe {
 		if len(chunk[0].Value) == 0 {
 			chunk[0].Value = []byte(encodeOwner(ownerAt(entries, start)))
 		}
-		f := &Frame{Kind: FrameKLT, JobID: job.JobID, FromTask: me.ID, ToTask: "count-0", BarrierID: "reconfig-1", Records: chunk}
+		f := &wire.Frame{Kind: wire.FrameKLT, JobID: job.JobID, FromTask: me.ID, ToTask: "count-0", BarrierID: "reconfig-1", Records: chunk}
 		if err := p.newOwner.handleFrame(ctx, f); err != nil {
 			b.Fatal(err)
 		}
@@ -200,7 +202,7 @@ func (p *kltSharePipe) batch(b *testing.B) []Record {
 }
 
 func (p *kltSharePipe) runBatch(b *testing.B, ctx context.Context) {
-	f := &Frame{Kind: FrameData, JobID: p.newOwner.jobID, FromTask: "source-0", ToTask: p.newOwner.id, Records: p.batch(b)}
+	f := &wire.Frame{Kind: wire.FrameData, JobID: p.newOwner.jobID, FromTask: "source-0", ToTask: p.newOwner.id, Records: p.batch(b)}
 	if err := p.newOwner.handleFrame(ctx, f); err != nil {
 		b.Fatal(err)
 	}
