@@ -31,19 +31,18 @@ func (s *scanCounter) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 // (more than one 4096-key chunk) from an old owner with the progressive
 // migration's steps (afterBatch, run after every batch and idle tick) and
 // counts the steps and the owner's bucket pulls. -1 is all at once: one
-// step and one pull per bucket, or back-to-back pages when a bucket holds
-// more keys than a pull may ask for; a positive size is one pull of that
-// many keys per step.
+// step per bucket, in back-to-back pages of allAtOncePage keys; a
+// positive size is one pull of that many keys per step.
 func TestProgressiveMigrationBatchSize(t *testing.T) {
 	const buckets, perBucket = 2, 5000
 	cases := []struct {
 		name      string
 		gradual   int
-		page      int // 0: the default (wire.MaxFrameRecords)
+		page      int // 0: the default (allAtOncePage)
 		wantSteps int
 		wantPulls int
 	}{
-		{name: "all at once", gradual: -1, wantSteps: buckets, wantPulls: buckets},
+		{name: "all at once", gradual: -1, wantSteps: buckets, wantPulls: buckets * 2}, // a page of 4096 and 904 keys
 		{name: "all at once, paged", gradual: -1, page: 1200, wantSteps: buckets, wantPulls: buckets * 5}, // 4 full pages and 200 keys
 		{name: "chunks of 1200", gradual: 1200, wantSteps: buckets * 5, wantPulls: buckets * 5},
 		{name: "chunks of 4096", gradual: 4096, wantSteps: buckets * 2, wantPulls: buckets * 2},

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"koala/dataplane/control"
-	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -43,7 +42,8 @@ type keyedState struct {
 	pending string   // reconfiguration whose keys are being migrated
 
 	// pullPage is the most keys one bucket pull asks for when migrating
-	// all at once (wire.MaxFrameRecords; a field so that a test can page small buckets).
+	// all at once (allAtOncePage; a field so that a test can page small
+	// buckets).
 	pullPage int
 
 	lookupBuf []uint32 // KLT refs of a batch's keys (0 = local), reused
@@ -95,7 +95,7 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 	if err != nil {
 		return nil, fmt.Errorf("open %s state for %s: %w", backend, opName, err)
 	}
-	ks := &keyedState{shared: backend == statesvc.BackendRemotePebble, op: op, store: store, klt: statesvc.NewKLT(job.NumBuckets), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: control.ModeEventual, gradual: -1, pullPage: wire.MaxFrameRecords}
+	ks := &keyedState{shared: backend == statesvc.BackendRemotePebble, op: op, store: store, klt: statesvc.NewKLT(job.NumBuckets), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: control.ModeEventual, gradual: -1, pullPage: allAtOncePage}
 	if m := job.Params[control.ParamMigrationMode]; m != "" {
 		if m != control.ModeFetchOnDemand && m != control.ModeEventual {
 			store.Close()
@@ -373,6 +373,12 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 // one pull per call, so the next chunk waits for the next batch or idle
 // tick; n < 0 ("all at once") takes every key the owner still has of the
 // bucket.
+// allAtOncePage is the page size of an all-at-once bucket pull. A reply
+// carries the page's keys with every state value, and the exchange refuses
+// messages over 64 MiB; 4096 keys keep a page under it for values up to
+// about 16 KB, where a whole bucket of a GB-sized state would not fit.
+const allAtOncePage = 4096
+
 func (t *task) migrateChunk(ctx context.Context, n int) error {
 	ks := t.keyed
 	bucket, owner, ok := ks.klt.Next()
@@ -399,10 +405,9 @@ func (t *task) migrateChunk(ctx context.Context, n int) error {
 		if n > 0 {
 			return nil
 		}
-		// One pull is capped at wire.MaxFrameRecords keys (the most a
-		// fetch request may ask for), so a bucket holding more comes in
-		// pages of that size, back to back: all at once means the bucket
-		// does not wait for further batches or idle ticks.
+		// A bucket holding more than a page comes in pages, back to
+		// back: all at once means the bucket does not wait for further
+		// batches or idle ticks.
 	}
 }
 
