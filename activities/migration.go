@@ -110,8 +110,9 @@ type MigrationReport struct {
 }
 
 // AwaitMigration returns once every listed task reported that all keys it
-// took over are local. It listens to the tasks' progress events; a status
-// check right after subscribing catches tasks that finished before.
+// took over in this reconfiguration (Step.ReconfigID) are local. It listens
+// to the tasks' progress events; a status check right after subscribing
+// catches tasks that finished before.
 func (a *Activities) AwaitMigration(ctx context.Context, in AwaitMigrationInput) (MigrationReport, error) {
 	var rep MigrationReport
 	err := a.step(ctx, in.Step, func() error {
@@ -122,7 +123,10 @@ func (a *Activities) AwaitMigration(ctx context.Context, in AwaitMigrationInput)
 		}
 		return a.awaitProgress(ctx, dep.Job.JobID, in.TimeoutSecs, want,
 			func(ev control.MigrationProgress) string {
-				if ev.Event == control.EventMigrated {
+				// A task that also gained keys in an earlier reconfiguration
+				// of the job may report that one's end late: it says nothing
+				// about the keys this one handed over.
+				if ev.Event == control.EventMigrated && ev.ReconfigID == in.Step.ReconfigID {
 					rep.Bytes += ev.Bytes
 					return ev.TaskID
 				}

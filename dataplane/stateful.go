@@ -41,6 +41,11 @@ type keyedState struct {
 	eager   bool     // a removed task handed keys over: migrate them all progressively
 	pending string   // reconfiguration whose keys are being migrated
 
+	// pullPage is the most keys one bucket pull asks for when migrating
+	// all at once (allAtOncePage; a field so that a test can page small
+	// buckets).
+	pullPage int
+
 	lookupBuf []uint32 // KLT refs of a batch's keys (0 = local), reused
 	batch     *State   // processKeyed's State, reset and reused per batch
 	local     []int    // key numbers of a batch read from the local store, reused
@@ -90,7 +95,7 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 	if err != nil {
 		return nil, fmt.Errorf("open %s state for %s: %w", backend, opName, err)
 	}
-	ks := &keyedState{shared: backend == statesvc.BackendRemotePebble, op: op, store: store, klt: statesvc.NewKLT(job.NumBuckets), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: control.ModeEventual, gradual: -1}
+	ks := &keyedState{shared: backend == statesvc.BackendRemotePebble, op: op, store: store, klt: statesvc.NewKLT(job.NumBuckets), opName: opName, buckets: job.NumBuckets, names: op.StateNames(), dir: dir, mode: control.ModeEventual, gradual: -1, pullPage: allAtOncePage}
 	if m := job.Params[control.ParamMigrationMode]; m != "" {
 		if m != control.ModeFetchOnDemand && m != control.ModeEventual {
 			store.Close()
@@ -361,15 +366,21 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 	return out, taken, nil
 }
 
-// migrateChunk moves up to n keys here from an old owner in the background
-// of normal processing (progressive migration): it pulls keys of the first
+// migrateChunk moves keys here from an old owner in the background of
+// normal processing (progressive migration): it pulls keys of the first
 // (bucket, owner) pair the lookup table still lists, and drops that pair
-// once the owner has no more keys of the bucket.
+// once the owner has no more keys of the bucket. n > 0 pulls up to n keys,
+// one pull per call, so the next chunk waits for the next batch or idle
+// tick; n < 0 ("all at once") takes every key the owner still has of the
+// bucket.
+// allAtOncePage is the page size of an all-at-once bucket pull. A reply
+// carries the page's keys with every state value, and the exchange refuses
+// messages over 64 MiB; 4096 keys keep a page under it for values up to
+// about 16 KB, where a whole bucket of a GB-sized state would not fit.
+const allAtOncePage = 4096
+
 func (t *task) migrateChunk(ctx context.Context, n int) error {
 	ks := t.keyed
-	if n < 0 {
-		n = 4096
-	}
 	bucket, owner, ok := ks.klt.Next()
 	if !ok {
 		return nil
@@ -378,9 +389,35 @@ func (t *task) migrateChunk(ctx context.Context, n int) error {
 	if !ok {
 		return fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
 	}
-	keys, vals, err := t.w.pullState(ctx, t.jobID, ref.(control.TaskRef), bucket, n, len(ks.names), ks.lastCheckpoint)
+	limit := n
+	if n < 0 {
+		limit = ks.pullPage
+	}
+	for {
+		got, err := t.pullBucket(ctx, ref.(control.TaskRef), owner, bucket, limit)
+		if err != nil {
+			return err
+		}
+		if got < limit {
+			ks.klt.DropSegment(bucket, owner)
+			return nil
+		}
+		if n > 0 {
+			return nil
+		}
+		// A bucket holding more than a page comes in pages, back to
+		// back: all at once means the bucket does not wait for further
+		// batches or idle ticks.
+	}
+}
+
+// pullBucket takes up to limit keys of bucket from owner into the local
+// store and reports how many it got.
+func (t *task) pullBucket(ctx context.Context, ref control.TaskRef, owner string, bucket, limit int) (int, error) {
+	ks := t.keyed
+	keys, vals, err := t.w.pullState(ctx, t.jobID, ref, bucket, limit, len(ks.names), ks.lastCheckpoint)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var kvs []statesvc.KV
 	for i, k := range keys {
@@ -393,13 +430,10 @@ func (t *task) migrateChunk(ctx context.Context, n int) error {
 		}
 	}
 	if err := ks.store.MultiPut(kvs); err != nil {
-		return fmt.Errorf("task %s: store migrated keys: %w", t.id, err)
+		return 0, fmt.Errorf("task %s: store migrated keys: %w", t.id, err)
 	}
 	ks.klt.RemoveKeys(owner, keys)
-	if len(keys) < n {
-		ks.klt.DropSegment(bucket, owner)
-	}
-	return nil
+	return len(keys), nil
 }
 
 // wantsMigration says whether background migration should run now.

@@ -20,7 +20,7 @@ type knobKind int
 
 const (
 	knobString      knobKind = iota // non-empty string
-	knobInt                         // whole number ≥ min
+	knobInt                         // whole number ≥ min (and ≤ max if set)
 	knobBool                        // true or false
 	knobStrings                     // list of non-empty strings (stored comma-joined)
 	knobRaw                         // any JSON (stored compact)
@@ -31,57 +31,59 @@ const (
 )
 
 type knob struct {
-	kind   knobKind
-	min    int64
-	values []string
+	kind     knobKind
+	min, max int64 // knobInt's range; max 0: none
+	values   []string
 }
 
 // artifactKnobs are the artifact's fields that only some protocols or
 // generators read; they are passed through in Params.
 var artifactKnobs = map[string]knob{
-	"LazyProtocolVersion":                                {kind: knobString},
-	"LazyByKeyCancellingTaskMigrationMode":               {kind: knobEnum, values: []string{"fetch-on-demand", "eventual"}},
-	"LazyByKeyGradualMigrationBatchSize":                 {kind: knobInt, min: -1},
-	"BufferSize":                                         {kind: knobInt, min: 1},
-	"RateLimiterConfig":                                  {kind: knobRateLimiter},
-	"NexmarkLogicalSourceConfigs":                        {kind: knobNested},
-	"NumActivePeople":                                    {kind: knobInt, min: 1},
-	"HotSellersRatio":                                    {kind: knobInt, min: 1},
-	"HotAuctionsRatio":                                   {kind: knobInt, min: 1},
-	"HotBiddersRatio":                                    {kind: knobInt, min: 1},
-	"WorkDir":                                            {kind: knobString}, // the artifact's directory on its hosts; kept, not used
-	"AllNodeIPs":                                         {kind: knobStrings},
-	"KafkaClusterIPs":                                    {kind: knobStrings},
-	"ProducerIPs":                                        {kind: knobStrings},
-	"InitialCustomTaskPlacement":                         {kind: knobStrings},
-	"PartitionPolicy":                                    {kind: knobEnum, values: partitionPolicies},
-	"PebbleEnableConcurrentGetMany":                      {kind: knobBool},
-	"PebbleGetManyMaxConcurrency":                        {kind: knobInt, min: 1},
-	"PebbleGetManyBatchSize":                             {kind: knobInt, min: 1},
-	"DummyFieldSize":                                     {kind: knobInt, min: 0},
-	"WindowDuration":                                     {kind: knobScalar},
-	"MaxOutOfOrdernessMs":                                {kind: knobInt, min: 0},
-	"SourceIdleTimeoutMs":                                {kind: knobInt, min: 0},
-	"IsWarmUp":                                           {kind: knobBool},
-	"LoadWarmUpData":                                     {kind: knobBool},
-	"WarmUpSnapshotDir":                                  {kind: knobString},
-	"StateMigrationChunkSize":                            {kind: knobInt, min: 1},
-	"NumSubscales":                                       {kind: knobInt, min: 1},
-	"RemotePebbleAddrs":                                  {kind: knobStrings},
-	"NumEvents":                                          {kind: knobInt, min: 0},
-	"FilePath":                                           {kind: knobStrings}, // trace CSV files a trace generator replays
-	"OutputEventNumber":                                  {kind: knobInt, min: 0},
-	"NexmarkSellers":                                     {kind: knobEnum, values: []string{"sequential", "uniform", "zipf"}}, // closing-auction stream (queries/nexmark generator_sellers.go)
-	"Hosts":                                              {kind: knobRaw},
-	"WorkerIPs":                                          {kind: knobStrings},
-	"KafkaIPs":                                           {kind: knobStrings},
-	"CoordinatorIP":                                      {kind: knobString},
-	"ReportSinkValues":                                   {kind: knobBool}, control. // collecting sinks' per-key values in the result (activities.ParamReportSinkValues)
-								ParamSinkKind:             // koala's own job parameters (read by the plan and the data plane).
-	{kind: knobEnum, values: queries.SinkKinds}, control. // the query's runtime sinks, or a Kafka sink (queries/sink_kind.go)
-								ParamKafkaSinkTopic: {kind: knobString}, control.ParamKafkaSinkBrokers:// the Kafka sink's topic (default "<job topic>-<sink operator>")
-	{kind: knobStrings}, control.                         // the Kafka sink's brokers (default: the job's)
-								ParamTaskPlacement: {kind: knobEnum, values: plan.TaskPlacements}, control.ParamSourceFetchMinBytes: {kind: knobInt, min: 1}, control.ParamSourceFetchMaxWaitMs: {kind: knobInt, min: 1},
+	"LazyProtocolVersion":                  {kind: knobString},
+	"LazyByKeyCancellingTaskMigrationMode": {kind: knobEnum, values: []string{"fetch-on-demand", "eventual"}},
+	"LazyByKeyGradualMigrationBatchSize":   {kind: knobInt, min: -1},
+	"BufferSize":                           {kind: knobInt, min: 1},
+	"RateLimiterConfig":                    {kind: knobRateLimiter},
+	"NexmarkLogicalSourceConfigs":          {kind: knobNested},
+	"NumActivePeople":                      {kind: knobInt, min: 1},
+	"HotSellersRatio":                      {kind: knobInt, min: 1},
+	"HotAuctionsRatio":                     {kind: knobInt, min: 1},
+	"HotBiddersRatio":                      {kind: knobInt, min: 1},
+	"WorkDir":                              {kind: knobString}, // the artifact's directory on its hosts; kept, not used
+	"AllNodeIPs":                           {kind: knobStrings},
+	"KafkaClusterIPs":                      {kind: knobStrings},
+	"ProducerIPs":                          {kind: knobStrings},
+	"InitialCustomTaskPlacement":           {kind: knobStrings},
+	"PartitionPolicy":                      {kind: knobEnum, values: partitionPolicies},
+	"PebbleEnableConcurrentGetMany":        {kind: knobBool},
+	"PebbleGetManyMaxConcurrency":          {kind: knobInt, min: 1},
+	"PebbleGetManyBatchSize":               {kind: knobInt, min: 1},
+	"DummyFieldSize":                       {kind: knobInt, min: 0},
+	"WindowDuration":                       {kind: knobScalar},
+	"MaxOutOfOrdernessMs":                  {kind: knobInt, min: 0},
+	"SourceIdleTimeoutMs":                  {kind: knobInt, min: 0},
+	"IsWarmUp":                             {kind: knobBool},
+	"LoadWarmUpData":                       {kind: knobBool},
+	"WarmUpSnapshotDir":                    {kind: knobString},
+	control.ParamStateMigrationChunkSize:   {kind: knobInt, min: 1, max: control.MaxStateMigrationChunkSize},
+	"NumSubscales":                         {kind: knobInt, min: 1},
+	"RemotePebbleAddrs":                    {kind: knobStrings},
+	"NumEvents":                            {kind: knobInt, min: 0},
+	"FilePath":                             {kind: knobStrings}, // trace CSV files a trace generator replays
+	"OutputEventNumber":                    {kind: knobInt, min: 0},
+	"NexmarkSellers":                       {kind: knobEnum, values: []string{"sequential", "uniform", "zipf"}}, // closing-auction stream (queries/nexmark generator_sellers.go)
+	"Hosts":                                {kind: knobRaw},
+	"WorkerIPs":                            {kind: knobStrings},
+	"KafkaIPs":                             {kind: knobStrings},
+	"CoordinatorIP":                        {kind: knobString},
+	"ReportSinkValues":                     {kind: knobBool}, // collecting sinks' per-key values in the result (control.ParamReportSinkValues)
+	// koala's own job parameters (read by the plan and the data plane).
+	control.ParamSinkKind:             {kind: knobEnum, values: queries.SinkKinds}, // the query's runtime sinks, or a Kafka sink (queries/sink_kind.go)
+	control.ParamKafkaSinkTopic:       {kind: knobString},                          // the Kafka sink's topic (default "<job topic>-<sink operator>")
+	control.ParamKafkaSinkBrokers:     {kind: knobStrings},                         // the Kafka sink's brokers (default: the job's)
+	control.ParamTaskPlacement:        {kind: knobEnum, values: plan.TaskPlacements},
+	control.ParamSourceFetchMinBytes:  {kind: knobInt, min: 1},
+	control.ParamSourceFetchMaxWaitMs: {kind: knobInt, min: 1},
 }
 
 // knob validates a pass-through field and renders it for Params.
@@ -94,7 +96,11 @@ func (p *parser) knob(k knob, raw json.RawMessage, at string) (string, bool) {
 		ok := p.enumTo(&v, raw, at, k.values)
 		return v, ok
 	case knobInt:
-		v, ok := p.integer(raw, at, k.min, math.MaxInt64)
+		hi := int64(math.MaxInt64)
+		if k.max != 0 {
+			hi = k.max
+		}
+		v, ok := p.integer(raw, at, k.min, hi)
 		return strconv.FormatInt(v, 10), ok
 	case knobBool:
 		if kd := kindOf(raw); kd != "boolean" {

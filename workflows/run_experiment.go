@@ -409,6 +409,11 @@ func validateInput(in ExperimentInput) error {
 			problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
 		}
 	}
+	// Checked here, not when a stop-and-restart first copies state: by
+	// then the job would be running with a size it cannot use.
+	if _, err := control.StateMigrationChunkSize(control.JobSpec{Params: in.Params}); err != nil {
+		problems = append(problems, err.Error())
+	}
 	for i, r := range in.Reconfigurations {
 		switch r.Type {
 		case plan.KindRebalance:

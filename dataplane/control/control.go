@@ -294,10 +294,10 @@ type HandoffRequest struct {
 	// Operator is the reconfigured operator; every listed task must be one
 	// of its tasks (empty: not checked, for requests from older controllers).
 	Operator string `json:"operator,omitempty"`
-	// Mode and GradualBatchSize configure migration on the new owners:
-	// "fetch-on-demand" or "eventual"; keys per batch, -1 = all at once.
-	Mode             string `json:"mode"`
-	GradualBatchSize int    `json:"gradual_batch_size"`
+	// Mode "eager" makes the new owners move every key handed over in the
+	// background even when the job migrates on demand (stop-and-restart,
+	// DRRS); any other value leaves the job's migration params in charge.
+	Mode string `json:"mode"`
 }
 
 // Migration progress events (MigrationProgress.Event).

@@ -56,7 +56,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		RoutingRequest{Deployment: dep, InBand: true, BarrierID: "r-1", BarrierOperator: "counter"},
 		FinishRequest{BarrierID: "eos", EndOffsets: map[int32]int64{0: 100, 1: 90}},
 		ProduceRequest{Topic: "t", KafkaBrokers: []string{"b:1"}, Generator: "zipf", RatePerSec: 10, NumKeys: 5, Seed: -3, Skew: 1.2},
-		HandoffRequest{Deployment: dep, TaskIDs: []string{"counter-0"}, Mode: "eager", GradualBatchSize: -1},
+		HandoffRequest{Deployment: dep, TaskIDs: []string{"counter-0"}, Mode: "eager"},
 		nil,
 	} {
 		data, err := NewEnvelope("job-1", "job-1-reconfig-1", body)

@@ -93,6 +93,24 @@ func IntParam(job JobSpec, name string, def, lo, hi int, unit string) (int, erro
 	return n, nil
 }
 
+// ParamStateMigrationChunkSize is the job parameter (the artifact's
+// StateMigrationChunkSize) bounding the bytes of one chunk of keyed state
+// that stop-and-restart copies between tasks.
+const ParamStateMigrationChunkSize = "StateMigrationChunkSize"
+
+// Default and largest ParamStateMigrationChunkSize; a chunk is sent as one
+// state-plane message, and those are at most 64 MiB.
+const (
+	DefaultStateMigrationChunkSize = 1 << 20
+	MaxStateMigrationChunkSize     = 64 << 20
+)
+
+// StateMigrationChunkSize reads ParamStateMigrationChunkSize of job, in
+// bytes, DefaultStateMigrationChunkSize when unset.
+func StateMigrationChunkSize(job JobSpec) (int, error) {
+	return IntParam(job, ParamStateMigrationChunkSize, DefaultStateMigrationChunkSize, 1, MaxStateMigrationChunkSize, "bytes")
+}
+
 // ParamCheckpointStore is the job parameter naming the checkpoint store
 // location (a directory path, or file://path). Every worker and the
 // controller must reach it under that name.
