@@ -26,7 +26,7 @@ var fuzzTargets = []struct {
 	pkg, name string
 	time      time.Duration
 }{
-	{"./dataplane", "FuzzDecodeFrame", time.Minute},
+	{"./dataplane/wire", "FuzzDecodeFrame", time.Minute},
 	{"./dataplane", "FuzzDecodeList", 10 * time.Second},
 	{"./dataplane/control", "FuzzDecodeEnvelope", time.Minute},
 	{"./dataplane/control", "FuzzVerbOf", 10 * time.Second},
