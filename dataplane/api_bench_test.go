@@ -176,16 +176,7 @@ func BenchmarkKeyedStateful(b *testing.B) {
 		backend := c.backend
 		b.Run(c.name, func(b *testing.B) {
 			q := NewQuery("bench-keyed-" + backend)
-			q.Source("source", 1).KeyedStateful("count", []string{"count"}, func(r Record, st *State, emit Emit) error {
-				var n uint64
-				if v := st.Get("count", r.Key); len(v) == 8 {
-					n = binary.LittleEndian.Uint64(v)
-				}
-				r.Value = binary.LittleEndian.AppendUint64(nil, n+1)
-				st.Put("count", r.Key, r.Value)
-				emit(r)
-				return nil
-			}).Sink("sink")
+			q.Source("source", 1).KeyedStateful("count", []string{"count"}, countPerKey).Sink("sink")
 			p := newOpBenchPipe(b, q, "count", backend)
 			b.ResetTimer()
 			p.run(b, c.mk, opBenchFromSource, 0)

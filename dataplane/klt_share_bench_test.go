@@ -57,16 +57,7 @@ type kltSharePipe struct {
 func newKLTSharePipe(b *testing.B) *kltSharePipe {
 	b.Helper()
 	q := NewQuery("bench-klt-share")
-	q.Source("source", 1).KeyedStateful("count", []string{"count"}, func(r Record, st *State, emit Emit) error {
-		var n uint64
-		if v := st.Get("count", r.Key); len(v) == 8 {
-			n = binary.LittleEndian.Uint64(v)
-		}
-		r.Value = binary.LittleEndian.AppendUint64(nil, n+1)
-		st.Put("count", r.Key, r.Value)
-		emit(r)
-		return nil
-	}).Parallelism(2).Sink("sink")
+	q.Source("source", 1).KeyedStateful("count", []string{"count"}, countPerKey).Parallelism(2).Sink("sink")
 	ops, err := q.Build()
 	if err != nil {
 		b.Fatal(err)

@@ -42,7 +42,7 @@ func TestProgressiveMigrationBatchSize(t *testing.T) {
 		wantSteps int
 		wantPulls int
 	}{
-		{name: "all at once", gradual: -1, wantSteps: buckets, wantPulls: buckets * 2}, // a page of 4096 and 904 keys
+		{name: "all at once", gradual: -1, wantSteps: buckets, wantPulls: buckets * 2},                    // a page of 4096 and 904 keys
 		{name: "all at once, paged", gradual: -1, page: 1200, wantSteps: buckets, wantPulls: buckets * 5}, // 4 full pages and 200 keys
 		{name: "chunks of 1200", gradual: 1200, wantSteps: buckets * 5, wantPulls: buckets * 5},
 		{name: "chunks of 4096", gradual: 4096, wantSteps: buckets * 2, wantPulls: buckets * 2},

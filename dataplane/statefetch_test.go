@@ -25,16 +25,7 @@ func TestFetchOfAbsentKeyIsHarmless(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]uint64{}
 	q := NewQuery("fp-fetch")
-	q.Source("source", 1).KeyedStateful("count", []string{"count"}, func(r Record, st *State, emit Emit) error {
-		var n uint64
-		if v := st.Get("count", r.Key); len(v) == 8 {
-			n = binary.LittleEndian.Uint64(v)
-		}
-		r.Value = binary.LittleEndian.AppendUint64(nil, n+1)
-		st.Put("count", r.Key, r.Value)
-		emit(r)
-		return nil
-	}).Parallelism(2).SinkFunc("sink", func(in []Record) error {
+	q.Source("source", 1).KeyedStateful("count", []string{"count"}, countPerKey).Parallelism(2).SinkFunc("sink", func(in []Record) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range in {
