@@ -52,9 +52,6 @@ const natsPassword = "multihost-n4ts-secret"
 // then cuts one host's link during a migration.
 func TestMultiHost(t *testing.T) {
 	ip := requireIP(t)
-	if os.Getenv("KOALA_HOME") == "" {
-		t.Skip("needs KOALA_HOME with the Temporal CLI installed (bin/temporal; `koala stack install`)")
-	}
 	c := startCluster(t, ip, 3)
 
 	t.Run("lazy-scale-out-exact", func(t *testing.T) {
@@ -155,7 +152,7 @@ func startCluster(t *testing.T, ip string, workers int) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := local.FreePortConfig(os.Getenv("KOALA_HOME"), work)
+	cfg, err := local.FreePortConfig(koalaHome(t), work)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,6 +367,35 @@ func dialTemporal(ctx context.Context, addr string) (client.Client, error) {
 }
 
 // freePort is a port free on host right now.
+// koalaHome is the install cache the stack's Temporal CLI comes from:
+// $KOALA_HOME, or <repo>/.koala where `make test` installs it (koala stack
+// install) before running the tests.
+func koalaHome(t *testing.T) string {
+	t.Helper()
+	home := os.Getenv(control.EnvHome)
+	if home == "" {
+		dir, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				break
+			}
+			if parent := filepath.Dir(dir); parent != dir {
+				dir = parent
+				continue
+			}
+			t.Fatal("go.mod not found above the test directory")
+		}
+		home = filepath.Join(dir, control.DefaultHome)
+	}
+	if _, err := os.Stat(filepath.Join(home, "bin", "temporal")); err != nil {
+		t.Fatalf("no Temporal CLI under %s (set %s, or run `make test`, which installs it with koala stack install): %v", home, control.EnvHome, err)
+	}
+	return home
+}
+
 func freePort(t *testing.T, host string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
