@@ -21,10 +21,14 @@ install: build
 	./$(KOALA) stack install
 
 # Unit tests plus the end-to-end tests, which start their own Temporal, NATS,
-# Kafka and ClickHouse processes on free ports (installed on first use).
+# Kafka and ClickHouse processes on free ports (installed on first use); then
+# the data plane and the state packages, which hold the concurrent code,
+# again under the race detector.
+RACE_PKGS := ./dataplane/... ./statesvc/...
 test: install
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 40m $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 
 test-short: build
 	$(GO) test -count=1 -short $(PKGS)
