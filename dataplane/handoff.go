@@ -65,6 +65,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 	// protocol; there new owners hold direct records until this task's
 	// forwarded stream is drained (route_drain.go).
 	ordered := !eager
+	bulk := eager // asked for by stop-and-restart or DRRS, not a lazy scale-in
 	eager = eager || !stillHere
 	t.w.log.Debug("handoff", "task", t.id, "reconfig", reconfigID, "to", order)
 	for _, toID := range order {
@@ -83,7 +84,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			gate = gained[toID]
 			t.drainTo = append(t.drainTo, next.self.byID[toID])
 		}
-		go t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, gate, q)
+		go t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, bulk, gate, q)
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ func (q *handoffQueue) offer(f *wire.Frame) bool {
 
 // sendHandoff streams the lookup entries of buckets to the new owner, then
 // the KLT end, then the records forwarded meanwhile.
-func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager bool, gate []int, q *handoffQueue) {
+func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager, bulk bool, gate []int, q *handoffQueue) {
 	err := func() error {
 		entries, err := t.keyed.localEntries(buckets, me)
 		if err != nil {
@@ -133,6 +134,9 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 			Records: []Record{{Key: []byte(kltFromKey), Value: []byte(encodeOwner(me)), Offset: -1}}}
 		if eager {
 			end.Records = append(end.Records, Record{Key: []byte("eager"), Offset: -1})
+		}
+		if bulk {
+			end.Records = append(end.Records, Record{Key: []byte("bulk"), Offset: -1})
 		}
 		if len(gate) > 0 {
 			end.Records = append(end.Records, Record{Key: []byte(kltBucketsKey), Value: encodeBuckets(gate), Offset: -1})
@@ -323,6 +327,8 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 			from = ref
 		case "eager":
 			t.keyed.eager = true
+		case "bulk":
+			t.keyed.bulk = true
 		case kltBucketsKey:
 			buckets, err := decodeBuckets(r.Value)
 			if err != nil {

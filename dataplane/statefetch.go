@@ -30,7 +30,7 @@ func (w *Worker) takeState(req *exchange.FetchRequest) (*exchange.FetchReply, er
 		return nil, fmt.Errorf("worker %s: no stateful task %q of job %q to fetch from", w.opts.ID, req.Task, req.JobID)
 	}
 	if req.Limit > 0 {
-		return t.keyed.takeBucket(req.Bucket, req.Limit, req.After)
+		return t.keyed.takeBucket(req.Bucket, req.Limit, req.MaxBytes, req.After)
 	}
 	vals, err := t.keyed.store.MultiGet(req.Keys)
 	if err != nil {
@@ -50,8 +50,11 @@ func (w *Worker) takeState(req *exchange.FetchRequest) (*exchange.FetchReply, er
 }
 
 // takeBucket serves a bucket pull: it takes up to limit user keys of bucket
-// with all their states.
-func (ks *keyedState) takeBucket(bucket, limit int, after string) (*exchange.FetchReply, error) {
+// with all their states, and with maxBytes > 0 stops taking keys once
+// their state reaches about maxBytes. The scan meets a key's first state
+// first (the layout is operator | bucket | state | key), so that state's
+// size times the number of states is the estimate.
+func (ks *keyedState) takeBucket(bucket, limit, maxBytes int, after string) (*exchange.FetchReply, error) {
 	if err := statesvc.CheckBucket(bucket); err != nil || bucket >= max(1, ks.buckets) {
 		return nil, fmt.Errorf("pull from %s: bucket %d outside [0, %d)", ks.opName, bucket, max(1, ks.buckets))
 	}
@@ -59,18 +62,22 @@ func (ks *keyedState) takeBucket(bucket, limit int, after string) (*exchange.Fet
 	var users [][]byte
 	seen := map[string]bool{}
 	var parseErr error
-	err := ks.store.Scan(start, end, func(k, _ []byte) bool {
+	more := false
+	size := 0
+	err := ks.store.Scan(start, end, func(k, v []byte) bool {
 		_, _, _, user, err := statesvc.ParseStateKey(k)
 		if err != nil {
 			parseErr = err
 			return false
 		}
 		if !seen[string(user)] {
-			if len(users) == limit {
+			if len(users) == limit || maxBytes > 0 && size >= maxBytes {
+				more = true
 				return false
 			}
 			seen[string(user)] = true
 			users = append(users, append([]byte(nil), user...))
+			size += (len(k) + len(v)) * max(1, len(ks.names))
 		}
 		return true
 	})
@@ -98,7 +105,7 @@ func (ks *keyedState) takeBucket(bucket, limit int, after string) (*exchange.Fet
 	if err := ks.store.MultiPut(dels); err != nil {
 		return nil, fmt.Errorf("pull bucket %d of %s: delete moved keys: %w", bucket, ks.opName, err)
 	}
-	return &exchange.FetchReply{Keys: users, Values: vals}, nil
+	return &exchange.FetchReply{Keys: users, Values: vals, More: more}, nil
 }
 
 // fetchState takes keys from owner, in memory when it runs here.
@@ -122,10 +129,12 @@ func (w *Worker) fetchState(ctx context.Context, jobID string, owner control.Tas
 	return rep.Values, nil
 }
 
-// pullState takes up to limit user keys of bucket from owner (see
-// exchange.FetchRequest); vals holds perKey values per key.
-func (w *Worker) pullState(ctx context.Context, jobID string, owner control.TaskRef, bucket, limit, perKey int, after string) (keys, vals [][]byte, err error) {
-	req := &exchange.FetchRequest{JobID: jobID, Task: owner.ID, Bucket: bucket, Limit: limit, After: after}
+// pullState takes up to limit user keys of bucket from owner, and with
+// maxBytes > 0 about that many bytes of their state (see
+// exchange.FetchRequest); vals holds perKey values per key, more says the
+// owner stopped at a bound.
+func (w *Worker) pullState(ctx context.Context, jobID string, owner control.TaskRef, bucket, limit, maxBytes, perKey int, after string) (keys, vals [][]byte, more bool, err error) {
+	req := &exchange.FetchRequest{JobID: jobID, Task: owner.ID, Bucket: bucket, Limit: limit, MaxBytes: maxBytes, After: after}
 	var rep *exchange.FetchReply
 	if owner.WorkerID == w.opts.ID {
 		rep, err = w.takeState(req)
@@ -135,10 +144,10 @@ func (w *Worker) pullState(ctx context.Context, jobID string, owner control.Task
 		}
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if len(rep.Keys) > limit || len(rep.Values) != len(rep.Keys)*perKey {
-		return nil, nil, fmt.Errorf("pull bucket %d from task %s: %d keys and %d values for a limit of %d keys of %d states", bucket, owner.ID, len(rep.Keys), len(rep.Values), limit, perKey)
+		return nil, nil, false, fmt.Errorf("pull bucket %d from task %s: %d keys and %d values for a limit of %d keys of %d states", bucket, owner.ID, len(rep.Keys), len(rep.Values), limit, perKey)
 	}
-	return rep.Keys, rep.Values, nil
+	return rep.Keys, rep.Values, rep.More, nil
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"koala/dataplane/control"
+	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -37,9 +38,14 @@ type keyedState struct {
 	gradual int
 	dir     string
 
-	owners  sync.Map // task id → control.TaskRef of owners named in the KLT
-	eager   bool     // a removed task handed keys over: migrate them all progressively
-	pending string   // reconfiguration whose keys are being migrated
+	owners sync.Map // task id → control.TaskRef of owners named in the KLT
+	eager  bool     // a removed task handed keys over: migrate them all progressively
+	// bulk: a stop-and-restart or DRRS handoff, whose state is copied at
+	// once in chunks of chunkBytes (StateMigrationChunkSize), back to back,
+	// instead of one pull per batch or idle tick.
+	bulk       bool
+	chunkBytes int
+	pending    string // reconfiguration whose keys are being migrated
 
 	// pullPage is the most keys one bucket pull asks for when migrating
 	// all at once (allAtOncePage; a field so that a test can page small
@@ -110,6 +116,10 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 			return nil, fmt.Errorf("%s %q: want a positive number of keys or -1 (all at once)", control.ParamGradualBatchSize, g)
 		}
 		ks.gradual = n
+	}
+	if ks.chunkBytes, err = control.StateMigrationChunkSize(job); err != nil {
+		store.Close()
+		return nil, err
 	}
 	return ks, nil
 }
@@ -394,7 +404,7 @@ func (t *task) migrateChunk(ctx context.Context, n int) error {
 		limit = ks.pullPage
 	}
 	for {
-		got, err := t.pullBucket(ctx, ref.(control.TaskRef), owner, bucket, limit)
+		got, _, err := t.pullBucket(ctx, ref.(control.TaskRef), owner, bucket, limit, 0)
 		if err != nil {
 			return err
 		}
@@ -411,13 +421,41 @@ func (t *task) migrateChunk(ctx context.Context, n int) error {
 	}
 }
 
-// pullBucket takes up to limit keys of bucket from owner into the local
-// store and reports how many it got.
-func (t *task) pullBucket(ctx context.Context, ref control.TaskRef, owner string, bucket, limit int) (int, error) {
+// bulkMigrate copies every key the lookup table still lists from its old
+// owners, bucket by bucket, in pulls of about chunkBytes each, back to back
+// on the task goroutine: stop-and-restart has paused the sources and DRRS
+// holds the subscale's records, so nothing waits for this task meanwhile.
+// Different new owners copy in parallel, each on its own goroutine.
+func (t *task) bulkMigrate(ctx context.Context) error {
 	ks := t.keyed
-	keys, vals, err := t.w.pullState(ctx, t.jobID, ref, bucket, limit, len(ks.names), ks.lastCheckpoint)
+	for ks.klt.Len() > 0 {
+		bucket, owner, ok := ks.klt.Next()
+		if !ok {
+			return nil
+		}
+		ref, ok := ks.owners.Load(owner)
+		if !ok {
+			return fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
+		}
+		for more := true; more; {
+			var err error
+			if _, more, err = t.pullBucket(ctx, ref.(control.TaskRef), owner, bucket, wire.MaxFrameRecords, ks.chunkBytes); err != nil {
+				return err
+			}
+		}
+		ks.klt.DropSegment(bucket, owner)
+	}
+	return nil
+}
+
+// pullBucket takes up to limit keys of bucket from owner into the local
+// store, with maxBytes > 0 about that many bytes of their state, and
+// reports how many it got and whether the owner stopped at a bound.
+func (t *task) pullBucket(ctx context.Context, ref control.TaskRef, owner string, bucket, limit, maxBytes int) (int, bool, error) {
+	ks := t.keyed
+	keys, vals, more, err := t.w.pullState(ctx, t.jobID, ref, bucket, limit, maxBytes, len(ks.names), ks.lastCheckpoint)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var kvs []statesvc.KV
 	for i, k := range keys {
@@ -430,10 +468,10 @@ func (t *task) pullBucket(ctx context.Context, ref control.TaskRef, owner string
 		}
 	}
 	if err := ks.store.MultiPut(kvs); err != nil {
-		return 0, fmt.Errorf("task %s: store migrated keys: %w", t.id, err)
+		return 0, false, fmt.Errorf("task %s: store migrated keys: %w", t.id, err)
 	}
 	ks.klt.RemoveKeys(owner, keys)
-	return len(keys), nil
+	return len(keys), more, nil
 }
 
 // wantsMigration says whether background migration should run now.
@@ -444,7 +482,12 @@ func (ks *keyedState) wantsMigration() bool {
 // afterBatch runs progressive migration and reports completion.
 func (t *task) afterBatch(ctx context.Context) error {
 	ks := t.keyed
-	if ks.wantsMigration() {
+	switch {
+	case ks.bulk && ks.klt.Len() > 0:
+		if err := t.bulkMigrate(ctx); err != nil {
+			return err
+		}
+	case ks.wantsMigration():
 		if err := t.migrateChunk(ctx, ks.gradual); err != nil {
 			return err
 		}
@@ -452,7 +495,7 @@ func (t *task) afterBatch(ctx context.Context) error {
 	if ks.pending != "" && ks.klt.Len() == 0 {
 		t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: ks.pending, TaskID: t.id, Event: control.EventMigrated, Bytes: ks.bytesMoved.Load()})
 		ks.pending = ""
-		ks.eager = false
+		ks.eager, ks.bulk = false, false
 	}
 	return nil
 }

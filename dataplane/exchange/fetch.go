@@ -21,6 +21,9 @@ import (
 // With Limit > 0 it is a bucket pull instead (progressive migration): the
 // owner takes up to Limit user keys of Bucket — every state of each — and
 // returns them; fewer than Limit means the owner holds no more of Bucket.
+// MaxBytes > 0 also bounds the pull by size (stop-and-restart's chunks,
+// StateMigrationChunkSize): the owner stops taking keys once their state
+// reaches it, and the reply's More says whether keys of Bucket are left.
 //
 // After is the last checkpoint the requesting task wrote its part of ("" =
 // none): the owner keeps what it hands out to a task that is ahead of it
@@ -32,6 +35,8 @@ type FetchRequest struct {
 	Bucket int
 	Limit  int
 	After  string
+	// MaxBytes bounds a bucket pull's state bytes (0: only Limit).
+	MaxBytes int
 }
 
 // FetchReply holds values aligned with the request's keys (nil = absent).
@@ -40,6 +45,9 @@ type FetchRequest struct {
 type FetchReply struct {
 	Values [][]byte
 	Keys   [][]byte
+	// More: a bucket pull stopped at its Limit or MaxBytes, so the owner
+	// may hold more keys of the bucket.
+	More bool
 }
 
 const fetchMethod = "/koala.Exchange/Fetch"
@@ -94,7 +102,8 @@ func AppendFetchRequest(buf []byte, r *FetchRequest) []byte {
 	buf = wire.AppendByteSlices(buf, r.Keys)
 	buf = wire.AppendUvarint(buf, uint64(r.Bucket))
 	buf = wire.AppendUvarint(buf, uint64(r.Limit))
-	return wire.AppendString(buf, r.After)
+	buf = wire.AppendString(buf, r.After)
+	return wire.AppendUvarint(buf, uint64(r.MaxBytes))
 }
 
 func DecodeFetchRequest(data []byte) (*FetchRequest, error) {
@@ -103,6 +112,7 @@ func DecodeFetchRequest(data []byte) (*FetchRequest, error) {
 	r.Keys = d.ByteSlices()
 	bucket, limit := d.Uvarint(), d.Uvarint()
 	r.After = d.Str()
+	maxBytes := d.Uvarint()
 	switch {
 	case d.Err() != nil:
 		return nil, fmt.Errorf("decode fetch request: %w", d.Err())
@@ -112,19 +122,27 @@ func DecodeFetchRequest(data []byte) (*FetchRequest, error) {
 		return nil, fmt.Errorf("decode fetch request: bucket %d, allowed [0, %d)", bucket, statesvc.MaxBuckets)
 	case limit > wire.MaxFrameRecords:
 		return nil, fmt.Errorf("decode fetch request: pull limit %d, at most %d allowed", limit, wire.MaxFrameRecords)
+	case maxBytes > maxMessageBytes:
+		return nil, fmt.Errorf("decode fetch request: pull of %d bytes, at most %d allowed", maxBytes, maxMessageBytes)
 	}
-	r.Bucket, r.Limit = int(bucket), int(limit)
+	r.Bucket, r.Limit, r.MaxBytes = int(bucket), int(limit), int(maxBytes)
 	return r, nil
 }
 
 func AppendFetchReply(buf []byte, r *FetchReply) []byte {
 	buf = wire.AppendByteSlices(buf, r.Values)
-	return wire.AppendByteSlices(buf, r.Keys)
+	buf = wire.AppendByteSlices(buf, r.Keys)
+	more := byte(0)
+	if r.More {
+		more = 1
+	}
+	return append(buf, more)
 }
 
 func DecodeFetchReply(data []byte) (*FetchReply, error) {
 	d := wire.NewDecoder(data)
 	r := &FetchReply{Values: d.ByteSlices(), Keys: d.ByteSlices()}
+	r.More = d.Byte() == 1
 	if d.Err() == nil && len(d.Rest()) != 0 {
 		d.Fail(fmt.Errorf("%d trailing bytes", len(d.Rest())))
 	}

@@ -30,3 +30,22 @@ func TestFetchMessagesRoundTrip(t *testing.T) {
 		t.Fatalf("fetch reply round trip keeps nil and empty apart: %+v, %v", gotRep, err)
 	}
 }
+
+// A bucket pull's byte bound and the reply's More flag survive the codec,
+// and a bound above the message limit is refused.
+func TestFetchPullBoundsRoundTrip(t *testing.T) {
+	req := &FetchRequest{JobID: "j", Task: "t", Bucket: 3, Limit: 100, MaxBytes: 1 << 20}
+	got, err := DecodeFetchRequest(AppendFetchRequest(nil, req))
+	if err != nil || got.MaxBytes != 1<<20 || got.Limit != 100 || got.Bucket != 3 {
+		t.Fatalf("pull bounds round trip: %+v, %v", got, err)
+	}
+	if _, err := DecodeFetchRequest(AppendFetchRequest(nil, &FetchRequest{Limit: 1, MaxBytes: maxMessageBytes + 1})); err == nil {
+		t.Error("a pull above the message limit decoded")
+	}
+	for _, more := range []bool{false, true} {
+		rep, err := DecodeFetchReply(AppendFetchReply(nil, &FetchReply{Keys: [][]byte{[]byte("k")}, Values: [][]byte{[]byte("v")}, More: more}))
+		if err != nil || rep.More != more {
+			t.Errorf("reply More=%v round trip: %+v, %v", more, rep, err)
+		}
+	}
+}
