@@ -376,6 +376,26 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 	return out, taken, nil
 }
 
+// allAtOncePage is the page size of an all-at-once bucket pull. A reply
+// carries the page's keys with every state value, and the exchange refuses
+// messages over 64 MiB; 4096 keys keep a page under it for values up to
+// about 16 KB, where a whole bucket of a GB-sized state would not fit.
+const allAtOncePage = 4096
+
+// nextSegment is the first (bucket, owner) pair the lookup table still
+// lists, with the owner's address; ok is false when nothing is left.
+func (t *task) nextSegment() (bucket int, owner string, ref control.TaskRef, ok bool, err error) {
+	bucket, owner, ok = t.keyed.klt.Next()
+	if !ok {
+		return 0, "", control.TaskRef{}, false, nil
+	}
+	r, known := t.keyed.owners.Load(owner)
+	if !known {
+		return 0, "", control.TaskRef{}, false, fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
+	}
+	return bucket, owner, r.(control.TaskRef), true, nil
+}
+
 // migrateChunk moves keys here from an old owner in the background of
 // normal processing (progressive migration): it pulls keys of the first
 // (bucket, owner) pair the lookup table still lists, and drops that pair
@@ -383,28 +403,18 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 // one pull per call, so the next chunk waits for the next batch or idle
 // tick; n < 0 ("all at once") takes every key the owner still has of the
 // bucket.
-// allAtOncePage is the page size of an all-at-once bucket pull. A reply
-// carries the page's keys with every state value, and the exchange refuses
-// messages over 64 MiB; 4096 keys keep a page under it for values up to
-// about 16 KB, where a whole bucket of a GB-sized state would not fit.
-const allAtOncePage = 4096
-
 func (t *task) migrateChunk(ctx context.Context, n int) error {
 	ks := t.keyed
-	bucket, owner, ok := ks.klt.Next()
+	bucket, owner, ref, ok, err := t.nextSegment()
 	if !ok {
-		return nil
-	}
-	ref, ok := ks.owners.Load(owner)
-	if !ok {
-		return fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
+		return err
 	}
 	limit := n
 	if n < 0 {
 		limit = ks.pullPage
 	}
 	for {
-		got, _, err := t.pullBucket(ctx, ref.(control.TaskRef), owner, bucket, limit, 0)
+		got, _, err := t.pullBucket(ctx, ref, owner, bucket, limit, 0)
 		if err != nil {
 			return err
 		}
@@ -429,17 +439,12 @@ func (t *task) migrateChunk(ctx context.Context, n int) error {
 func (t *task) bulkMigrate(ctx context.Context) error {
 	ks := t.keyed
 	for ks.klt.Len() > 0 {
-		bucket, owner, ok := ks.klt.Next()
+		bucket, owner, ref, ok, err := t.nextSegment()
 		if !ok {
-			return nil
-		}
-		ref, ok := ks.owners.Load(owner)
-		if !ok {
-			return fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
+			return err
 		}
 		for more := true; more; {
-			var err error
-			if _, more, err = t.pullBucket(ctx, ref.(control.TaskRef), owner, bucket, wire.MaxFrameRecords, ks.chunkBytes); err != nil {
+			if _, more, err = t.pullBucket(ctx, ref, owner, bucket, wire.MaxFrameRecords, ks.chunkBytes); err != nil {
 				return err
 			}
 		}
