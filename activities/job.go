@@ -145,6 +145,7 @@ func (a *Activities) BuildJob(ctx context.Context, in JobInput) (control.JobSpec
 		NumBuckets: in.NumBuckets, BatchSize: in.BatchSize, Partitions: in.Partitions,
 		Topic: "koala-" + in.JobID, KafkaBrokers: in.KafkaBrokers, StateBackend: in.StateBackend, Params: in.Params,
 		ExactnessUnchecked: queries.Unchecked(in.Query),
+		OrderUnchecked:     queries.Unordered(in.Query),
 	}
 	if job.NumBuckets <= 0 {
 		job.NumBuckets = control.DefaultNumBuckets

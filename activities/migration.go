@@ -17,10 +17,13 @@ type HandoffInput struct {
 	Deployment control.Deployment `json:"deployment"` // the new deployment
 	Previous   control.Deployment `json:"previous"`   // the old one: where old owners live
 	// Pairs lists every (old owner → new owner) handoff the plan implies.
-	Pairs       []OwnerPair `json:"pairs"`
-	Eager       bool        `json:"eager"` // new owners pull all keys at once (stop-and-restart)
-	TimeoutSecs float64     `json:"timeout_secs"`
-	Step        StepInfo    `json:"step"`
+	Pairs []OwnerPair `json:"pairs"`
+	Eager bool        `json:"eager"` // new owners pull all keys at once (stop-and-restart)
+	// Ordered keeps per-key order across an eager handoff whose routes are
+	// swapped in band afterwards (DRRS); see control.HandoffRequest.
+	Ordered     bool     `json:"ordered,omitempty"`
+	TimeoutSecs float64  `json:"timeout_secs"`
+	Step        StepInfo `json:"step"`
 	// Operator is the reconfigured operator; workers refuse a handoff on a
 	// task of another one (empty: not checked).
 	Operator string `json:"operator,omitempty"`
@@ -61,7 +64,7 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) error {
 					mode = "eager"
 				}
 				return a.onWorkersOf(ctx, in.Previous, oldOwners, control.VerbHandoff, in.Step.ReconfigID, func(ids []string) any {
-					return control.HandoffRequest{Deployment: dep, TaskIDs: ids, Mode: mode, Operator: in.Operator}
+					return control.HandoffRequest{Deployment: dep, TaskIDs: ids, Mode: mode, Operator: in.Operator, Ordered: in.Ordered}
 				})
 			},
 			// A retry after a controller crash may have missed the events:

@@ -60,7 +60,12 @@ type SinkCounts struct {
 	Received   uint64 `json:"received"`
 	Distinct   uint64 `json:"distinct"`
 	Duplicates uint64 `json:"duplicates"`
-	Tasks      int    `json:"tasks"`
+	// Reordered counts records that reached a sink after a later record of
+	// their key (same source partition); OrderChecked says every sink
+	// checked order.
+	Reordered    uint64 `json:"reordered,omitempty"`
+	OrderChecked bool   `json:"order_checked,omitempty"`
+	Tasks        int    `json:"tasks"`
 	// Latency is each sink task's producer → sink latency (HDR histogram
 	// over the task's lifetime), for the tasks that received records.
 	Latency []control.Latency `json:"latency,omitempty"`
@@ -93,6 +98,8 @@ func (a *Activities) CollectSinkCounts(ctx context.Context, dep control.Deployme
 			out.Received += t.SinkReceived
 			out.Distinct += t.SinkDistinct
 			out.Duplicates += t.SinkDuplicates
+			out.Reordered += t.SinkReordered
+			out.OrderChecked = t.SinkOrderChecked && (out.Tasks == 0 || out.OrderChecked)
 			out.Tasks++
 			if t.SinkLatency != nil {
 				out.Latency = append(out.Latency, *t.SinkLatency)

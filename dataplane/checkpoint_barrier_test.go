@@ -21,7 +21,7 @@ func newAlignTestSink(t *testing.T) *task {
 	job := control.JobSpec{JobID: "align", Params: map[string]string{control.ParamCheckpointStore: store}}
 	tk := &task{
 		w: &Worker{log: slog.New(slog.DiscardHandler)}, jobID: job.JobID, id: "sink-0", opName: "sink",
-		ledger: newSinkLedger(), latency: newSinkLatency(), values: newKeyValues(),
+		ledger: newSinkLedger(true), latency: newSinkLatency(), values: newKeyValues(),
 		op: OperatorFunc(func([]Record, Emit) error { return nil }),
 	}
 	tk.view.Store(&taskView{job: job, upstreams: []string{"a", "b"}})

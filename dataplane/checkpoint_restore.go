@@ -89,6 +89,7 @@ func (t *task) loadSinkState(dir string) error {
 	l := t.ledger
 	l.mu.Lock()
 	l.seen, l.received, l.distinct, l.duplicates = seen, st.Received, st.Distinct, st.Duplicates
+	l.restartOrder()
 	l.mu.Unlock()
 	if t.values != nil {
 		t.values.replace(st.Values)

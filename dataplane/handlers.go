@@ -136,13 +136,13 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 			return nil, fmt.Errorf("handoff: deployment is for job %q, request for job %q", req.Deployment.Job.JobID, env.JobID)
 		}
 		return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(ctx context.Context, t *task) error {
-			if t.keyed == nil {
-				return fmt.Errorf("handoff: task %s keeps no keyed state", t.id)
+			if t.keyed == nil && !req.Ordered {
+				return fmt.Errorf("handoff: task %s keeps no keyed state (only an ordered handoff, which moves no state, applies to it)", t.id)
 			}
 			if req.Operator != "" && t.opName != req.Operator {
 				return fmt.Errorf("handoff of operator %q: task %s belongs to operator %q", req.Operator, t.id, t.opName)
 			}
-			return t.handoff(ctx, req.Deployment, env.ReconfigID, req.Mode == "eager")
+			return t.handoff(ctx, req.Deployment, env.ReconfigID, req.Mode == "eager", req.Ordered)
 		})
 	case control.VerbStop:
 		req, err := decodeBody[control.TasksRequest](env)

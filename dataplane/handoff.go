@@ -25,11 +25,20 @@ const kltChunk = 4096
 // owner meanwhile wait behind that owner's lookup entries, which keeps the
 // order "entries, then KLT end, then forwarded records" the new owner needs.
 //
+// An eager handoff (stop-and-restart, DRRS) is ordered only when asked:
+// DRRS swaps routes in band while old owners still forward, so its new
+// owners need the same gate as a lazy one's.
+//
+// A task without keyed state hands over no entries, only the order: its
+// new owners gate the buckets they gain until it has processed, and sent
+// downstream, every record routed to it the old way (a stateless keyed
+// operator's rescale keeps per-key order this way).
+//
 // Only the task's own operator decides whether the handoff is new: a
 // retried handoff finds its operator's epoch already installed and does
 // nothing, while routing changes of other operators (reconfigured at the
 // same time) neither block nor get undone by it.
-func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID string, eager bool) error {
+func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID string, eager, ordered bool) error {
 	if dep.OperatorEpoch(t.opName) <= t.view.Load().dep.OperatorEpoch(t.opName) {
 		t.w.log.Debug("handoff already applied", "task", t.id, "operator", t.opName, "epoch", dep.OperatorEpoch(t.opName))
 		return nil // a retried handoff: already done
@@ -61,24 +70,27 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 		}
 	}
 	_, stillHere := next.self.byID[t.id]
-	// Upstreams swap routes behind a route barrier only in the lazy
-	// protocol; there new owners hold direct records until this task's
-	// forwarded stream is drained (route_drain.go).
-	ordered := !eager
+	// Where upstreams swap routes behind a route barrier (lazy, DRRS), new
+	// owners hold direct records until this task's forwarded stream is
+	// drained (route_drain.go).
+	ordered = ordered || !eager
 	bulk := eager // asked for by stop-and-restart or DRRS, not a lazy scale-in
 	eager = eager || !stillHere
 	t.w.log.Debug("handoff", "task", t.id, "reconfig", reconfigID, "to", order)
 	for _, toID := range order {
-		// Entries pointing at third tasks leave this table now, before any
-		// progressive migration here could fetch them.
-		remote, err := t.keyed.remoteEntries(gained[toID])
-		if err != nil {
-			return fmt.Errorf("handoff on %s: %w", t.id, err)
+		var remote []Record
+		if t.keyed != nil {
+			// Entries pointing at third tasks leave this table now, before
+			// any progressive migration here could fetch them.
+			var err error
+			if remote, err = t.keyed.remoteEntries(gained[toID]); err != nil {
+				return fmt.Errorf("handoff on %s: %w", t.id, err)
+			}
+			t.keyed.klt.RemoveBuckets(gained[toID])
+			t.handoffs.sent(reconfigID, toID) // until the new owner acks (handoff_ack.go)
 		}
-		t.keyed.klt.RemoveBuckets(gained[toID])
 		q := &handoffQueue{}
 		t.out.divert(toID, q)
-		t.handoffs.sent(reconfigID, toID) // until the new owner acks (handoff_ack.go)
 		var gate []int
 		if ordered {
 			gate = gained[toID]
@@ -112,9 +124,12 @@ func (q *handoffQueue) offer(f *wire.Frame) bool {
 // the KLT end, then the records forwarded meanwhile.
 func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager, bulk bool, gate []int, q *handoffQueue) {
 	err := func() error {
-		entries, err := t.keyed.localEntries(buckets, me)
-		if err != nil {
-			return err
+		var entries []Record
+		if t.keyed != nil {
+			var err error
+			if entries, err = t.keyed.localEntries(buckets, me); err != nil {
+				return err
+			}
 		}
 		entries = append(entries, remote...)
 		for start := 0; start < len(entries); start += kltChunk {
@@ -314,7 +329,7 @@ func (t *task) installKLT(f *wire.Frame) error {
 
 func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 	if t.keyed == nil {
-		return nil
+		return t.endOrderOnlyHandoff(f)
 	}
 	var from control.TaskRef
 	for _, r := range f.Records {
@@ -342,6 +357,24 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 	t.w.log.Debug("klt installed", "task", t.id, "from", f.FromTask, "reconfig", f.BarrierID, "entries", t.keyed.klt.Len())
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask, Remaining: t.keyed.klt.Len()})
 	t.ackKLT(ctx, from, f.BarrierID) // handoff_ack.go
+	return nil
+}
+
+// endOrderOnlyHandoff takes the end of a handoff to a task without keyed
+// state: nothing to install, only the gate to open (see handoff).
+func (t *task) endOrderOnlyHandoff(f *wire.Frame) error {
+	for _, r := range f.Records {
+		if string(r.Key) != kltBucketsKey {
+			continue
+		}
+		buckets, err := decodeBuckets(r.Value)
+		if err != nil {
+			return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
+		}
+		t.openGate(f.FromTask, buckets)
+	}
+	t.orderHandoffs.Store(f.BarrierID+"/"+f.FromTask, true)
+	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask})
 	return nil
 }
 

@@ -110,7 +110,7 @@ func TestCheckpointHandoffWindow(t *testing.T) {
 	ctx := context.Background()
 	dep := c.handoffTo(moved)
 	c.tasks["count-1"].mergeView(dep) // prepare-owners
-	if err := old.handoff(ctx, dep, "r1", true); err != nil {
+	if err := old.handoff(ctx, dep, "r1", true, false); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

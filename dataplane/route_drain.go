@@ -25,7 +25,11 @@ import (
 // no barrier named (tasks that never routed with the old table).
 //
 // A held sender keeps its order for everything it sends later, barriers
-// and watermarks included, so no barrier overtakes held records.
+// and watermarks included, so no barrier overtakes held records. A
+// sender's watermark is held even when none of its records is: until the
+// old owner says the sender is drained, records the sender routed there
+// earlier may still come forwarded, and a watermark that overtook them
+// would fire their windows without them (and make them late).
 
 // drainAll in a route-drained frame means every listed sender is drained.
 const drainAll = "*"
@@ -122,12 +126,28 @@ func (g *routeGates) holds(b int, sender string) bool {
 	return false
 }
 
+// undrained reports whether some old owner has not yet said that sender's
+// records routed the old way are all forwarded.
+func (g *routeGates) undrained(sender string) bool {
+	for _, gate := range g.from {
+		if !gate.drained[sender] {
+			return true
+		}
+	}
+	return false
+}
+
 // admit returns the part of f to process now (nil: nothing) and holds the
 // rest behind the sender's earlier held frames.
 func (t *task) admit(view *taskView, f *wire.Frame) *wire.Frame {
 	g := t.gates
 	s := f.FromTask
 	if len(g.held[s]) > 0 {
+		g.held[s] = append(g.held[s], f)
+		g.n += len(f.Records)
+		return nil
+	}
+	if f.Kind == wire.FrameWatermark && g.undrained(s) {
 		g.held[s] = append(g.held[s], f)
 		g.n += len(f.Records)
 		return nil

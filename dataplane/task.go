@@ -137,6 +137,9 @@ type task struct {
 	wm       watermarks      // event-time progress (watermark.go)
 	ckpt     checkpointState // aligned checkpoint barriers (checkpoint_barrier.go)
 	handoffs handoffAcks     // old owner: handoffs not yet installed (handoff_ack.go)
+	// orderHandoffs are the order-only handoffs ("reconfig/fromTask") a
+	// task without keyed state took (handoff.go), reported like KLTInstalled.
+	orderHandoffs sync.Map
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64
@@ -277,6 +280,9 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) erro
 			recs = t.forwardForeign(view, recs)
 		}
 		t.stats.recordsIn.Add(uint64(len(recs)))
+		if fa := t.w.opts.Faults; fa != nil {
+			fa.BeforeBatch(t.jobID, t.opName, t.id, len(recs))
+		}
 		if t.ledger != nil && len(view.routes) == 0 {
 			t.ledger.observe(recs)
 			t.latency.observe(recs, start)
@@ -430,6 +436,7 @@ func (t *task) status(req control.TasksRequest) control.TaskStatus {
 	}
 	if t.ledger != nil {
 		st.SinkReceived, st.SinkDistinct, st.SinkDuplicates = t.ledger.counts()
+		st.SinkReordered, st.SinkOrderChecked = t.ledger.reorders()
 		st.SinkLatency = t.latency.snapshot()
 	}
 	if t.values != nil && withValues {
@@ -440,6 +447,11 @@ func (t *task) status(req control.TasksRequest) control.TaskStatus {
 		return true
 	})
 	sort.Strings(st.RouteBarriers)
+	t.orderHandoffs.Range(func(k, _ any) bool {
+		st.KLTInstalled = append(st.KLTInstalled, k.(string))
+		return true
+	})
+	sort.Strings(st.KLTInstalled)
 	if t.keyed != nil {
 		st.KLTSize = t.keyed.klt.Len()
 		t.keyed.installed.Range(func(k, _ any) bool {

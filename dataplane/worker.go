@@ -44,6 +44,16 @@ type Options struct {
 	GRPCTLS      transport.GRPCTLS
 	// HeartbeatInterval defaults to one second.
 	HeartbeatInterval time.Duration
+	// Faults injects faults into the worker's tasks (tests); nil: none.
+	Faults Faults
+}
+
+// Faults are the points where tests inject faults into a worker's tasks.
+type Faults interface {
+	// BeforeBatch runs on a task's goroutine before it processes a batch
+	// of n records; a slow implementation makes a slow operator, so tests
+	// can build a backlog where a protocol must keep order across it.
+	BeforeBatch(jobID, operator, taskID string, n int)
 }
 
 // Validate checks the options and fills defaults.
@@ -405,7 +415,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	t.op = op
 	t.inbox = make(chan *wire.Frame, 64)
 	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
-		t.ledger = newSinkLedger()
+		t.ledger = newSinkLedger(dep.Job.ExactnessUnchecked == "" && dep.Job.OrderUnchecked == "")
 		t.latency = newSinkLatency()
 		if spec.Kind == control.KindCollectSink {
 			t.values = newKeyValues()

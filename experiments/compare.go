@@ -168,6 +168,10 @@ type CompareRow struct {
 	Produced   int64 `json:"produced"`
 	Lost       int64 `json:"lost"`
 	Duplicated int64 `json:"duplicated"`
+	// Reordered counts records that reached the sink after a later record
+	// of their key; OrderUnchecked says why the run could not check order.
+	Reordered      int64  `json:"reordered"`
+	OrderUnchecked string `json:"order_unchecked,omitempty"`
 
 	RunMetrics
 	// MetricsError is set when the ClickHouse reads failed.
@@ -184,9 +188,10 @@ type CompareRow struct {
 	LagAligned  []metrics.Point `json:"kafka_lag_aligned,omitempty"`
 }
 
-// ExactnessViolated reports whether a completed run lost or duplicated records.
+// ExactnessViolated reports whether a completed run lost, duplicated or
+// reordered records.
 func (r CompareRow) ExactnessViolated() bool {
-	return r.Status == StatusOK && (r.Lost != 0 || r.Duplicated != 0)
+	return r.Status == StatusOK && (r.Lost != 0 || r.Duplicated != 0 || r.Reordered != 0)
 }
 
 // Comparison is the outcome of `koala compare`.
@@ -197,13 +202,13 @@ type Comparison struct {
 	Rows       []CompareRow `json:"rows"`
 }
 
-// Violations lists "protocol: lost=N duplicated=M" for every completed run
-// whose exactness failed.
+// Violations lists "protocol: lost=N duplicated=M reordered=R" for every
+// completed run whose exactness failed.
 func (c Comparison) Violations() []string {
 	var out []string
 	for _, r := range c.Rows {
 		if r.ExactnessViolated() {
-			out = append(out, fmt.Sprintf("%s: lost=%d duplicated=%d", r.Protocol, r.Lost, r.Duplicated))
+			out = append(out, fmt.Sprintf("%s: lost=%d duplicated=%d reordered=%d", r.Protocol, r.Lost, r.Duplicated, r.Reordered))
 		}
 	}
 	return out
@@ -217,6 +222,7 @@ func BuildRow(row CompareRow, res workflows.ExperimentResult, totalSec int, jobS
 	row.Status = StatusOK
 	row.JobID = res.JobID
 	row.Produced, row.Lost, row.Duplicated = res.Produced, res.Lost, res.Duplicated
+	row.Reordered, row.OrderUnchecked = res.Reordered, res.OrderUnchecked
 	offset := 0.0
 	if !res.StartedAt.IsZero() && !jobStart.IsZero() {
 		offset = res.StartedAt.Sub(jobStart).Seconds()

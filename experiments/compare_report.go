@@ -14,7 +14,7 @@ import (
 
 var compareHeader = []string{
 	"protocol", "pre ev/s", "pre min", "min ev/s", "min/pre", "lag recovery", "peak lag",
-	"pre batch p50/p99", "reconfig batch p50/p99", "peak per-s batch max", "pre p99 of per-s max", "migrated", "control plane", "lost", "dup",
+	"pre batch p50/p99", "reconfig batch p50/p99", "peak per-s batch max", "pre p99 of per-s max", "migrated", "control plane", "lost", "dup", "reordered",
 }
 
 // cells renders one row's table cells (without the status note).
@@ -45,10 +45,17 @@ func (r CompareRow) cells() []string {
 	if r.Duplicated != 0 {
 		dup += " !!"
 	}
+	reordered := fmt.Sprint(r.Reordered)
+	switch {
+	case r.OrderUnchecked != "":
+		reordered = "n/a"
+	case r.Reordered != 0:
+		reordered += " !!"
+	}
 	return []string{
 		r.Protocol, numOrNA(r.PreThroughput, "%.0f"), numOrNA(r.PreMinThroughput, "%.0f"), numOrNA(r.MinThroughput, "%.0f"), ratio, rec,
 		numOrNA(r.PeakLag, "%.0f"), hdrText(r.PreBatch), hdrText(r.ReconfigBatch), usOrNA(r.PeakBatchUs), usOrNA(r.PreBatchP99Us),
-		BytesText(r.BytesMigrated), msText(r.ControlPlaneMs, len(r.Reconfigs) > 0), lost, dup,
+		BytesText(r.BytesMigrated), msText(r.ControlPlaneMs, len(r.Reconfigs) > 0), lost, dup, reordered,
 	}
 }
 

@@ -179,8 +179,8 @@ func runAndCheck(t *testing.T, cfg local.Config, path, idPrefix string, wantActi
 	if res.exitCode != 0 {
 		t.Fatalf("koala run exited %d\nstderr:\n%s%s", res.exitCode, res.stderr, stackLogTails(cfg))
 	}
-	if !strings.Contains(res.stdout, "lost=0 duplicated=0") {
-		t.Errorf("stdout lacks %q", "lost=0 duplicated=0")
+	if !strings.Contains(res.stdout, "lost=0 duplicated=0 reordered=0") {
+		t.Errorf("stdout lacks %q", "lost=0 duplicated=0 reordered=0")
 	}
 	plot := summaryField(res.stdout, "plot")
 	if want := filepath.Join(results, id, "throughput.png"); plot != want {

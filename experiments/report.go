@@ -22,6 +22,7 @@ func Report(res workflows.ExperimentResult, meta ReportMeta) (Summary, error) {
 		Experiment: meta.Experiment, WorkflowID: meta.WorkflowID, RunID: meta.RunID, UIURL: meta.UIURL,
 		Produced: res.Produced, SinkReceived: int64(res.Sink.Received), SinkDistinct: int64(res.Sink.Distinct),
 		Lost: res.Lost, Duplicated: res.Duplicated, ExactnessUnchecked: res.ExactnessUnchecked,
+		Reordered: res.Reordered, OrderUnchecked: res.OrderUnchecked,
 	}
 	// Reconfiguration times count from StartedAt, metric seconds from the
 	// job's first metric row; shift the former onto the metrics' axis.

@@ -262,7 +262,7 @@ func WriteSuiteTable(w io.Writer, s SuiteSummary) error {
 		case e.Status == workflows.SuiteSucceeded && e.ExactnessUnchecked != "":
 			b.WriteString("  (exactness not checked at run time)")
 		case e.Status == workflows.SuiteSucceeded:
-			fmt.Fprintf(&b, "  (lost=%d duplicated=%d)", e.Lost, e.Duplicated)
+			fmt.Fprintf(&b, "  (lost=%d duplicated=%d reordered=%d)", e.Lost, e.Duplicated, e.Reordered)
 		}
 		if e.Error != "" {
 			fmt.Fprintf(&b, ": %s", oneLine(e.Error, 160))

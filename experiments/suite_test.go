@@ -98,7 +98,7 @@ func TestSuiteSummary_TableAndRoundTrip(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, WriteSuiteTable(&b, s))
 	want := strings.Repeat("=", 60) + "\nSuite summary\n" + strings.Repeat("=", 60) + "\n" +
-		"SUCCEEDED    65s counter_2to4 -> lazy  (lost=0 duplicated=0)\n" +
+		"SUCCEEDED    65s counter_2to4 -> lazy  (lost=0 duplicated=0 reordered=0)\n" +
 		"FAILED       12s counter_2to4 -> drrs: worker w2 gone\n" +
 		"Logs: /r/suite_1\nResults: /r\n"
 	require.Equal(t, want, b.String())

@@ -19,6 +19,10 @@ type Summary struct {
 	// ExactnessUnchecked is why the sink ledger could not check the run
 	// (Lost and Duplicated are then not printed as numbers).
 	ExactnessUnchecked string
+	// Reordered counts records that reached the sink after a later record
+	// of their key; OrderUnchecked is why the run could not check order.
+	Reordered      int64
+	OrderUnchecked string
 
 	// ThroughputBefore and ThroughputAfter are events/s at the sink before
 	// the first reconfiguration and after the last one finished.
@@ -50,8 +54,8 @@ type StepSummary struct {
 const summaryKeyWidth = 13
 
 // WriteText writes the summary as an aligned, human-readable block. Its last
-// two lines are "lost=N duplicated=M" (n/a with the reason when the query
-// cannot be checked by the sink ledger) and the Temporal UI link.
+// two lines are "lost=N duplicated=M reordered=R" (n/a with the reason when
+// the query cannot be checked by the sink ledger) and the Temporal UI link.
 func (s Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
 	kv := func(key, format string, args ...any) {
@@ -90,10 +94,13 @@ func (s Summary) WriteText(w io.Writer) error {
 	if s.PlotPath != "" {
 		kv("plot", "%s", s.PlotPath)
 	}
-	if s.ExactnessUnchecked != "" {
-		fmt.Fprintf(&b, "lost=n/a duplicated=n/a (not checked at run time: %s)\n", s.ExactnessUnchecked)
-	} else {
-		fmt.Fprintf(&b, "lost=%d duplicated=%d\n", s.Lost, s.Duplicated)
+	switch {
+	case s.ExactnessUnchecked != "":
+		fmt.Fprintf(&b, "lost=n/a duplicated=n/a reordered=n/a (not checked at run time: %s)\n", s.ExactnessUnchecked)
+	case s.OrderUnchecked != "":
+		fmt.Fprintf(&b, "lost=%d duplicated=%d reordered=n/a (order not checked: %s)\n", s.Lost, s.Duplicated, s.OrderUnchecked)
+	default:
+		fmt.Fprintf(&b, "lost=%d duplicated=%d reordered=%d\n", s.Lost, s.Duplicated, s.Reordered)
 	}
 	fmt.Fprintf(&b, "ui: %s\n", orDash(s.UIURL))
 	_, err := io.WriteString(w, b.String())

@@ -77,7 +77,7 @@ func TestSummaryWriteTextMinimal(t *testing.T) {
 		"records      produced 0, sink received 0, distinct 0\n" +
 		"throughput   before n/a, min during 0.0 ev/s, after 0.0 ev/s\n" +
 		"reconfigs    none\n" +
-		"lost=3 duplicated=1\n" +
+		"lost=3 duplicated=1 reordered=0\n" +
 		"ui: -\n"
 	if buf.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
@@ -89,7 +89,7 @@ func TestSummaryWriteTextUnchecked(t *testing.T) {
 	if err := (Summary{Produced: 10, SinkReceived: 2, ExactnessUnchecked: "it aggregates"}).WriteText(&buf); err != nil {
 		t.Fatal(err)
 	}
-	want := "lost=n/a duplicated=n/a (not checked at run time: it aggregates)\n"
+	want := "lost=n/a duplicated=n/a reordered=n/a (not checked at run time: it aggregates)\n"
 	if !strings.Contains(buf.String(), want) || strings.Contains(buf.String(), "lost=0") {
 		t.Errorf("got\n%s\nwant a line %q and no lost=0", buf.String(), want)
 	}

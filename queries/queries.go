@@ -26,6 +26,12 @@ type Query struct {
 	// counters). Filters, joins and aggregates say so here and are checked by
 	// their oracle tests instead. Empty means the ledger checks the run.
 	Unchecked string
+	// Unordered says why the sink ledger cannot check per-key order for a
+	// ledger-checked query: order is judged per (sink key, source
+	// partition), which holds only when every record of a key at the sink
+	// travelled one keyed path from its source partition. Empty means the
+	// ledger checks order too.
+	Unordered string
 }
 
 var registry = map[string]Query{}
@@ -52,6 +58,17 @@ func Names() []string {
 // Unchecked returns why the sink ledger cannot check query name's exactness
 // ("" when it can, or when the query is unknown).
 func Unchecked(name string) string { return registry[name].Unchecked }
+
+// Unordered returns why the sink ledger cannot check per-key order for
+// query name: its exactness is unchecked, or its output has no per-key
+// order ("" when the ledger checks order).
+func Unordered(name string) string {
+	q := registry[name]
+	if q.Unchecked != "" {
+		return q.Unchecked
+	}
+	return q.Unordered
+}
 
 // Operators returns the operators of query name with parallelism taken
 // from parallelism (operator name → tasks) where given. Unknown queries and

@@ -86,6 +86,7 @@ func init() {
 	// sink ledger checks the run (Unchecked stays empty).
 	if err := Register(Query{
 		Name:        "two-counters",
+		Unordered:   "a group's records reach group-sum from several counter tasks (the counter is keyed by the input key), so they have no order to keep",
 		Description: "src -> counter (by key) -> groupsum (by the key's group, 100 groups) -> sink: two keyed stateful operators; the sink keeps the latest sum per group",
 		Operators: []control.OperatorSpec{
 			{Name: "source", Kind: control.KindKafkaSource, Parallelism: 1},

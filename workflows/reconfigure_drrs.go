@@ -57,6 +57,11 @@ func ReconfigureDRRS(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 		}
 	}
 	stateful := isStateful(p)
+	// Version 1 gates each subscale's new owners until the old owners have
+	// forwarded (or, for an operator without keyed state, processed)
+	// everything routed the old way, so no key's records are reordered;
+	// histories from before keep their unordered handoffs.
+	ordered := workflow.GetVersion(ctx, versionDRRSOrderedHandoff, workflow.DefaultVersion, 1) == 1
 	prev := p.Old
 	for i, grp := range groups {
 		d := deps[i]
@@ -78,13 +83,16 @@ func ReconfigureDRRS(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 					return r.result(prev), err
 				}
 			}
-			pairs := make([]activities.OwnerPair, 0, len(grp))
-			for _, pm := range grp {
-				pairs = append(pairs, activities.OwnerPair{From: pm.From, To: pm.To})
-			}
 			step := name + "-fast-forward"
 			if err := r.run(step, a.Handoff, activities.HandoffInput{
-				Deployment: d, Previous: prev, Pairs: pairs, Eager: true, TimeoutSecs: 300, Step: r.info(step), Operator: p.Operator,
+				Deployment: d, Previous: prev, Pairs: subscalePairs(grp), Eager: true, Ordered: ordered, TimeoutSecs: 300, Step: r.info(step), Operator: p.Operator,
+			}, nil); err != nil {
+				return r.result(d), err
+			}
+		} else if ordered {
+			step := name + "-fast-forward"
+			if err := r.run(step, a.Handoff, activities.HandoffInput{
+				Deployment: d, Previous: prev, Pairs: subscalePairs(grp), Ordered: true, TimeoutSecs: 300, Step: r.info(step), Operator: p.Operator,
 			}, nil); err != nil {
 				return r.result(d), err
 			}
@@ -111,6 +119,19 @@ func ReconfigureDRRS(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 		}
 	}
 	return r.result(final), nil
+}
+
+// versionDRRSOrderedHandoff marks DRRS subscales whose handoffs keep
+// per-key order (HandoffInput.Ordered).
+const versionDRRSOrderedHandoff = "drrs-ordered-handoff"
+
+// subscalePairs lists a subscale's (old owner, new owner) pairs.
+func subscalePairs(grp []plan.PairMoves) []activities.OwnerPair {
+	pairs := make([]activities.OwnerPair, 0, len(grp))
+	for _, pm := range grp {
+		pairs = append(pairs, activities.OwnerPair{From: pm.From, To: pm.To})
+	}
+	return pairs
 }
 
 // pairEnds lists the distinct sources and destinations of a subscale's

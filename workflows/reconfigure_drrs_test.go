@@ -284,8 +284,23 @@ func TestReconfigureDRRS_BadNumSubscales(t *testing.T) {
 func TestReconfigureDRRS_StatelessOperatorOnlySwapsRoutes(t *testing.T) {
 	calls, res, err := runDRRS(t, initialDeployment(t, "job-1"), 3, nil) // hello mapper keeps no state
 	require.NoError(t, err)
-	assert.Equal(t, []string{"PlanScale", "DeployTasks", "StartTasks", "SwapRoutes", "SwapRoutes"}, calls.names())
-	assert.Equal(t, []string{"plan", "deploy-tasks", "start-tasks", "subscale-1/2-swap-routes", "subscale-2/2-swap-routes"}, stepNames(res.Steps))
+	assert.Equal(t, []string{"PlanScale", "DeployTasks", "StartTasks", "Handoff", "SwapRoutes", "Handoff", "SwapRoutes"}, calls.names())
+	assert.Equal(t, []string{"plan", "deploy-tasks", "start-tasks", "subscale-1/2-fast-forward", "subscale-1/2-swap-routes", "subscale-2/2-fast-forward", "subscale-2/2-swap-routes"}, stepNames(res.Steps))
+	for _, h := range handoffs(t, calls) {
+		assert.True(t, h.Ordered, "each subscale keeps per-key order")
+	}
+}
+
+// Every DRRS subscale of a stateful operator gates its new owners: DRRS
+// swaps routes in band while old owners still forward.
+func TestReconfigureDRRS_HandoffsAreOrdered(t *testing.T) {
+	calls, _, err := runDRRS(t, statefulDeployment(t, "job-1", 2, nil), 4, nil)
+	require.NoError(t, err)
+	hs := handoffs(t, calls)
+	require.NotEmpty(t, hs)
+	for _, h := range hs {
+		assert.True(t, h.Ordered && h.Eager, "subscale %v: ordered %v eager %v", h.Pairs, h.Ordered, h.Eager)
+	}
 }
 
 func TestReconfigureDRRS_HandoffFailureStops(t *testing.T) {

@@ -74,6 +74,10 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 	return r.result(p.New), nil
 }
 
+// versionStatelessOrdered guards the order-only handoff before a stateless
+// operator's route swap (lazy and DRRS).
+const versionStatelessOrdered = "stateless-ordered-handoff"
+
 // lazyStatelessVersion guards the swap-only path of ReconfigureLazy for an
 // operator without keyed state (before it, the handoff step failed on such
 // operators).
@@ -83,6 +87,17 @@ const lazyStatelessVersion = "lazy-stateless-swap-only"
 // keyed state: the upstreams switch routes behind a route barrier, and
 // removed tasks stop once they have seen it from every upstream.
 func lazySwapOnly(r *stepRunner, in ReconfigureInput, p plan.Plan) (ReconfigureResult, error) {
+	// Version 1 keeps per-key order: before the swap, each old owner hands
+	// its new owners the order alone (no state), so they hold records sent
+	// straight to them until the old owner processed everything routed to
+	// it the old way.
+	if workflow.GetVersion(r.ctx, versionStatelessOrdered, workflow.DefaultVersion, 1) == 1 {
+		if err := r.run("fast-forward", a.Handoff, activities.HandoffInput{
+			Deployment: p.New, Previous: p.Old, Pairs: ownerPairs(p), Ordered: true, TimeoutSecs: 300, Step: r.info("fast-forward"), Operator: p.Operator,
+		}, nil); err != nil {
+			return r.result(p.New), err
+		}
+	}
 	if err := r.run("swap-routes", a.SwapRoutes, activities.SwapInput{
 		Deployment: p.New, Previous: p.Old, TargetOperator: p.Operator, OldOwners: oldOwners(p), TimeoutSecs: 300, Step: r.info("swap-routes"), Workers: workerIDs(in.Workers),
 	}, nil); err != nil {

@@ -14,14 +14,18 @@ func runLazy(t *testing.T, current control.Deployment, target int) (*activityLog
 	return runReconfigure(t, ReconfigureLazy, current, target, nil)
 }
 
-// A lazy rescale of an operator without keyed state has nothing to hand
-// off or migrate (the data plane refuses a handoff on such a task): it
-// only swaps the upstreams' routes.
+// A lazy rescale of an operator without keyed state has no state to hand
+// off or migrate: an ordered handoff (the order alone, so new owners hold
+// direct records until old owners drained) and the route swap are all.
 func TestReconfigureLazy_StatelessOperatorOnlySwapsRoutes(t *testing.T) {
 	calls, res, err := runLazy(t, initialDeployment(t, "job-1"), 3) // hello mapper keeps no state
 	require.NoError(t, err)
-	assert.Equal(t, []string{"PlanScale", "DeployTasks", "StartTasks", "SwapRoutes"}, calls.names())
-	assert.Equal(t, []string{"plan", "deploy-tasks", "start-tasks", "swap-routes"}, stepNames(res.Steps))
+	assert.Equal(t, []string{"PlanScale", "DeployTasks", "StartTasks", "Handoff", "SwapRoutes"}, calls.names())
+	assert.Equal(t, []string{"plan", "deploy-tasks", "start-tasks", "fast-forward", "swap-routes"}, stepNames(res.Steps))
+	hs := handoffs(t, calls)
+	require.Len(t, hs, 1)
+	assert.True(t, hs[0].Ordered, "the handoff keeps per-key order")
+	assert.False(t, hs[0].Eager, "nothing to migrate")
 	assert.Equal(t, 3, parallelismOf(res.Deployment, "mapper"))
 }
 

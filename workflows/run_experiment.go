@@ -32,11 +32,16 @@ type ExperimentResult struct {
 	// ExactnessUnchecked is set, with the reason, when the sink ledger cannot
 	// check the query (it filters, joins or aggregates); Lost and Duplicated
 	// are then 0 and mean nothing.
-	ExactnessUnchecked string                  `json:"exactness_unchecked,omitempty"`
-	Reconfigs          []ReconfigOutcome       `json:"reconfigs"`
-	SinkThroughput     []metrics.Point         `json:"sink_throughput"`
-	SourceThroughput   []metrics.Point         `json:"source_throughput"`
-	Events             []metrics.ReconfigEvent `json:"events,omitempty"`
+	ExactnessUnchecked string `json:"exactness_unchecked,omitempty"`
+	// Reordered counts records that reached the sink after a later record
+	// of their key; OrderUnchecked is set instead, with the reason, when the
+	// sink ledger cannot check the query's per-key order.
+	Reordered        int64                   `json:"reordered"`
+	OrderUnchecked   string                  `json:"order_unchecked,omitempty"`
+	Reconfigs        []ReconfigOutcome       `json:"reconfigs"`
+	SinkThroughput   []metrics.Point         `json:"sink_throughput"`
+	SourceThroughput []metrics.Point         `json:"source_throughput"`
+	Events           []metrics.ReconfigEvent `json:"events,omitempty"`
 	// MetricsStart is second 0 of the throughput series (zero: unknown, then
 	// the series are taken to start at StartedAt).
 	MetricsStart time.Time          `json:"metrics_start,omitempty"`
@@ -239,6 +244,14 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		res.Duplicated = int64(res.Sink.Duplicates)
 	} else {
 		res.ExactnessUnchecked = job.ExactnessUnchecked
+	}
+	switch {
+	case res.Sink.OrderChecked:
+		res.Reordered = int64(res.Sink.Reordered)
+	case job.OrderUnchecked != "":
+		res.OrderUnchecked = job.OrderUnchecked
+	default:
+		res.OrderUnchecked = "the sinks did not check order (workers from before the order ledger)"
 	}
 	res.Final = dep
 	if err := warmUpEnd(ctx, in, wu, dep, res.Produced); err != nil { // warmup.go: snapshot a warm-up's state

@@ -44,6 +44,8 @@ type SuiteEntryResult struct {
 	// ExactnessUnchecked: see ExperimentResult.
 	ExactnessUnchecked string `json:"exactness_unchecked,omitempty"`
 	Duplicated         int64  `json:"duplicated"`
+	// Reordered: see ExperimentResult.
+	Reordered int64 `json:"reordered,omitempty"`
 	// What `koala figures` needs to place the run on its metric axis.
 	StartedAt    time.Time         `json:"started_at"`
 	MetricsStart time.Time         `json:"metrics_start,omitempty"`
@@ -115,14 +117,14 @@ func RunSuite(ctx workflow.Context, in SuiteInput) (SuiteResult, error) {
 			Seconds:  workflow.Now(ctx).Sub(began).Seconds(),
 			Protocol: orDefault(e.Input.ReconfigProtocol, ProtocolStopAndRestart), StateBackend: e.Input.StateBackend,
 			TotalRuntime: e.Input.TotalRuntimeSeconds,
-			Produced:     out.Produced, Lost: out.Lost, Duplicated: out.Duplicated, ExactnessUnchecked: out.ExactnessUnchecked,
+			Produced:     out.Produced, Lost: out.Lost, Duplicated: out.Duplicated, Reordered: out.Reordered, ExactnessUnchecked: out.ExactnessUnchecked,
 			StartedAt: out.StartedAt, MetricsStart: out.MetricsStart, Reconfigs: out.Reconfigs,
 		}
 		switch {
 		case err != nil:
 			r.Status, r.Error = SuiteFailed, innermostMessage(err)
-		case out.Lost != 0 || out.Duplicated != 0:
-			r.Status, r.Error = SuiteFailed, fmt.Sprintf("exactness violated: lost=%d duplicated=%d", out.Lost, out.Duplicated)
+		case out.Lost != 0 || out.Duplicated != 0 || out.Reordered != 0:
+			r.Status, r.Error = SuiteFailed, fmt.Sprintf("exactness violated: lost=%d duplicated=%d reordered=%d", out.Lost, out.Duplicated, out.Reordered)
 		default:
 			r.Status = SuiteSucceeded
 		}

@@ -145,6 +145,9 @@ type JobSpec struct {
 	// ExactnessUnchecked is why the sink ledger cannot check this query
 	// (see queries.Query.Unchecked); empty when it does.
 	ExactnessUnchecked string `json:"exactness_unchecked,omitempty"`
+	// OrderUnchecked is why the sink ledger cannot check per-key order for
+	// this query (see queries.Query.Unordered); empty when it does.
+	OrderUnchecked string `json:"order_unchecked,omitempty"`
 }
 
 // Operator returns the named operator.
@@ -298,6 +301,14 @@ type HandoffRequest struct {
 	// background even when the job migrates on demand (stop-and-restart,
 	// DRRS); any other value leaves the job's migration params in charge.
 	Mode string `json:"mode"`
+	// Ordered makes an eager handoff keep per-key order the way a lazy one
+	// does: the new owners hold records sent straight to them for the
+	// buckets handed over until each old owner says, behind what it
+	// forwarded, that the upstreams' route barriers passed it. A protocol
+	// that swaps routes in band while its old owners still forward (DRRS)
+	// needs it; one that pauses the sources first (stop-and-restart) does
+	// not, and sends no route barrier that would open the gate.
+	Ordered bool `json:"ordered,omitempty"`
 }
 
 // Migration progress events (MigrationProgress.Event).
@@ -343,6 +354,11 @@ type TaskStatus struct {
 	SinkReceived   uint64 `json:"sink_received,omitempty"`
 	SinkDistinct   uint64 `json:"sink_distinct,omitempty"`
 	SinkDuplicates uint64 `json:"sink_duplicates,omitempty"`
+	// SinkReordered counts records that arrived after a later record of
+	// their key from the same source partition; SinkOrderChecked says the
+	// sink checks order at all (the job's OrderUnchecked is empty).
+	SinkReordered    uint64 `json:"sink_reordered,omitempty"`
+	SinkOrderChecked bool   `json:"sink_order_checked,omitempty"`
 	// SinkLatency is producer → sink latency of the records received so far
 	// (sink tasks only; nil before the first record).
 	SinkLatency *Latency `json:"sink_latency,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"os"
 	"testing"
 
+	"koala/dataplane"
 	"koala/dataplane/inproc"
 	"koala/dataplane/metrics"
 )
@@ -31,6 +32,8 @@ type Options struct {
 	LogLevel slog.Level
 	// Recorder receives every worker's metric rows (default: discarded).
 	Recorder metrics.Recorder
+	// Faults are injected into every worker's tasks (nil: none).
+	Faults dataplane.Faults
 }
 
 // Start brings the cluster up and registers its shutdown with t.Cleanup;
@@ -44,6 +47,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		Workers:  opts.Workers,
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.LogLevel})),
 		Recorder: opts.Recorder,
+		Faults:   opts.Faults,
 		DataDir:  func(int) (string, error) { return t.TempDir(), nil },
 	})
 	if err != nil {

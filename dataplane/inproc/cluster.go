@@ -34,6 +34,8 @@ type Options struct {
 	// DataDir returns worker i's data directory (Pebble state lives there);
 	// default: a new temporary directory, removed by Close.
 	DataDir func(i int) (string, error)
+	// Faults are injected into every worker's tasks (nil: none).
+	Faults dataplane.Faults
 }
 
 // Cluster is a running in-process data plane.
@@ -104,7 +106,7 @@ func (c *Cluster) startWorker(i int, opts Options) error {
 		return fmt.Errorf("data directory of worker %s: %w", id, err)
 	}
 	c.DataDirs = append(c.DataDirs, dir)
-	w, err := dataplane.NewWorker(dataplane.Options{ID: id, NATSURL: c.NATSURL, Listen: "127.0.0.1:0", DataDir: dir, Logger: opts.Logger, Recorder: opts.Recorder})
+	w, err := dataplane.NewWorker(dataplane.Options{ID: id, NATSURL: c.NATSURL, Listen: "127.0.0.1:0", DataDir: dir, Logger: opts.Logger, Recorder: opts.Recorder, Faults: opts.Faults})
 	if err != nil {
 		return fmt.Errorf("worker %s: %w", id, err)
 	}

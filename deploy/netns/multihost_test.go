@@ -59,8 +59,8 @@ func TestMultiHost(t *testing.T) {
 		if out.err != nil {
 			t.Fatalf("koala run: %v\nstdout:\n%s\nstderr:\n%s%s", out.err, out.stdout, out.stderr, c.tails())
 		}
-		if !strings.Contains(out.stdout, "lost=0 duplicated=0") {
-			t.Errorf("summary lacks lost=0 duplicated=0:\n%s", out.stdout)
+		if !strings.Contains(out.stdout, "lost=0 duplicated=0 reordered=0") {
+			t.Errorf("summary lacks lost=0 duplicated=0 reordered=0:\n%s", out.stdout)
 		}
 		t.Logf("produced %d, sink distinct %d, lost %d, duplicated %d", res.Produced, res.Sink.Distinct, res.Lost, res.Duplicated)
 		if res.Produced <= 0 || res.Lost != 0 || res.Duplicated != 0 || int64(res.Sink.Distinct) != res.Produced {

@@ -172,10 +172,14 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 	if len(merr) > 0 {
 		row.MetricsError = strings.Join(merr, "; ")
 	}
-	fmt.Printf("%s done: produced %d, lost=%d duplicated=%d, %d reconfiguration(s), %.0f ms control plane\n",
-		label, res.Produced, res.Lost, res.Duplicated, len(res.Reconfigs), row.ControlPlaneMs)
+	reordered := fmt.Sprint(res.Reordered)
+	if res.OrderUnchecked != "" {
+		reordered = "n/a (" + res.OrderUnchecked + ")"
+	}
+	fmt.Printf("%s done: produced %d, lost=%d duplicated=%d reordered=%s, %d reconfiguration(s), %.0f ms control plane\n",
+		label, res.Produced, res.Lost, res.Duplicated, reordered, len(res.Reconfigs), row.ControlPlaneMs)
 	if row.ExactnessViolated() {
-		fmt.Printf("%s !!! EXACTNESS VIOLATED: lost=%d duplicated=%d (both must be 0)\n", label, res.Lost, res.Duplicated)
+		fmt.Printf("%s !!! EXACTNESS VIOLATED: lost=%d duplicated=%d reordered=%d (all must be 0)\n", label, res.Lost, res.Duplicated, res.Reordered)
 	}
 	return row
 }

@@ -54,8 +54,8 @@ func Run(ctx context.Context, o RunOptions) error {
 	if err := sum.WriteText(os.Stdout); err != nil {
 		return err
 	}
-	if sum.Lost != 0 || sum.Duplicated != 0 {
-		return fmt.Errorf("exactness violated: lost=%d duplicated=%d", sum.Lost, sum.Duplicated)
+	if sum.Lost != 0 || sum.Duplicated != 0 || sum.Reordered != 0 {
+		return fmt.Errorf("exactness violated: lost=%d duplicated=%d reordered=%d", sum.Lost, sum.Duplicated, sum.Reordered)
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func printEntryDone(out io.Writer, e workflows.SuiteEntryResult) {
 	case e.Status == workflows.SuiteSucceeded && e.ExactnessUnchecked != "":
 		line += fmt.Sprintf(": produced %d, exactness not checked at run time (%s)", e.Produced, e.ExactnessUnchecked)
 	case e.Status == workflows.SuiteSucceeded:
-		line += fmt.Sprintf(": produced %d, lost=%d duplicated=%d", e.Produced, e.Lost, e.Duplicated)
+		line += fmt.Sprintf(": produced %d, lost=%d duplicated=%d reordered=%d", e.Produced, e.Lost, e.Duplicated, e.Reordered)
 	default:
 		line += ": " + e.Error
 	}

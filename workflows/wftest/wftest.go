@@ -48,6 +48,8 @@ type Options struct {
 	Timeout          time.Duration // default 2 minutes
 	// Recorder receives the workers' metric rows (default: discarded).
 	Recorder metrics.Recorder
+	// Faults are injected into the workers' tasks (nil: none).
+	Faults dataplane.Faults
 }
 
 // Phase is a slice of input and what to wait for after producing it.
@@ -115,7 +117,7 @@ func Start(t testing.TB, o Options) *Run {
 	if o.JobID == "" {
 		o.JobID = strings.NewReplacer("/", "-", " ", "-").Replace(o.Query + "-" + t.Name())
 	}
-	c := dptest.Start(t, dptest.Options{Workers: o.Workers, Recorder: o.Recorder})
+	c := dptest.Start(t, dptest.Options{Workers: o.Workers, Recorder: o.Recorder, Faults: o.Faults})
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	t.Cleanup(cancel)
 	t.Cleanup(func() { dataplane.ForgetCollected(o.JobID) })
@@ -394,6 +396,52 @@ func (r *Run) SinkValues() map[string]uint64 {
 	return out
 }
 
+// ProduceWhile writes recs in order from another goroutine, chunk records
+// every pause until done is closed, then the rest at once, so input flows
+// for as long as something else runs (a reconfiguration). Wait returns
+// once everything was acknowledged.
+func (r *Run) ProduceWhile(recs []dataplane.Record, chunk int, pause time.Duration, done <-chan struct{}) (wait func()) {
+	errc := make(chan error, 1)
+	go func() {
+		start := 0
+		for start < len(recs) {
+			end := min(start+chunk, len(recs))
+			select {
+			case <-done:
+				end = len(recs)
+			default:
+			}
+			if err := r.produceChunk(recs[start:end]); err != nil {
+				errc <- err
+				return
+			}
+			start = end
+			select {
+			case <-done:
+			case <-time.After(pause):
+			}
+		}
+		errc <- nil
+	}()
+	return func() {
+		r.T.Helper()
+		r.must(<-errc)
+	}
+}
+
+// produceChunk writes recs synchronously.
+func (r *Run) produceChunk(recs []dataplane.Record) error {
+	batch := make([]*kgo.Record, 0, len(recs))
+	for _, rec := range recs {
+		kr := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: time.Unix(0, rec.EventTime)}
+		if r.opts.ManualPartitions {
+			kr.Partition = rec.Partition
+		}
+		batch = append(batch, kr)
+	}
+	return r.client.ProduceSync(r.Ctx, batch...).FirstErr()
+}
+
 // ProduceAsync writes recs in order from another goroutine, chunk records
 // every pause, so they flow while the test does something else (a
 // reconfiguration). Wait returns once everything was acknowledged.
@@ -402,15 +450,7 @@ func (r *Run) ProduceAsync(recs []dataplane.Record, chunk int, pause time.Durati
 	go func() {
 		for start := 0; start < len(recs); start += chunk {
 			end := min(start+chunk, len(recs))
-			batch := make([]*kgo.Record, 0, end-start)
-			for _, rec := range recs[start:end] {
-				kr := &kgo.Record{Key: rec.Key, Value: rec.Value, Timestamp: time.Unix(0, rec.EventTime)}
-				if r.opts.ManualPartitions {
-					kr.Partition = rec.Partition
-				}
-				batch = append(batch, kr)
-			}
-			if err := r.client.ProduceSync(r.Ctx, batch...).FirstErr(); err != nil {
+			if err := r.produceChunk(recs[start:end]); err != nil {
 				done <- err
 				return
 			}
