@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,11 +37,21 @@ type OwnerPair struct {
 	To   string `json:"to"`
 }
 
+// HandoffReport is what Handoff measured.
+type HandoffReport struct {
+	// StartedAt is the controller's clock right before the first handoff
+	// request went out (of the attempt that succeeded). With Eager the new
+	// owners start pulling the moved buckets from here on, so it is the
+	// start of a bulk state move (AwaitMigrationInput.MoveStart).
+	StartedAt time.Time `json:"started_at,omitzero"`
+}
+
 // Handoff makes every old owner hand its lookup entries to the new owners
 // and returns once each new owner has installed them, so that exactly one
 // task writes each key before any upstream routes to the new owners.
-func (a *Activities) Handoff(ctx context.Context, in HandoffInput) error {
-	return a.step(ctx, in.Step, func() error {
+func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (HandoffReport, error) {
+	var rep HandoffReport
+	err := a.step(ctx, in.Step, func() error {
 		dep := in.Deployment
 		want := map[string]bool{}
 		var oldOwners []string
@@ -63,6 +75,7 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) error {
 				if in.Eager {
 					mode = "eager"
 				}
+				rep.StartedAt = time.Now()
 				return a.onWorkersOf(ctx, in.Previous, oldOwners, control.VerbHandoff, in.Step.ReconfigID, func(ids []string) any {
 					return control.HandoffRequest{Deployment: dep, TaskIDs: ids, Mode: mode, Operator: in.Operator, Ordered: in.Ordered}
 				})
@@ -85,6 +98,7 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) error {
 				return nil
 			})
 	})
+	return rep, err
 }
 
 func newOwners(pairs []OwnerPair) []string {
@@ -105,32 +119,72 @@ type AwaitMigrationInput struct {
 	Tasks       []string           `json:"tasks"`
 	TimeoutSecs float64            `json:"timeout_secs"`
 	Step        StepInfo           `json:"step"`
+	// MoveStart is when a bulk state move began: the StartedAt of the
+	// eager handoff right before this await (stop-and-restart, DRRS). Zero
+	// for a lazy migration, which runs while records flow.
+	MoveStart time.Time `json:"move_start,omitzero"`
 }
 
 // MigrationReport is what AwaitMigration measured.
 type MigrationReport struct {
+	// Bytes is the keyed state (key + value bytes) the listed tasks pulled
+	// for this reconfiguration, summed from their "migrated" events.
 	Bytes uint64 `json:"bytes"`
+	// Millis is how long the move took; Since says from when:
+	//
+	//   - MoveSinceHandoff (MoveStart set): from MoveStart, the eager
+	//     handoff's first request, to the end of the last listed task's
+	//     move — when its "migrated" event reached this activity, or, for a
+	//     task that was done before this activity listened, the worker's
+	//     time stamp in that event (a worker without one: when the status
+	//     check saw the task done). Bytes / Millis is the bulk move's rate.
+	//   - MoveSinceAwait: this activity's own duration (lazy: the values
+	//     started moving at the fast-forward and moved while records
+	//     flowed, so Bytes / Millis is no transfer rate).
+	Millis float64 `json:"millis"`
+	Since  string  `json:"since,omitempty"`
+	// Summary is Bytes and Millis for a person, e.g. "12.3 MB in 0.16 s
+	// (77 MB/s)"; the Temporal UI shows it in the step's result.
+	Summary string `json:"summary,omitempty"`
 }
 
+// What MigrationReport.Millis counts from.
+const (
+	MoveSinceHandoff = "handoff"
+	MoveSinceAwait   = "await"
+)
+
 // AwaitMigration returns once every listed task reported that all keys it
-// took over in this reconfiguration (Step.ReconfigID) are local. It listens
-// to the tasks' progress events; a status check right after subscribing
-// catches tasks that finished before.
+// took over in this reconfiguration (Step.ReconfigID) are local, with the
+// bytes they pulled and how long the move took. It listens to the tasks'
+// progress events; a status check right after subscribing (and every few
+// seconds) catches tasks that finished before.
 func (a *Activities) AwaitMigration(ctx context.Context, in AwaitMigrationInput) (MigrationReport, error) {
-	var rep MigrationReport
+	start := time.Now()
+	// Per task: the bytes of its "migrated" event and when its move ended.
+	type end struct {
+		bytes uint64
+		at    time.Time
+	}
+	ends := map[string]end{}
 	err := a.step(ctx, in.Step, func() error {
 		dep := in.Deployment
 		want := map[string]bool{}
 		for _, id := range in.Tasks {
 			want[id] = true
 		}
+		// emptyBefore: tasks a status check saw with an empty lookup table
+		// but no "migrated" report of this reconfiguration yet.
+		emptyBefore := map[string]bool{}
 		return a.awaitProgress(ctx, dep.Job.JobID, in.TimeoutSecs, want,
 			func(ev control.MigrationProgress) string {
 				// A task that also gained keys in an earlier reconfiguration
 				// of the job may report that one's end late: it says nothing
 				// about the keys this one handed over.
-				if ev.Event == control.EventMigrated && ev.ReconfigID == in.Step.ReconfigID {
-					rep.Bytes += ev.Bytes
+				// (DRRS subscales share the reconfiguration id: only the
+				// listed tasks' reports are this await's.)
+				if ev.Event == control.EventMigrated && ev.ReconfigID == in.Step.ReconfigID && slices.Contains(in.Tasks, ev.TaskID) {
+					ends[ev.TaskID] = end{bytes: ev.Bytes, at: time.Now()}
 					return ev.TaskID
 				}
 				return ""
@@ -142,14 +196,91 @@ func (a *Activities) AwaitMigration(ctx context.Context, in AwaitMigrationInput)
 					return err
 				}
 				for _, s := range st {
-					if s.KLTSize == 0 {
-						done(s.TaskID)
+					if s.KLTSize != 0 || !want[s.TaskID] {
+						continue
 					}
+					// Done by now at the latest.
+					e := end{at: time.Now()}
+					m := s.Migrated
+					switch {
+					case m != nil && m.ReconfigID == in.Step.ReconfigID:
+						// Done before we listened: its event is gone, its
+						// report is in the status.
+						e.bytes = m.Bytes
+						if m.At > 0 {
+							e.at = time.Unix(0, m.At)
+						}
+					case m != nil && !emptyBefore[s.TaskID]:
+						// Its report of this reconfiguration is on its
+						// way (the table just emptied): wait for it, or
+						// for the next check.
+						emptyBefore[s.TaskID] = true
+						continue
+					}
+					// Without a report (a worker that does not keep one)
+					// the task is done all the same, its bytes unknown.
+					ends[s.TaskID] = e
+					done(s.TaskID)
 				}
 				return nil
 			})
 	})
+	rep := MigrationReport{Since: MoveSinceAwait, Millis: msSince(start, time.Now())}
+	last := in.MoveStart // the end of the last task's move
+	for _, e := range ends {
+		rep.Bytes += e.bytes
+		if e.at.After(last) {
+			last = e.at
+		}
+	}
+	if !in.MoveStart.IsZero() {
+		rep.Since = MoveSinceHandoff
+		rep.Millis = msSince(in.MoveStart, last)
+	}
+	rep.Summary = MoveSummary(rep.Bytes, rep.Millis, rep.Since == MoveSinceHandoff)
 	return rep, err
+}
+
+func msSince(from, to time.Time) float64 {
+	return max(0, float64(to.Sub(from).Microseconds())/1e3)
+}
+
+// MoveSummary renders a state move for a person: "12.3 MB in 0.16 s
+// (77 MB/s)" for a bulk move (rate = bytes / millis), "3.4 MB migrated,
+// await 2.10 s" for a lazy one (no rate: records kept flowing).
+func MoveSummary(bytes uint64, millis float64, bulk bool) string {
+	if !bulk {
+		return fmt.Sprintf("%s migrated, await %.2f s", BytesText(float64(bytes)), millis/1000)
+	}
+	return fmt.Sprintf("%s in %.2f s (%s)", BytesText(float64(bytes)), millis/1000, RateText(float64(bytes), millis))
+}
+
+// BytesText renders a byte count in B, KB, MB or GB (powers of 1000).
+func BytesText(b float64) string {
+	switch {
+	case math.IsNaN(b) || math.IsInf(b, 0):
+		return "n/a"
+	case b < 1000:
+		return fmt.Sprintf("%.0f B", b)
+	case b < 1e6:
+		return fmt.Sprintf("%.1f KB", b/1e3)
+	case b < 1e9:
+		return fmt.Sprintf("%.1f MB", b/1e6)
+	}
+	return fmt.Sprintf("%.2f GB", b/1e9)
+}
+
+// RateText is bytes over millis in MB/s (10^6 bytes per second); "n/a"
+// without a positive duration.
+func RateText(bytes, millis float64) string {
+	if !(millis > 0) || math.IsNaN(bytes) || math.IsInf(bytes, 0) {
+		return "n/a"
+	}
+	r := bytes / 1e6 / (millis / 1000)
+	if r < 10 {
+		return fmt.Sprintf("%.2f MB/s", r)
+	}
+	return fmt.Sprintf("%.0f MB/s", r)
 }
 
 // awaitProgress subscribes to a job's progress events, runs trigger, then

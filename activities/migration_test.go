@@ -85,3 +85,114 @@ func TestAwaitMigrationIgnoresOtherReconfigurations(t *testing.T) {
 		})
 	}
 }
+
+// TestAwaitMigrationTimesTheMove: with MoveStart (an eager handoff's
+// start) the report is a bulk move timed from it to the end of the last
+// task's move. A task done before the await listened is read from its
+// status: its "migrated" report of this reconfiguration gives its bytes
+// and, stamped by the worker, its end. A task whose table is empty but
+// whose latest report is of an earlier reconfiguration is not done yet:
+// its report of this one arrives as an event.
+func TestAwaitMigrationTimesTheMove(t *testing.T) {
+	const job = "job-1"
+	moveStart := time.Now().Add(-time.Second)
+	early := control.MigrationProgress{JobID: job, ReconfigID: "r-2", TaskID: "count-1", Event: control.EventMigrated,
+		Bytes: 5_000_000, At: moveStart.Add(100 * time.Millisecond).UnixNano()}
+	stale := control.MigrationProgress{JobID: job, ReconfigID: "r-1", TaskID: "count-2", Event: control.EventMigrated, Bytes: 9_000_000}
+	late := control.MigrationProgress{JobID: job, ReconfigID: "r-2", TaskID: "count-2", Event: control.EventMigrated, Bytes: 7_000_000}
+
+	ns, _ := startNATS(t)
+	acts := &Activities{NC: connect(t, ns.ClientURL(), "controller")}
+	worker := connect(t, ns.ClientURL(), "w1")
+	var once sync.Once
+	_, err := worker.Subscribe(control.WorkerSubject("w1", control.VerbStatus), func(m *nats.Msg) {
+		body, _ := json.Marshal(control.StatusReply{WorkerID: "w1", Tasks: []control.TaskStatus{
+			{TaskID: "count-1", Migrated: &early},
+			{TaskID: "count-2", Migrated: &stale},
+		}})
+		reply, _ := json.Marshal(control.Reply{Version: control.Version, Body: body})
+		_ = m.Respond(reply)
+		// count-2 reports this reconfiguration's end once the await has
+		// seen its stale status.
+		once.Do(func() {
+			data, _ := json.Marshal(late)
+			if err := worker.Publish(control.ProgressSubject(job), data); err != nil {
+				t.Errorf("publish: %v", err)
+			}
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dep := control.Deployment{Job: control.JobSpec{JobID: job}, Tasks: []control.TaskRef{
+		{ID: "count-1", Operator: "count", Index: 1, WorkerID: "w1"}, {ID: "count-2", Operator: "count", Index: 2, WorkerID: "w1"},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := time.Now()
+	rep, err := acts.AwaitMigration(ctx, AwaitMigrationInput{
+		Deployment: dep, Tasks: []string{"count-1", "count-2"}, TimeoutSecs: 10, MoveStart: moveStart,
+		Step: StepInfo{JobID: job, ReconfigID: "r-2", Step: "await-migration"},
+	})
+	after := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Bytes != 12_000_000 || rep.Since != MoveSinceHandoff {
+		t.Fatalf("report %+v: want 12000000 bytes (not the stale 9000000) of a bulk move", rep)
+	}
+	// The move ended when count-2's event arrived: after the await began.
+	if lo, hi := float64(before.Sub(moveStart).Milliseconds()), float64(after.Sub(moveStart).Milliseconds())+1; rep.Millis < lo || rep.Millis > hi {
+		t.Fatalf("move took %.1f ms, want between %.0f and %.0f", rep.Millis, lo, hi)
+	}
+	if !strings.HasPrefix(rep.Summary, "12.0 MB in ") || !strings.HasSuffix(rep.Summary, " MB/s)") {
+		t.Fatalf("summary %q", rep.Summary)
+	}
+
+	// Every task done before the await listened: the move ended at the
+	// worker's stamp, not when the await looked.
+	rep, err = acts.AwaitMigration(ctx, AwaitMigrationInput{
+		Deployment: dep, Tasks: []string{"count-1"}, TimeoutSecs: 10, MoveStart: moveStart,
+		Step: StepInfo{JobID: job, ReconfigID: "r-2", Step: "await-migration"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Bytes != 5_000_000 || rep.Since != MoveSinceHandoff || rep.Millis != 100 || rep.Summary != "5.0 MB in 0.10 s (50 MB/s)" {
+		t.Fatalf("report %+v: want 5 MB in the 100 ms to count-1's stamp", rep)
+	}
+
+	// Without MoveStart (lazy): the await's own time, no rate.
+	rep, err = acts.AwaitMigration(ctx, AwaitMigrationInput{
+		Deployment: dep, Tasks: []string{"count-1"}, TimeoutSecs: 10,
+		Step: StepInfo{JobID: job, ReconfigID: "r-2", Step: "await-migration"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Bytes != 5_000_000 || rep.Since != MoveSinceAwait || rep.Millis > float64(time.Since(after).Milliseconds())+1 ||
+		!strings.HasPrefix(rep.Summary, "5.0 MB migrated, await ") {
+		t.Fatalf("lazy report %+v", rep)
+	}
+}
+
+func TestMoveSummary(t *testing.T) {
+	for _, tc := range []struct {
+		bytes  uint64
+		millis float64
+		bulk   bool
+		want   string
+	}{
+		{12_300_000, 160, true, "12.3 MB in 0.16 s (77 MB/s)"},
+		{800_000, 400, true, "800.0 KB in 0.40 s (2.00 MB/s)"},
+		{3_400_000, 2100, false, "3.4 MB migrated, await 2.10 s"},
+		{0, 0, true, "0 B in 0.00 s (n/a)"},
+	} {
+		if got := MoveSummary(tc.bytes, tc.millis, tc.bulk); got != tc.want {
+			t.Errorf("MoveSummary(%d, %v, %v) = %q, want %q", tc.bytes, tc.millis, tc.bulk, got, tc.want)
+		}
+	}
+}

@@ -78,6 +78,11 @@ type keyedState struct {
 	getNanos     atomic.Uint64
 	putNanos     atomic.Uint64
 	distinctKeys atomic.Uint64
+
+	// reportedMoved is bytesMoved at the last "migrated" event (task
+	// goroutine only), lastMigrated that event (read by status requests).
+	reportedMoved uint64
+	lastMigrated  atomic.Pointer[control.MigrationProgress]
 }
 
 // remoteCreds secure connections to remote-pebble servers (nil: plaintext).
@@ -498,7 +503,13 @@ func (t *task) afterBatch(ctx context.Context) error {
 		}
 	}
 	if ks.pending != "" && ks.klt.Len() == 0 {
-		t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: ks.pending, TaskID: t.id, Event: control.EventMigrated, Bytes: ks.bytesMoved.Load()})
+		// Bytes are this reconfiguration's: moved since the last report.
+		moved := ks.bytesMoved.Load()
+		ev := control.MigrationProgress{JobID: t.jobID, ReconfigID: ks.pending, TaskID: t.id, Event: control.EventMigrated,
+			Bytes: moved - ks.reportedMoved, At: time.Now().UnixNano()}
+		ks.reportedMoved = moved
+		ks.lastMigrated.Store(&ev)
+		t.w.announceProgress(ev)
 		ks.pending = ""
 		ks.eager, ks.bulk = false, false
 	}

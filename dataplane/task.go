@@ -467,6 +467,7 @@ func (t *task) status(req control.TasksRequest) control.TaskStatus {
 			}
 		}
 		st.BytesMoved = t.keyed.bytesMoved.Load()
+		st.Migrated = t.keyed.lastMigrated.Load()
 	}
 	if t.source != nil {
 		st.Paused = t.source.paused.Load()

@@ -180,12 +180,53 @@ type CompareRow struct {
 	Reconfigs []ReconfigSummary `json:"reconfigs,omitempty"`
 	// ControlPlaneMs is the summed duration of the reconfigurations.
 	ControlPlaneMs float64 `json:"control_plane_ms"`
+	// StateMove sums the keyed state the reconfigurations moved, as their
+	// workflows measured it; nil when none moved any (stateless operator,
+	// remote state, fetch-on-demand scale-out).
+	StateMove *StateMoveTotal `json:"state_move,omitempty"`
 	// ReconfigSpan is the reconfiguration interval on the metric axis.
 	ReconfigSpan []Interval `json:"reconfig_span,omitempty"`
 
 	// Series aligned on the first reconfiguration's start (= 0 s).
 	SinkAligned []metrics.Point `json:"sink_throughput_aligned,omitempty"`
 	LagAligned  []metrics.Point `json:"kafka_lag_aligned,omitempty"`
+}
+
+// StateMoveTotal sums the state moves (workflows.StateMove) of a run.
+type StateMoveTotal struct {
+	Moves int    `json:"moves"`
+	Bytes uint64 `json:"bytes"`
+	// Millis sums the moves' durations. Bulk moves (stop-and-restart,
+	// DRRS): each from its eager handoff's first request to its last new
+	// owner's "migrated" event — DRRS subscales run one after another, so
+	// the sum is the time spent moving. Lazy: the await-migration steps'
+	// own time (values moved while records flowed).
+	Millis float64 `json:"millis"`
+	// Bulk: every move was a bulk one; only then is MBPerSec, Bytes/10^6
+	// over Millis/1000, set.
+	Bulk     bool     `json:"bulk"`
+	MBPerSec *float64 `json:"mb_per_s,omitempty"`
+}
+
+// SumStateMoves totals the moves of rcs; nil without any. It is pure.
+func SumStateMoves(rcs []ReconfigSummary) *StateMoveTotal {
+	var t StateMoveTotal
+	t.Bulk = true
+	for _, rc := range rcs {
+		for _, m := range rc.Moves {
+			t.Moves++
+			t.Bytes += m.Bytes
+			t.Millis += m.Millis
+			t.Bulk = t.Bulk && m.Bulk
+		}
+	}
+	if t.Moves == 0 {
+		return nil
+	}
+	if t.Bulk && t.Millis > 0 {
+		t.MBPerSec = ptr(float64(t.Bytes) / 1e6 / (t.Millis / 1000))
+	}
+	return &t
 }
 
 // ExactnessViolated reports whether a completed run lost, duplicated or
@@ -239,13 +280,14 @@ func BuildRow(row CompareRow, res workflows.ExperimentResult, totalSec int, jobS
 	row.Reconfigs = nil
 	row.ControlPlaneMs = 0
 	for _, rc := range res.Reconfigs {
-		rs := ReconfigSummary{ID: rc.ID, Protocol: rc.Protocol, Millis: (rc.EndSec - rc.StartSec) * 1000}
+		rs := ReconfigSummary{ID: rc.ID, Protocol: rc.Protocol, Millis: (rc.EndSec - rc.StartSec) * 1000, Moves: rc.Moves}
 		for _, st := range rc.Steps {
 			rs.Steps = append(rs.Steps, StepSummary{Step: st.Step, Millis: st.Millis})
 		}
 		row.Reconfigs = append(row.Reconfigs, rs)
 		row.ControlPlaneMs += rs.Millis
 	}
+	row.StateMove = SumStateMoves(row.Reconfigs)
 	row.RunMetrics = ComputeRunMetrics(sr)
 	if len(sr.Reconfigs) > 0 {
 		zero := sr.Reconfigs[0].Start

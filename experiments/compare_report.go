@@ -9,12 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"koala/activities"
 	"koala/dataplane/metrics"
 )
 
 var compareHeader = []string{
 	"protocol", "pre ev/s", "pre min", "min ev/s", "min/pre", "lag recovery", "peak lag",
-	"pre batch p50/p99", "reconfig batch p50/p99", "peak per-s batch max", "pre p99 of per-s max", "migrated", "control plane", "lost", "dup", "reordered",
+	"pre batch p50/p99", "reconfig batch p50/p99", "peak per-s batch max", "pre p99 of per-s max", "migrated", "state moved", "move rate",
+	"control plane", "lost", "dup", "reordered",
 }
 
 // cells renders one row's table cells (without the status note).
@@ -52,12 +54,43 @@ func (r CompareRow) cells() []string {
 	case r.Reordered != 0:
 		reordered += " !!"
 	}
+	moved, rate := r.stateMoveCells()
 	return []string{
 		r.Protocol, numOrNA(r.PreThroughput, "%.0f"), numOrNA(r.PreMinThroughput, "%.0f"), numOrNA(r.MinThroughput, "%.0f"), ratio, rec,
 		numOrNA(r.PeakLag, "%.0f"), hdrText(r.PreBatch), hdrText(r.ReconfigBatch), usOrNA(r.PeakBatchUs), usOrNA(r.PreBatchP99Us),
-		BytesText(r.BytesMigrated), msText(r.ControlPlaneMs, len(r.Reconfigs) > 0), lost, dup, reordered,
+		BytesText(r.BytesMigrated), moved, rate, msText(r.ControlPlaneMs, len(r.Reconfigs) > 0), lost, dup, reordered,
 	}
 }
+
+// stateMoveCells are the "state moved" and "move rate" cells: "12.3 MB in
+// 0.16 s" and "77 MB/s" for bulk moves (stop-and-restart, DRRS); for lazy
+// moves the bytes and await time, labelled, and no rate; n/a when the
+// reconfigurations moved no state.
+func (r CompareRow) stateMoveCells() (moved, rate string) {
+	m := r.StateMove
+	switch {
+	case m == nil:
+		return "n/a", "n/a"
+	case !m.Bulk:
+		return fmt.Sprintf("%s lazy, await %.2f s", BytesText(float64(m.Bytes)), m.Millis/1000), "n/a (lazy)"
+	}
+	return fmt.Sprintf("%s in %.2f s", BytesText(float64(m.Bytes)), m.Millis/1000), activities.RateText(float64(m.Bytes), m.Millis)
+}
+
+// movesText lists a row's state moves, one "reconfiguration step: summary"
+// per move.
+func (r CompareRow) movesText() string {
+	var parts []string
+	for _, rc := range r.Reconfigs {
+		for _, m := range rc.Moves {
+			parts = append(parts, fmt.Sprintf("%s %s: %s", rc.ID, m.Step, activities.MoveSummary(m.Bytes, m.Millis, m.Bulk)))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// movesHeading explains the state-moved lines.
+const movesHeading = "state moved (bulk: MB/s = bytes / time from the eager handoff's start to the last new owner's migrated event; lazy: bytes migrated and the await-migration time, no rate)"
 
 func numOrNA(v *float64, format string) string {
 	if v == nil || !isFinite(*v) {
@@ -89,19 +122,7 @@ func msText(ms float64, ok bool) string {
 }
 
 // BytesText renders a byte count in B, KB, MB or GB (powers of 1000).
-func BytesText(b float64) string {
-	switch {
-	case !isFinite(b):
-		return "n/a"
-	case b < 1000:
-		return fmt.Sprintf("%.0f B", b)
-	case b < 1e6:
-		return fmt.Sprintf("%.1f KB", b/1e3)
-	case b < 1e9:
-		return fmt.Sprintf("%.1f MB", b/1e6)
-	}
-	return fmt.Sprintf("%.2f GB", b/1e9)
-}
+func BytesText(b float64) string { return activities.BytesText(b) }
 
 func (r CompareRow) note() string {
 	s := r.Status
@@ -163,6 +184,12 @@ func (c Comparison) WriteTable(w io.Writer) error {
 	for _, r := range c.Rows {
 		if r.Status == StatusOK {
 			fmt.Fprintf(&b, "  %-*s  %s\n", widths[0], r.Protocol, orDash(r.stepsText()))
+		}
+	}
+	b.WriteString("\n" + movesHeading + "\n")
+	for _, r := range c.Rows {
+		if r.Status == StatusOK {
+			fmt.Fprintf(&b, "  %-*s  %s\n", widths[0], r.Protocol, orText(r.movesText(), "n/a (no state moved)"))
 		}
 	}
 	if notes := c.notes(); len(notes) > 0 {
@@ -230,6 +257,12 @@ func (c Comparison) Markdown() string {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", r.Protocol, r.WorkflowID, orDash(r.stepsText()))
 		}
 	}
+	b.WriteString("\n## State moved\n\n| protocol | moves |\n|---|---|\n")
+	for _, r := range c.Rows {
+		if r.Status == StatusOK {
+			fmt.Fprintf(&b, "| %s | %s |\n", r.Protocol, strings.ReplaceAll(orText(r.movesText(), "n/a (no state moved)"), "|", `\|`))
+		}
+	}
 	if notes := c.notes(); len(notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range notes {
@@ -246,7 +279,8 @@ func (c Comparison) Markdown() string {
 		"- *lag recovery*: from reconfiguration start until the source Kafka lag is ≤ max(%.1f × pre mean, pre mean + %d) for %.0f s; \"no rise\" = it never exceeded that.\n"+
 		"- *pre batch p50/p99*, *reconfig batch p50/p99*: percentiles of the processing time of individual batches of the target operator, from one HDR histogram (1 µs – 10 min, 3 significant digits) merged from its tasks' per-second histograms (`batch_time_hdr`): over the *pre ev/s* window, and over the seconds overlapping [reconfiguration start, end + %.0f s].\n"+
 		"- *peak per-s batch max*: max of the per-second `batch_time_max_us` of the target operator's tasks in that same window; *pre p99 of per-s max*: p%.0f of those per-task per-second maxima before the reconfiguration (per-second aggregates, not individual batches).\n"+
-		"- *migrated*: sum of bytes_transferred of the target operator; *control plane*: total reconfiguration workflow time.\n",
+		"- *migrated*: sum of bytes_transferred of the target operator; *control plane*: total reconfiguration workflow time.\n"+
+		"- *state moved*, *move rate*: the keyed state the reconfiguration workflows' await-migration steps report (summed over the new owners' migrated events). Bulk moves (stop-and-restart, DRRS subscales): the time is from the eager handoff's first request to the last new owner's migrated event, summed over moves, and the rate is bytes / that time (MB = 10^6 bytes). Lazy: the bytes migrated and the await-migration steps' own time; values moved while records flowed, so no rate. n/a: no state moved (stateless operator, state in the remote service, or a fetch-on-demand scale-out).\n",
 		CompareWarmupSec, ResumeSlackSec, stallMissingSeconds, TargetMinRatio, LagFactor, LagSlackRecords, LagStaySec, LatencySlackSec, BatchLatencyPctl)
 	return b.String()
 }
@@ -333,4 +367,11 @@ func allZero(series []Series) bool {
 		}
 	}
 	return true
+}
+
+func orText(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }

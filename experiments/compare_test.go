@@ -559,7 +559,8 @@ func sampleComparison() Comparison {
 	res := workflows.ExperimentResult{
 		JobID: "j-sr", StartedAt: jobStart, Produced: 600000,
 		Reconfigs: []workflows.ReconfigOutcome{{ID: "r1", Protocol: "stop-and-restart", StartSec: 30.5, EndSec: 33,
-			Steps: []workflows.StepTiming{{Step: "plan", Millis: 0.1}, {Step: "move-state", Millis: 664}}}},
+			Steps: []workflows.StepTiming{{Step: "plan", Millis: 0.1}, {Step: "move-state", Millis: 664}},
+			Moves: []workflows.StateMove{{Step: "await-migration", Bytes: 12_300_000, Millis: 160, Bulk: true}}}},
 	}
 	sr := srSeries()
 	sr.Reconfigs = nil
@@ -575,7 +576,9 @@ func sampleComparison() Comparison {
 	for i := range lz.Lag {
 		lz.Lag[i].Value = 100
 	}
+	res.Reconfigs = slices.Clone(res.Reconfigs)
 	res.Reconfigs[0].Protocol = "lazy"
+	res.Reconfigs[0].Moves = []workflows.StateMove{{Step: "await-migration", Bytes: 3_400_000, Millis: 2100}}
 	res.JobID, res.Lost = "j-lazy", 3
 	lazyRow := BuildRow(CompareRow{Protocol: "lazy", WorkflowID: "counter-lazy-1"}, res, 60, jobStart, lz)
 
@@ -614,10 +617,19 @@ func TestComparisonTableAndMarkdown(t *testing.T) {
 		"plan 0 + move-state 664",
 		"!!! EXACTNESS VIOLATED", "lazy: lost=3 duplicated=0",
 		"3 !!",
+		// The state moved and its rate: S&R's bulk move, lazy's labelled.
+		"  12.3 MB in 0.16 s     77 MB/s  ",
+		"  3.4 MB lazy, await 2.10 s  n/a (lazy)  ",
+		"\n" + movesHeading + "\n",
+		"  stop-and-restart  r1 await-migration: 12.3 MB in 0.16 s (77 MB/s)\n",
+		"  lazy              r1 await-migration: 3.4 MB migrated, await 2.10 s\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	if f := strings.Fields(lines[0]); !strings.Contains(strings.Join(f, " "), "migrated state moved move rate control plane") {
+		t.Errorf("header %q lacks the state columns after migrated", lines[0])
 	}
 	md := c.Markdown()
 	for _, want := range []string{
@@ -627,6 +639,12 @@ func TestComparisonTableAndMarkdown(t *testing.T) {
 		"| drrs | not available: ReconfigProtocol \"drrs\" is not implemented yet |",
 		"**EXACTNESS VIOLATED**",
 		"| stop-and-restart | counter-stop-and-restart-1 | 2500 ms = plan 0 + move-state 664 |",
+		"| migrated | state moved | move rate | control plane |",
+		"| 1.2 MB | 12.3 MB in 0.16 s | 77 MB/s | 2500 ms |",
+		"| 1.2 MB | 3.4 MB lazy, await 2.10 s | n/a (lazy) | 2500 ms |",
+		"## State moved",
+		"| stop-and-restart | r1 await-migration: 12.3 MB in 0.16 s (77 MB/s) |",
+		"*state moved*, *move rate*",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -634,6 +652,55 @@ func TestComparisonTableAndMarkdown(t *testing.T) {
 	}
 	if len(c.Violations()) != 1 {
 		t.Fatalf("violations %v", c.Violations())
+	}
+}
+
+// TestStateMoveCells: the state-moved cells sum a run's moves — DRRS's
+// subscales and several reconfigurations alike — and give a rate only for
+// bulk moves.
+func TestStateMoveCells(t *testing.T) {
+	bulk := func(step string, bytes uint64, ms float64) workflows.StateMove {
+		return workflows.StateMove{Step: step, Bytes: bytes, Millis: ms, Bulk: true}
+	}
+	for _, tc := range []struct {
+		name        string
+		rcs         []ReconfigSummary
+		moved, rate string
+		text        string
+	}{
+		{name: "no move (remote state, stateless)", rcs: []ReconfigSummary{{ID: "r1"}}, moved: "n/a", rate: "n/a"},
+		{name: "no reconfiguration", moved: "n/a", rate: "n/a"},
+		{name: "drrs subscales", rcs: []ReconfigSummary{{ID: "r1", Moves: []workflows.StateMove{
+			bulk("subscale-1/2-await-migration", 6_000_000, 100), bulk("subscale-2/2-await-migration", 4_000_000, 150),
+		}}}, moved: "10.0 MB in 0.25 s", rate: "40 MB/s",
+			text: "r1 subscale-1/2-await-migration: 6.0 MB in 0.10 s (60 MB/s); r1 subscale-2/2-await-migration: 4.0 MB in 0.15 s (27 MB/s)"},
+		{name: "two reconfigurations", rcs: []ReconfigSummary{
+			{ID: "r1", Moves: []workflows.StateMove{bulk("await-migration", 500_000, 200)}},
+			{ID: "r2", Moves: []workflows.StateMove{bulk("await-migration", 300_000, 200)}},
+		}, moved: "800.0 KB in 0.40 s", rate: "2.00 MB/s"},
+		{name: "lazy", rcs: []ReconfigSummary{{ID: "r1", Moves: []workflows.StateMove{{Step: "await-migration", Bytes: 3_400_000, Millis: 2100}}}},
+			moved: "3.4 MB lazy, await 2.10 s", rate: "n/a (lazy)", text: "r1 await-migration: 3.4 MB migrated, await 2.10 s"},
+		{name: "instant bulk move", rcs: []ReconfigSummary{{ID: "r1", Moves: []workflows.StateMove{bulk("await-migration", 0, 0)}}},
+			moved: "0 B in 0.00 s", rate: "n/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			row := CompareRow{Protocol: "p", Status: StatusOK, Reconfigs: tc.rcs, StateMove: SumStateMoves(tc.rcs)}
+			moved, rate := row.stateMoveCells()
+			if moved != tc.moved || rate != tc.rate {
+				t.Errorf("cells %q, %q; want %q, %q", moved, rate, tc.moved, tc.rate)
+			}
+			if tc.text != "" && row.movesText() != tc.text {
+				t.Errorf("moves %q\nwant   %q", row.movesText(), tc.text)
+			}
+			if cs := row.cells(); len(cs) != len(compareHeader) || cs[12] != tc.moved || cs[13] != tc.rate {
+				t.Errorf("row cells %q", cs)
+			}
+		})
+	}
+	// The totals are in compare.json.
+	m := SumStateMoves([]ReconfigSummary{{Moves: []workflows.StateMove{bulk("a", 12_300_000, 160)}}})
+	if m == nil || m.Bytes != 12_300_000 || m.Millis != 160 || !m.Bulk || m.MBPerSec == nil || !fixture.Approx(*m.MBPerSec, 76.875) {
+		t.Fatalf("total %+v", m)
 	}
 }
 

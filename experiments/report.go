@@ -35,7 +35,7 @@ func Report(res workflows.ExperimentResult, meta ReportMeta) (Summary, error) {
 	for _, rc := range res.Reconfigs {
 		rc.StartSec += offset
 		rc.EndSec += offset
-		rs := ReconfigSummary{ID: rc.ID, Protocol: rc.Protocol, Millis: (rc.EndSec - rc.StartSec) * 1000}
+		rs := ReconfigSummary{ID: rc.ID, Protocol: rc.Protocol, Millis: (rc.EndSec - rc.StartSec) * 1000, Moves: rc.Moves}
 		for _, st := range rc.Steps {
 			rs.Steps = append(rs.Steps, StepSummary{Step: st.Step, Millis: st.Millis})
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane/metrics"
+	"koala/workflows"
 )
 
 // Summary is the outcome of one experiment run, as printed at its end.
@@ -36,12 +37,15 @@ type Summary struct {
 	PlotPath  string
 }
 
-// ReconfigSummary is one reconfiguration: its id, protocol, total time and
-// the time of each step.
+// ReconfigSummary is one reconfiguration: its id, protocol, total time,
+// the time of each step and the keyed state it moved.
 type ReconfigSummary struct {
 	ID, Protocol string
 	Millis       float64
 	Steps        []StepSummary
+	// Moves are the workflow's state moves (workflows.StateMove), one per
+	// await-migration step.
+	Moves []workflows.StateMove `json:",omitempty"`
 }
 
 // StepSummary is the duration of one step of a reconfiguration.

@@ -55,6 +55,12 @@ func Names() []string {
 	return names
 }
 
+// Lookup returns query name as registered, and whether it is.
+func Lookup(name string) (Query, bool) {
+	q, ok := registry[name]
+	return q, ok
+}
+
 // Unchecked returns why the sink ledger cannot check query name's exactness
 // ("" when it can, or when the query is unknown).
 func Unchecked(name string) string { return registry[name].Unchecked }

@@ -152,6 +152,9 @@ func reconfigure(t *testing.T, acts *activities.Activities, wf any, dep control.
 	}
 	var res workflows.ReconfigureResult
 	must(t, env.GetWorkflowResult(&res))
+	for _, m := range res.Moves {
+		t.Logf("%s %s: state moved %s", id, m.Step, m.Summary)
+	}
 	return res.Deployment
 }
 

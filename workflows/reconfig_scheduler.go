@@ -179,7 +179,8 @@ func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
 			err = workflow.ExecuteChildWorkflow(cctx, child, input).Get(ctx, &out)
 		}
 		o := &s.outcomes[slot]
-		o.EndSec, o.Steps = workflow.Now(ctx).Sub(s.start).Seconds(), out.Steps
+		o.EndSec, o.Steps, o.Moves = workflow.Now(ctx).Sub(s.start).Seconds(), out.Steps, out.Moves
+		showMoves(ctx, s.outcomes)
 		s.done[id] = err
 		if gen != s.gen {
 			return // cancelled by a recovery, which submitted it again

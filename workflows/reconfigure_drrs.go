@@ -67,6 +67,10 @@ func ReconfigureDRRS(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 		d := deps[i]
 		name := fmt.Sprintf("subscale-%d/%d", i+1, len(groups))
 		sources, dests := pairEnds(grp)
+		// The subscale's state move runs from its eager fast-forward's
+		// first request to its last new owner's "migrated" event (see
+		// StateMove); the swap happens meanwhile.
+		var handed activities.HandoffReport
 		if stateful {
 			// Tasks gaining buckets must own them before anything is
 			// forwarded to them. Added tasks started with D1, so only the
@@ -86,7 +90,7 @@ func ReconfigureDRRS(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 			step := name + "-fast-forward"
 			if err := r.run(step, a.Handoff, activities.HandoffInput{
 				Deployment: d, Previous: prev, Pairs: subscalePairs(grp), Eager: true, Ordered: ordered, TimeoutSecs: 300, Step: r.info(step), Operator: p.Operator,
-			}, nil); err != nil {
+			}, &handed); err != nil {
 				return r.result(d), err
 			}
 		} else if ordered {
@@ -105,9 +109,9 @@ func ReconfigureDRRS(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 		}
 		if stateful {
 			step := name + "-await-migration"
-			if err := r.run(step, a.AwaitMigration, activities.AwaitMigrationInput{
+			if err := r.awaitMigration(step, activities.AwaitMigrationInput{
 				Deployment: d, Tasks: dests, TimeoutSecs: 3600, Step: r.info(step),
-			}, nil); err != nil {
+			}, handed.StartedAt); err != nil {
 				return r.result(d), err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
@@ -23,9 +24,9 @@ import (
 func mockDRRSSteps(env *testsuite.TestWorkflowEnvironment, calls *activityLog, fail map[string]error) {
 	mockReconfigureSteps(env, calls, fail)
 	env.OnActivity(a.Handoff, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.HandoffInput) error {
+		func(_ context.Context, in activities.HandoffInput) (activities.HandoffReport, error) {
 			calls.add("Handoff", in, env.Now())
-			return fail["Handoff"]
+			return activities.HandoffReport{StartedAt: handoffStartedAt}, fail["Handoff"]
 		})
 	env.OnActivity(a.SwapRoutes, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.SwapInput) error {
@@ -35,8 +36,29 @@ func mockDRRSSteps(env *testsuite.TestWorkflowEnvironment, calls *activityLog, f
 	env.OnActivity(a.AwaitMigration, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AwaitMigrationInput) (activities.MigrationReport, error) {
 			calls.add("AwaitMigration", in, env.Now())
-			return activities.MigrationReport{Bytes: 42}, fail["AwaitMigration"]
+			return mockMigrationReport(in), fail["AwaitMigration"]
 		})
+}
+
+// The mocked moves: each eager handoff starts at handoffStartedAt, and each
+// await reports mockMovedBytes moved in mockMoveMillis from then (a lazy
+// await, without MoveStart, that long of its own).
+var handoffStartedAt = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+const (
+	mockMovedBytes = 12_300_000
+	mockMoveMillis = 160.0
+)
+
+// mockMigrationReport answers AwaitMigration the way the activity does:
+// a bulk move (MoveStart set) is timed from MoveStart.
+func mockMigrationReport(in activities.AwaitMigrationInput) activities.MigrationReport {
+	rep := activities.MigrationReport{Bytes: mockMovedBytes, Millis: mockMoveMillis, Since: activities.MoveSinceAwait}
+	if !in.MoveStart.IsZero() {
+		rep.Since = activities.MoveSinceHandoff
+	}
+	rep.Summary = activities.MoveSummary(rep.Bytes, rep.Millis, rep.Since == activities.MoveSinceHandoff)
+	return rep
 }
 
 // statefulDeployment is helloJob with a stateful mapper at parallelism p.
@@ -137,6 +159,14 @@ func TestReconfigureDRRS_ScaleOutTwoToFour(t *testing.T) {
 		"subscale-1/2-fast-forward", "subscale-1/2-swap-routes", "subscale-1/2-await-migration",
 		"subscale-2/2-prepare-owners", "subscale-2/2-fast-forward", "subscale-2/2-swap-routes", "subscale-2/2-await-migration",
 	}, stepNames(res.Steps), "Steps")
+
+	// Each subscale's move is a bulk one, timed from its eager handoff.
+	require.Len(t, res.Moves, 2)
+	for i, m := range res.Moves {
+		assert.Equal(t, []string{"subscale-1/2-await-migration", "subscale-2/2-await-migration"}[i], m.Step)
+		assert.True(t, m.Bulk, m.Step)
+		assert.True(t, awaits(calls)[i].MoveStart.Equal(handoffStartedAt), m.Step)
+	}
 
 	// Both new tasks start at once, with D1's routing.
 	for _, name := range []string{"DeployTasks", "StartTasks"} {

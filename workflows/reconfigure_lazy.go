@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"time"
+
 	"go.temporal.io/sdk/workflow"
 
 	"koala/activities"
@@ -60,9 +62,12 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 	// Under fetch-on-demand a scale-out is done once routes are swapped;
 	// keys of removed tasks are always pulled so those tasks can stop.
 	if in.Current.Job.Params[control.ParamMigrationMode] != control.ModeFetchOnDemand || len(p.RemovedTasks) > 0 {
-		if err := r.run("await-migration", a.AwaitMigration, activities.AwaitMigrationInput{
+		// A lazy move has no start to time it from (values move while
+		// records flow): its StateMove is the bytes migrated and this
+		// step's own time.
+		if err := r.awaitMigration("await-migration", activities.AwaitMigrationInput{
 			Deployment: p.New, Tasks: gainingTasks(p), TimeoutSecs: 3600, Step: r.info("await-migration"),
-		}, nil); err != nil {
+		}, time.Time{}); err != nil {
 			return r.result(p.New), err
 		}
 	}

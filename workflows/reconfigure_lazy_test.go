@@ -31,8 +31,17 @@ func TestReconfigureLazy_StatelessOperatorOnlySwapsRoutes(t *testing.T) {
 
 // A stateful operator still goes through the whole protocol.
 func TestReconfigureLazy_StatefulOperatorHandsOff(t *testing.T) {
-	calls, _, err := runLazy(t, statefulDeployment(t, "job-1", 2, nil), 4)
+	calls, res, err := runLazy(t, statefulDeployment(t, "job-1", 2, nil), 4)
 	require.NoError(t, err)
 	assert.Contains(t, calls.names(), "Handoff")
 	assert.Contains(t, calls.names(), "AwaitMigration")
+	// Values move lazily while records flow: the await reports the bytes
+	// and its own time, not a bulk move with a rate.
+	require.Len(t, awaits(calls), 1)
+	assert.True(t, awaits(calls)[0].MoveStart.IsZero())
+	require.Len(t, res.Moves, 1)
+	assert.False(t, res.Moves[0].Bulk)
+	assert.Equal(t, "12.3 MB migrated, await 0.16 s", res.Moves[0].Summary)
+	_, ok := res.Moves[0].MBPerSec()
+	assert.False(t, ok, "no rate for a lazy move")
 }

@@ -37,15 +37,22 @@ func ReconfigureStopAndRestart(ctx workflow.Context, in ReconfigureInput) (Recon
 	// Added with a version marker: histories from before it replay unchanged.
 	// With remote-pebble the state stays in the state service and only the
 	// routing (metadata) moves; no checked-in history has a remote job.
+	//
+	// The move is timed from move-state's first handoff request (the new
+	// owners start pulling then) to the last new owner's "migrated" event
+	// during await-migration: the result's Moves and the await step's
+	// result in the Temporal UI carry its bytes, that duration and their
+	// rate. Reading the two results adds no command.
 	if v := workflow.GetVersion(ctx, "stop-and-restart-moves-state", workflow.DefaultVersion, 1); v == 1 && isStateful(p) && !stateInService(p) {
+		var handed activities.HandoffReport
 		if err := r.run("move-state", a.Handoff, activities.HandoffInput{
 			Deployment: p.New, Previous: p.Old, Pairs: ownerPairs(p), Eager: true, TimeoutSecs: 300, Step: r.info("move-state"),
-		}, nil); err != nil {
+		}, &handed); err != nil {
 			return r.resumeOld(in.Current, err)
 		}
-		if err := r.run("await-migration", a.AwaitMigration, activities.AwaitMigrationInput{
+		if err := r.awaitMigration("await-migration", activities.AwaitMigrationInput{
 			Deployment: p.New, Tasks: gainingTasks(p), TimeoutSecs: 1800, Step: r.info("await-migration"),
-		}, nil); err != nil {
+		}, handed.StartedAt); err != nil {
 			return r.result(p.New), err
 		}
 	}

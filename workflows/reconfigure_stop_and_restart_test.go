@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -239,4 +240,70 @@ func TestReconfigureStopAndRestart_CompensationFailureReportsBoth(t *testing.T) 
 	assert.Contains(t, err.Error(), "compensation failed too", "and the failed compensation")
 	assert.Empty(t, calls.of("StartTasks"))
 	assert.NotEmpty(t, calls.of("ResumeSources"))
+}
+
+// TestReconfigureStopAndRestart_ReportsStateMove: a stateful scale-out
+// moves keyed state while the sources are paused. The eager handoff's
+// start reaches the await as MoveStart, and the result carries the bytes
+// and the duration of the move the await measured (from that start to the
+// last new owner's "migrated" event), so its rate; the Temporal UI shows
+// the same line as the workflow's current details.
+func TestReconfigureStopAndRestart_ReportsStateMove(t *testing.T) {
+	env := newTestEnv(t)
+	calls := &activityLog{}
+	mockDRRSSteps(env, calls, nil)
+
+	env.ExecuteWorkflow(ReconfigureStopAndRestart, ReconfigureInput{
+		ReconfigID: "job-1-reconfig-1",
+		Current:    statefulDeployment(t, "job-1", 1, nil),
+		Spec:       ReconfigSpec{Type: plan.KindScaleUp, TargetOperator: "mapper", TargetParallelism: 2},
+		Workers:    testWorkers(),
+	})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res ReconfigureResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+
+	assert.Equal(t,
+		[]string{"plan", "pause-and-drain", "deploy-tasks", "start-tasks", "move-state", "await-migration", "update-routing", "resume"},
+		stepNames(res.Steps), "Steps")
+	hs := handoffs(t, calls)
+	require.Len(t, hs, 1)
+	assert.True(t, hs[0].Eager, "the state moves in bulk")
+	aws := awaits(calls)
+	require.Len(t, aws, 1)
+	assert.True(t, aws[0].MoveStart.Equal(handoffStartedAt), "the move is timed from the handoff's start, got %v", aws[0].MoveStart)
+	assert.Equal(t, []string{"mapper-1"}, aws[0].Tasks)
+
+	require.Len(t, res.Moves, 1)
+	assert.Equal(t, StateMove{
+		Step: "await-migration", Bytes: mockMovedBytes, Millis: mockMoveMillis, Bulk: true,
+		Summary: "12.3 MB in 0.16 s (77 MB/s)",
+	}, res.Moves[0])
+	rate, ok := res.Moves[0].MBPerSec()
+	assert.True(t, ok)
+	assert.InDelta(t, 12.3/0.16, rate, 1e-9, "MB/s")
+
+	details := currentDetails(t, env)
+	assert.Contains(t, details, "- await-migration: 12.3 MB in 0.16 s (77 MB/s)")
+	assert.Contains(t, details, "eager handoff start → last new owner migrated")
+}
+
+// A stateless or remote-state rescale moves no state: no Moves.
+func TestReconfigureStopAndRestart_StatelessMovesNothing(t *testing.T) {
+	calls, res, err := runReconfigure(t, ReconfigureStopAndRestart, initialDeployment(t, "job-1"), 2, nil)
+	require.NoError(t, err)
+	assert.Empty(t, calls.of("AwaitMigration"))
+	assert.Empty(t, res.Moves)
+}
+
+// currentDetails is what the Temporal UI shows as the workflow's current
+// details (workflow.SetCurrentDetails), read the way the UI reads it.
+func currentDetails(t *testing.T, env *testsuite.TestWorkflowEnvironment) string {
+	t.Helper()
+	v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var md sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&md))
+	return md.GetCurrentDetails()
 }

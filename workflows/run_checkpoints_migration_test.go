@@ -33,9 +33,9 @@ func mockLazySteps(env *testsuite.TestWorkflowEnvironment, calls *activityLog) {
 			return nil
 		})
 	env.OnActivity(a.Handoff, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.HandoffInput) error {
+		func(_ context.Context, in activities.HandoffInput) (activities.HandoffReport, error) {
 			calls.add("Handoff", in, env.Now())
-			return nil
+			return activities.HandoffReport{StartedAt: env.Now()}, nil
 		})
 	env.OnActivity(a.SwapRoutes, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.SwapInput) error {

@@ -59,6 +59,8 @@ type ReconfigOutcome struct {
 	StartSec   float64      `json:"start_sec"` // since the job started
 	EndSec     float64      `json:"end_sec"`
 	Steps      []StepTiming `json:"steps"`
+	// Moves is the keyed state the reconfiguration moved (ReconfigureResult.Moves).
+	Moves []StateMove `json:"moves,omitempty"`
 }
 
 // RunExperiment deploys a job, feeds it from the producer, fires each
@@ -295,8 +297,9 @@ func runQueuedReconfigs(ctx workflow.Context, in ExperimentInput, jobID string, 
 		err = workflow.ExecuteChildWorkflow(cctx, child, ReconfigureInput{ReconfigID: id, Current: dep, Spec: spec, Workers: workers}).Get(ctx, &out)
 		res.Reconfigs = append(res.Reconfigs, ReconfigOutcome{
 			ID: id, WorkflowID: id, Spec: spec, Protocol: in.ReconfigProtocol,
-			StartSec: began.Sub(start).Seconds(), EndSec: workflow.Now(ctx).Sub(start).Seconds(), Steps: out.Steps,
+			StartSec: began.Sub(start).Seconds(), EndSec: workflow.Now(ctx).Sub(start).Seconds(), Steps: out.Steps, Moves: out.Moves,
 		})
+		showMoves(ctx, res.Reconfigs)
 		if err != nil {
 			return dep, cleanup(ctx, dep, err)
 		}

@@ -106,6 +106,38 @@ type ReconfigureInput struct {
 type ReconfigureResult struct {
 	Deployment control.Deployment `json:"deployment"`
 	Steps      []StepTiming       `json:"steps"`
+	// Moves is the keyed state the reconfiguration moved, one entry per
+	// await-migration step (none when it moved no state).
+	Moves []StateMove `json:"moves,omitempty"`
+}
+
+// StateMove is the keyed state one step of a reconfiguration moved between
+// tasks, as its AwaitMigration activity measured it.
+type StateMove struct {
+	// Step is the await-migration step that reported it, e.g.
+	// "await-migration" or "subscale-1/2-await-migration"; the Temporal UI
+	// shows Summary in that activity's result.
+	Step  string `json:"step"`
+	Bytes uint64 `json:"bytes"`
+	// Millis is the move's duration. Bulk (stop-and-restart, DRRS: an
+	// eager handoff, then the new owners pull every moved bucket): from
+	// the eager handoff's first request (Handoff's StartedAt) to the end
+	// of the last new owner's move (its "migrated" event), so Bytes/Millis
+	// is the move's rate. Not bulk (lazy): the await-migration step's own
+	// time; values moved while records flowed, from the fast-forward on,
+	// so there is no rate. See activities.MigrationReport.
+	Millis  float64 `json:"millis"`
+	Bulk    bool    `json:"bulk"`
+	Summary string  `json:"summary,omitempty"`
+}
+
+// MBPerSec is a bulk move's rate in MB/s (10^6 bytes); ok is false for a
+// lazy move or one without a duration.
+func (m StateMove) MBPerSec() (rate float64, ok bool) {
+	if !m.Bulk || !(m.Millis > 0) {
+		return 0, false
+	}
+	return float64(m.Bytes) / 1e6 / (m.Millis / 1000), true
 }
 
 // StepTiming records how long one protocol step took (measured by activities).

@@ -30,7 +30,7 @@ RESULTS/compare-TIMESTAMP/.
 Protocols: lazy (the config's lazy knobs), stop-and-restart (the config's
 state backend), remote (stop-and-restart over remote-pebble; needs
 RemotePebbleAddrs in the config or --remote-pebble, skipped otherwise) and
-drrs (recorded as "not available" while it is not implemented).`,
+drrs (subscales moved one after another, records re-routed).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

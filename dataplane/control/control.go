@@ -328,7 +328,14 @@ type MigrationProgress struct {
 	Event      string `json:"event"`
 	From       string `json:"from,omitempty"`
 	Remaining  int    `json:"remaining"`
-	Bytes      uint64 `json:"bytes"`
+	// Bytes, in a "migrated" event, is the state (key + value bytes) the
+	// task pulled since its previous "migrated" event: what this
+	// reconfiguration moved into it (before, it was the task's running
+	// total, so a task that gained keys twice counted the first move again).
+	Bytes uint64 `json:"bytes"`
+	// At stamps a "migrated" event with the worker's clock (Unix
+	// nanoseconds) when the task's lookup table emptied; 0 from older workers.
+	At int64 `json:"at,omitempty"`
 }
 
 // FinishRequest tells sources the end offsets of the input; after reading up to
@@ -368,7 +375,10 @@ type TaskStatus struct {
 	RouteBarriers []string `json:"route_barriers,omitempty"`
 	// KLTInstalled lists the handoffs this task received: "reconfig/fromTask".
 	KLTInstalled []string `json:"klt_installed,omitempty"`
-	KeysFetched  uint64   `json:"keys_fetched,omitempty"`
+	// Migrated is the task's latest "migrated" event, for a controller
+	// that subscribed to the progress events after it was published.
+	Migrated    *MigrationProgress `json:"migrated,omitempty"`
+	KeysFetched uint64             `json:"keys_fetched,omitempty"`
 	// BucketRecords counts the records a keyed task processed per bucket
 	// (NumBuckets entries) since it started; with WithBucketLoad only.
 	BucketRecords []uint64 `json:"bucket_records,omitempty"`

@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"koala/activities"
 	"koala/dataplane/metrics"
 	"koala/experiments"
 	"koala/workflows"
@@ -178,6 +179,11 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 	}
 	fmt.Printf("%s done: produced %d, lost=%d duplicated=%d reordered=%s, %d reconfiguration(s), %.0f ms control plane\n",
 		label, res.Produced, res.Lost, res.Duplicated, reordered, len(res.Reconfigs), row.ControlPlaneMs)
+	for _, rc := range res.Reconfigs {
+		for _, m := range rc.Moves {
+			fmt.Printf("%s %s %s: state moved %s\n", label, rc.ID, m.Step, activities.MoveSummary(m.Bytes, m.Millis, m.Bulk))
+		}
+	}
 	if row.ExactnessViolated() {
 		fmt.Printf("%s !!! EXACTNESS VIOLATED: lost=%d duplicated=%d reordered=%d (all must be 0)\n", label, res.Lost, res.Duplicated, res.Reordered)
 	}

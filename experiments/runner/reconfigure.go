@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"koala/activities"
 	"koala/workflows"
 )
 
@@ -44,6 +45,9 @@ func Reconfigure(ctx context.Context, tc client.Client, jobID string, spec workf
 			o.WorkflowID, kindOf(o.Spec), o.Spec.TargetOperator, o.EndSec-o.StartSec, o.StartSec, o.EndSec)
 		for _, s := range o.Steps {
 			fmt.Fprintf(out, "  %-28s %9.1f ms\n", s.Step, s.Millis)
+		}
+		for _, m := range o.Moves {
+			fmt.Fprintf(out, "  state moved by %s: %s\n", m.Step, activities.MoveSummary(m.Bytes, m.Millis, m.Bulk))
 		}
 	}
 	fmt.Fprintf(out, "operator %s now has parallelism %d\n", spec.TargetOperator, res.Parallelism)

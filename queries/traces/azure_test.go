@@ -27,6 +27,9 @@ func azureOracle(in []traces.CPUReading) []string {
 	return want
 }
 
+// azureRescale is the operator azure's rescale tests scale.
+var azureRescale = rescale{op: "cpuReadingStats", par: map[string]int{"cpuReadingStats": 2}}
+
 func azureInput(t testing.TB, n int) ([]dataplane.Record, []traces.CPUReading) {
 	g, err := traces.NewAzureGenerator(control.ProduceRequest{NumKeys: 50, Seed: 7})
 	if err != nil {
@@ -44,7 +47,7 @@ func azureInput(t testing.TB, n int) ([]dataplane.Record, []traces.CPUReading) {
 // cpuReadingStats is rescaled 2→4 mid-stream.
 func TestAzureAcrossLazyRescale(t *testing.T) {
 	recs, readings := azureInput(t, 6000)
-	res := runRescaled(t, traces.Azure, "cpuReadingStats", map[string]int{"cpuReadingStats": 2}, nil, recs)
+	res := runRescaled(t, traces.Azure, azureRescale, nil, recs)
 	compare(t, res, azureOracle(readings))
 }
 

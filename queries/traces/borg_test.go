@@ -28,6 +28,9 @@ func borgOracle(in []traces.TaskEvent) []string {
 	return want
 }
 
+// borgRescale is the operator borg's rescale tests scale.
+var borgRescale = rescale{op: "jobEventStats", par: map[string]int{"jobEventStats": 2}}
+
 func borgInput(t testing.TB, n int) ([]dataplane.Record, []traces.TaskEvent) {
 	g, err := traces.NewBorgGenerator(control.ProduceRequest{NumKeys: 40, Seed: 11})
 	if err != nil {
@@ -42,7 +45,7 @@ func borgInput(t testing.TB, n int) ([]dataplane.Record, []traces.TaskEvent) {
 
 func TestBorgAcrossLazyRescale(t *testing.T) {
 	recs, events := borgInput(t, 6000)
-	res := runRescaled(t, traces.Borg, "jobEventStats", map[string]int{"jobEventStats": 2}, nil, recs)
+	res := runRescaled(t, traces.Borg, borgRescale, nil, recs)
 	compare(t, res, borgOracle(events))
 }
 

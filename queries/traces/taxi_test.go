@@ -39,6 +39,9 @@ func taxiOracle(t *testing.T, in []traces.Trip) []string {
 	return want
 }
 
+// taxiRescale is the operator taxi's rescale tests scale.
+var taxiRescale = rescale{op: "movingMedianTripTime", par: map[string]int{"calculateCellId": 2, "movingMedianTripTime": 2}}
+
 func taxiInput(t testing.TB, n int) ([]dataplane.Record, []traces.Trip) {
 	g, err := traces.NewTaxiGenerator(control.ProduceRequest{NumKeys: 100, Seed: 5})
 	if err != nil {
@@ -53,8 +56,7 @@ func taxiInput(t testing.TB, n int) ([]dataplane.Record, []traces.Trip) {
 
 func TestTaxiAcrossLazyRescale(t *testing.T) {
 	recs, trips := taxiInput(t, 6000)
-	res := runRescaled(t, traces.Taxi, "movingMedianTripTime",
-		map[string]int{"calculateCellId": 2, "movingMedianTripTime": 2}, nil, recs)
+	res := runRescaled(t, traces.Taxi, taxiRescale, nil, recs)
 	compare(t, res, taxiOracle(t, trips))
 }
 

@@ -22,16 +22,22 @@ import (
 
 var registered sync.Map
 
-// recordQuery registers query q ending in a record sink once per process.
+// recordQuery registers query q ending in a record sink once per process,
+// with q's Unchecked and Unordered reasons, so the sink ledger judges the
+// variant like the registered query.
 func recordQuery(t testing.TB, q string) string {
 	t.Helper()
 	name := q + "-records"
 	if _, dup := registered.LoadOrStore(name, true); !dup {
+		reg, ok := queries.Lookup(q)
+		if !ok {
+			t.Fatalf("query %q is not registered", q)
+		}
 		b, err := traces.Build(q, name, traces.RecordSink)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := queries.Register(queries.Query{Name: name, Operators: b.MustBuild()}); err != nil {
+		if err := queries.Register(queries.Query{Name: name, Operators: b.MustBuild(), Unchecked: reg.Unchecked, Unordered: reg.Unordered}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,13 +50,21 @@ func skipShort(t testing.TB) {
 	}
 }
 
+// rescale is what a trace query's rescale tests scale: operator op, from
+// parallelism 2, with the query's operators at par.
+type rescale struct {
+	op  string
+	par map[string]int
+}
+
 // runRescaled runs recs through query q with every stateful operator at
-// parallelism 2 and rescales op lazily 2→4: the first third is in Kafka
-// when the tasks start, the second flows while the rescale runs, the last
-// is produced after it.
-func runRescaled(t *testing.T, q, op string, par map[string]int, params map[string]string, recs []dataplane.Record) wftest.Result {
+// parallelism 2 (rs.par) and rescales rs.op lazily 2→4: the first third is
+// in Kafka when the tasks start, the second flows while the rescale runs,
+// the last is produced after it.
+func runRescaled(t *testing.T, q string, rs rescale, params map[string]string, recs []dataplane.Record) wftest.Result {
 	t.Helper()
 	skipShort(t)
+	op, par := rs.op, rs.par
 	third := len(recs) / 3
 	res := wftest.RunQuery(t, wftest.Options{
 		Query: recordQuery(t, q), Parallelism: par, Params: params, Backend: "pebble", Workers: 3,

@@ -151,11 +151,15 @@ func twitchInput(t testing.TB, n int) ([]dataplane.Record, []traces.ViewEvent) {
 
 var twitchPar = map[string]int{"userSessions": 2, "streamViewers": 2, "streamSummary": 2}
 
+// twitchRescale is the operator twitch's rescale tests scale: the first,
+// per-user sessions.
+var twitchRescale = rescale{op: "userSessions", par: twitchPar}
+
 // TestTwitchAcrossLazyRescale runs with the default 15 KB pad per state
 // entry and rescales the first operator (per-user sessions) 2→4.
 func TestTwitchAcrossLazyRescale(t *testing.T) {
 	recs, events := twitchInput(t, 6000)
-	res := runRescaled(t, traces.Twitch, "userSessions", twitchPar, nil, recs)
+	res := runRescaled(t, traces.Twitch, twitchRescale, nil, recs)
 	checkTwitch(t, res, events)
 }
 
@@ -167,7 +171,7 @@ func TestTwitchAcrossLazyRescale(t *testing.T) {
 // forwards (which would show as a negative viewer count).
 func TestTwitchMiddleOperatorRescale(t *testing.T) {
 	recs, events := twitchInput(t, 6000)
-	res := runRescaled(t, traces.Twitch, "streamViewers", twitchPar, nil, recs)
+	res := runRescaled(t, traces.Twitch, rescale{op: "streamViewers", par: twitchPar}, nil, recs)
 	checkTwitch(t, res, events)
 }
 
