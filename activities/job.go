@@ -191,6 +191,9 @@ type TasksInput struct {
 	// (DeployTasks only; default: start of topic). Recovery rewinds to a
 	// checkpoint's offsets with it.
 	StartOffsets map[int32]int64 `json:"start_offsets,omitempty"`
+	// OpenGates (UpdateRouting with TaskIDs only): see
+	// control.RoutingRequest.OpenGates.
+	OpenGates bool `json:"open_gates,omitempty"`
 }
 
 func (in TasksInput) filter() func(control.TaskRef) bool {
@@ -260,7 +263,7 @@ func (a *Activities) UpdateRouting(ctx context.Context, in TasksInput) error {
 	return a.step(ctx, in.Step, func() error {
 		if len(in.TaskIDs) > 0 {
 			return a.onWorkersOf(ctx, in.Deployment, in.TaskIDs, control.VerbRouting, in.Step.ReconfigID, func(ids []string) any {
-				return control.RoutingRequest{Deployment: in.Deployment, TaskIDs: ids}
+				return control.RoutingRequest{Deployment: in.Deployment, TaskIDs: ids, OpenGates: in.OpenGates}
 			})
 		}
 		for _, wid := range in.Deployment.Workers() {

@@ -123,6 +123,15 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 				return t.applyRouting(ctx, req)
 			})
 		}
+		if req.OpenGates {
+			if len(req.TaskIDs) == 0 {
+				return nil, fmt.Errorf("routing: open_gates needs task_ids (the new owners)")
+			}
+			return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(_ context.Context, t *task) error {
+				t.openGainedGates(req.Deployment)
+				return nil
+			})
+		}
 		return nil, w.updateRouting(env.JobID, req.TaskIDs, req.Deployment)
 	case control.VerbHandoff:
 		req, err := decodeBody[control.HandoffRequest](env)
@@ -338,6 +347,11 @@ func (w *Worker) stopTasks(ctx context.Context, jobID string, ids []string) erro
 	w.stoppedJobs[jobID] = true // frames still in flight to them are stale (worker.go)
 	w.mu.Unlock()
 	for _, t := range w.jobTasks(jobID, ids) {
+		// What its handoffs still queue for new owners (forwarded records,
+		// the marker opening their gates) goes out before it stops.
+		if err := t.awaitHandoffSends(ctx); err != nil {
+			return err
+		}
 		if err := t.stop(ctx); err != nil {
 			return err
 		}

@@ -96,9 +96,32 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			gate = gained[toID]
 			t.drainTo = append(t.drainTo, next.self.byID[toID])
 		}
-		go t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, bulk, gate, q)
+		t.handoffSends.Go(func() {
+			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, bulk, gate, q)
+		})
 	}
 	return nil
+}
+
+// awaitHandoffSends waits, bounded by ctx, until every handoff of the task
+// has delivered what it queued for its new owner. A handoff sends on the
+// task's context, and its queue can wait for room in a busy new owner's
+// inbox well after the task announced its forwarding done: stopping the
+// task first would cancel the send and drop the queued records and the
+// route-drained marker, so the new owner would lose them and hold that
+// sender's records, watermarks and end of stream forever.
+func (t *task) awaitHandoffSends(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		t.handoffSends.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("task %s: its handoffs are still delivering to the new owners: %w", t.id, ctx.Err())
+	}
 }
 
 // handoffQueue holds records forwarded to a new owner while its lookup

@@ -83,6 +83,9 @@ type routeGates struct {
 const heldWarn = 100_000
 
 // openGate starts holding direct records for buckets gained from oldOwner.
+// A gate already open for oldOwner (opened when the task learnt its new
+// buckets, see openGainedGates) gains the buckets and keeps what it knows
+// of drained senders.
 func (t *task) openGate(oldOwner string, buckets map[int]bool) {
 	if len(buckets) == 0 {
 		return
@@ -90,7 +93,42 @@ func (t *task) openGate(oldOwner string, buckets map[int]bool) {
 	if t.gates == nil {
 		t.gates = &routeGates{from: map[string]*drainGate{}, held: map[string][]*wire.Frame{}}
 	}
+	if g := t.gates.from[oldOwner]; g != nil {
+		for b := range buckets {
+			g.buckets[b] = true
+		}
+		return
+	}
 	t.gates.from[oldOwner] = &drainGate{buckets: buckets, drained: map[string]bool{}}
+}
+
+// openGainedGates installs dep and opens a gate for every other task of
+// the operator that gives this task buckets in it, on the task goroutine:
+// from here on, upstream watermarks and direct records of those buckets
+// wait behind that old owner's route-drained marker. Opening only when the
+// old owner's handoff ends would be too late for a task that already runs:
+// an upstream may send the old owner a record, then this task a watermark
+// past it, and the old owner forwards the record after the watermark.
+func (t *task) openGainedGates(dep control.Deployment) {
+	old, next := t.mergeView(dep)
+	if old.self == nil || next.self == nil {
+		return
+	}
+	gained := map[string]map[int]bool{}
+	for b := 0; b < len(next.self.table.Buckets); b++ {
+		if next.self.owner(b).ID != t.id {
+			continue
+		}
+		if from := old.self.owner(b).ID; from != t.id && from != "" {
+			if gained[from] == nil {
+				gained[from] = map[int]bool{}
+			}
+			gained[from][b] = true
+		}
+	}
+	for from, buckets := range gained {
+		t.openGate(from, buckets)
+	}
 }
 
 // gateable reports whether f comes straight from an upstream task and is

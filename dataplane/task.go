@@ -140,6 +140,9 @@ type task struct {
 	// orderHandoffs are the order-only handoffs ("reconfig/fromTask") a
 	// task without keyed state took (handoff.go), reported like KLTInstalled.
 	orderHandoffs sync.Map
+	// handoffSends are the handoffs' sendHandoff goroutines (handoff.go):
+	// the task is stopped only once they delivered their queues.
+	handoffSends sync.WaitGroup
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64

@@ -83,7 +83,7 @@ func ReconfigureDRRS(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 			}
 			if len(gainers) > 0 {
 				step := name + "-prepare-owners"
-				if err := r.run(step, a.UpdateRouting, activities.TasksInput{Deployment: d, TaskIDs: gainers, Step: r.info(step)}, nil); err != nil {
+				if err := r.run(step, a.UpdateRouting, activities.TasksInput{Deployment: d, TaskIDs: gainers, Step: r.info(step), OpenGates: ordered}, nil); err != nil {
 					return r.result(prev), err
 				}
 			}

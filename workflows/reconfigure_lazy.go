@@ -41,7 +41,10 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 	// Existing tasks that gain buckets must own them before anything is
 	// forwarded to them.
 	if gaining := existingGainers(p); len(gaining) > 0 {
-		if err := r.run("prepare-owners", a.UpdateRouting, activities.TasksInput{Deployment: p.New, TaskIDs: gaining, Step: r.info("prepare-owners")}, nil); err != nil {
+		// Version 1: they also start holding back upstream watermarks
+		// until their old owners drained (control.RoutingRequest.OpenGates).
+		gates := workflow.GetVersion(r.ctx, versionGatesAtPrepare, workflow.DefaultVersion, 1) == 1
+		if err := r.run("prepare-owners", a.UpdateRouting, activities.TasksInput{Deployment: p.New, TaskIDs: gaining, Step: r.info("prepare-owners"), OpenGates: gates}, nil); err != nil {
 			return r.result(in.Current), err
 		}
 	}
@@ -78,6 +81,10 @@ func ReconfigureLazy(ctx workflow.Context, in ReconfigureInput) (ReconfigureResu
 	}
 	return r.result(p.New), nil
 }
+
+// versionGatesAtPrepare guards opening the new owners' gates when they
+// learn their new buckets (prepare-owners) rather than when each handoff ends.
+const versionGatesAtPrepare = "gates-at-prepare-owners"
 
 // versionStatelessOrdered guards the order-only handoff before a stateless
 // operator's route swap (lazy and DRRS).

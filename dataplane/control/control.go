@@ -286,6 +286,14 @@ type RoutingRequest struct {
 	// concurrent reconfiguration of an upstream operator may be changing.
 	BarrierTargets []TaskRef `json:"barrier_targets,omitempty"`
 	BarrierSenders []string  `json:"barrier_senders,omitempty"`
+	// OpenGates makes each listed task (on its own goroutine) install the
+	// deployment and start holding what upstreams send it directly for the
+	// buckets it gains from other tasks of its operator — records and
+	// watermarks — until those old owners say they are drained. Set it only
+	// when ordered handoffs from those old owners follow (lazy, DRRS): a
+	// watermark that reached a new owner before its old owner forwarded the
+	// records routed there earlier would make them late.
+	OpenGates bool `json:"open_gates,omitempty"`
 }
 
 // HandoffRequest starts the lazy protocol's fast-forward on old owner

@@ -1,11 +1,9 @@
 package nexmark_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 
-	"koala/dataplane"
 	"koala/queries"
 	"koala/queries/nexmark"
 	"koala/workflows"
@@ -77,17 +75,5 @@ func TestArtifactQ1AcrossScaleOut(t *testing.T) {
 	if n := res.Counter("mapper", "malformed_records"); n != uint64(len(malformed)) {
 		t.Fatalf("malformed records counted %d, want %d", n, len(malformed))
 	}
-	var want []string
-	for _, e := range events {
-		if b := e.Bid; b != nil {
-			want = append(want, fmt.Sprintf("%d=%d/%d/%d", b.Auction, b.Price*89/100, b.Bidder, b.DateTime))
-		}
-	}
-	check(t, wftest.Lines(res.Output, func(r dataplane.Record) string {
-		var b nexmark.Bid
-		if err := json.Unmarshal(r.Value, &b); err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprintf("%d/%d/%d", b.Price, b.Bidder, b.DateTime)
-	}), want)
+	checkQ1(t, res.Output, events)
 }

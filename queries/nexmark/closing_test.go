@@ -10,7 +10,6 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
-	"koala/queries"
 	"koala/queries/nexmark"
 	"koala/workflows"
 	"koala/workflows/wftest"
@@ -77,21 +76,6 @@ func findAuction(t *testing.T, atMs int64) nexmark.Auction {
 	}
 	t.Fatalf("no auction at or after %d", atMs)
 	return nexmark.Auction{}
-}
-
-func registerRecordQuery(t testing.TB, q string) string {
-	t.Helper()
-	name := "nexmark-" + q + "-records"
-	if _, dup := registered.LoadOrStore(name, true); !dup {
-		b, err := nexmark.Build(q, name, nexmark.RecordSink)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := queries.Register(queries.Query{Name: name, Operators: b.MustBuild()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return name
 }
 
 // lateRun runs query q over in, waits until every task of lateOp has a
@@ -243,6 +227,14 @@ func checkRunning(t *testing.T, out []dataplane.Record, closed func(dataplane.Re
 func testQ4(t *testing.T, rescale string) {
 	in, late, evs := closingInput(t)
 	res := lateRun(t, "q4", "q4-close", in, late, base+18*int64(time.Second), rescale, map[string]int{"q4-close": 2, "q4-average": 2}, nil)
+	checkQ4(t, res.Output, evs)
+}
+
+// checkQ4 compares q4's running output with its oracle computed from evs:
+// per category, one result per closed auction, the last one the average of
+// all its winning prices.
+func checkQ4(t *testing.T, out []dataplane.Record, evs []timed) {
+	t.Helper()
 	sum, counts := map[string]int64{}, map[string]int64{}
 	for _, c := range winners(evs) {
 		k := strconv.FormatInt(c.Category, 10)
@@ -255,7 +247,7 @@ func testQ4(t *testing.T, rescale string) {
 		data, _ := json.Marshal(nexmark.Q4Result{Category: cat, Average: float64(sum[k]) / float64(n), Closed: n})
 		want[k] = string(data)
 	}
-	checkRunning(t, res.Output, func(r dataplane.Record) (string, int64) {
+	checkRunning(t, out, func(r dataplane.Record) (string, int64) {
 		var v nexmark.Q4Result
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			t.Fatal(err)
@@ -270,10 +262,18 @@ func TestQ4(t *testing.T) { testQ4(t, "") }
 // are open: their timers must fire on the keys' new owners.
 func TestQ4AcrossLazyScaleOut(t *testing.T) { testQ4(t, "q4-close") }
 
+// q6Params are q6*'s job parameters in the tests: 100-byte pads.
+var q6Params = map[string]string{control.ParamDummyFieldSize: "100"}
+
 func TestQ6(t *testing.T) {
 	in, late, evs := closingInput(t)
-	res := lateRun(t, "q6", "q6-close", in, late, base+18*int64(time.Second), "", map[string]int{"q6-close": 2, "q6-average": 2},
-		map[string]string{control.ParamDummyFieldSize: "100"})
+	res := lateRun(t, "q6", "q6-close", in, late, base+18*int64(time.Second), "", map[string]int{"q6-close": 2, "q6-average": 2}, q6Params)
+	checkQ6(t, res.Output, evs)
+}
+
+// checkQ6 compares q6*'s running output with its oracle computed from evs.
+func checkQ6(t *testing.T, out []dataplane.Record, evs []timed) {
+	t.Helper()
 	counts, want := q6Oracle(winners(evs))
 	manyClosings := false
 	for _, n := range counts {
@@ -282,31 +282,49 @@ func TestQ6(t *testing.T) {
 	if !manyClosings {
 		t.Fatal("no seller closes more than the kept number of auctions: the input does not test the trimming")
 	}
-	checkQ6Output(t, res.Output, counts, want)
+	checkQ6Output(t, out, counts, want)
 }
 
-func TestQ8(t *testing.T) {
+// q8Params are q8's job parameters in the tests: 1 s windows.
+var q8Params = map[string]string{control.ParamWindowDuration: "1000"}
+
+// q8Edge and q8Late are the sellers of q8Input's hand-made events.
+const q8Edge, q8Late = 900_000, 900_001
+
+// q8Input is q8's input: the generated events plus a person and auctions on
+// both sides of a window end, and late events for after the watermark
+// passed 18 s.
+func q8Input() (evs []timed, late []dataplane.Record) {
 	baseMs := base / ms
-	const edge, lateID = 900_000, 900_001
 	person := func(id, atMs int64) timed {
 		return timed{nexmark.Event{Person: &nexmark.Person{ID: id, Name: fmt.Sprintf("Edge %d", id), EmailAddress: "e@x.com", CreditCard: "1", City: "Bend", State: "OR", DateTime: atMs}}, atMs * ms}
 	}
 	auction := func(id, seller, atMs int64) timed {
 		return timed{nexmark.Event{Auction: &nexmark.Auction{ID: id, ItemName: "x", Reserve: 1, InitialBid: 1, DateTime: atMs, Expires: atMs + 10000, Seller: seller, Category: 10}}, atMs * ms}
 	}
-	evs := stream([]timed{
-		person(edge, baseMs+2999),
-		auction(800_000, edge, baseMs+2999), // same 1 s window: joins
-		auction(800_001, edge, baseMs+3000), // next window: does not
+	evs = stream([]timed{
+		person(q8Edge, baseMs+2999),
+		auction(800_000, q8Edge, baseMs+2999), // same 1 s window: joins
+		auction(800_001, q8Edge, baseMs+3000), // next window: does not
 	})
-	lateEvs := []timed{person(lateID, baseMs+17500), auction(800_002, lateID, baseMs+17500)}
-	var late []dataplane.Record
+	lateEvs := []timed{person(q8Late, baseMs+17500), auction(800_002, q8Late, baseMs+17500)}
 	for i, ev := range lateEvs {
 		late = append(late, record(fmt.Sprintf("late-%d", i), ev))
 	}
-	res := lateRun(t, "q8", "q8-join", records(evs, true), late, base+18*int64(time.Second), "",
-		map[string]int{"q8-join": 2}, map[string]string{control.ParamWindowDuration: "1000"})
+	return evs, late
+}
 
+func TestQ8(t *testing.T) {
+	evs, late := q8Input()
+	res := lateRun(t, "q8", "q8-join", records(evs, true), late, base+18*int64(time.Second), "",
+		map[string]int{"q8-join": 2}, q8Params)
+	checkQ8(t, res.Output, evs)
+}
+
+// checkQ8 compares q8's output with its oracle computed from evs: each
+// auction joined with its seller when both came in the same 1 s window.
+func checkQ8(t *testing.T, out []dataplane.Record, evs []timed) {
+	t.Helper()
 	size := int64(time.Second)
 	people := map[int64]timed{}
 	for _, ev := range evs {
@@ -325,7 +343,7 @@ func TestQ8(t *testing.T) {
 		if !ok || p.ts/size != ev.ts/size {
 			continue
 		}
-		if a.Seller == edge {
+		if a.Seller == q8Edge {
 			edgeJoins++
 		}
 		want = append(want, fmt.Sprintf("%d=%d|%s|%d|%d", a.Seller, a.Seller, p.e.Person.Name, ev.ts/size*size/ms, a.ID))
@@ -333,7 +351,7 @@ func TestQ8(t *testing.T) {
 	if edgeJoins != 1 {
 		t.Fatalf("oracle: the edge person joins %d auctions, want 1", edgeJoins)
 	}
-	check(t, wftest.Lines(res.Output, func(r dataplane.Record) string {
+	check(t, wftest.Lines(out, func(r dataplane.Record) string {
 		var v nexmark.Q8Result
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			t.Fatal(err)
