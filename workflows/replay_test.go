@@ -25,12 +25,19 @@ import (
 // The two-operators histories are a lazy run of the two-counters query that
 // scales counter 2→4 and groupsum 2→3 at the same second, so they cover the
 // concurrent-reconfiguration scheduler, the worker watch and ReconfigureLazy.
+//
+// The counter histories come from `koala compare
+// experiments/bench/counter-lazy-2to4.json`: a DRRS scale-out 2→4 with
+// ordered subscale handoffs (version drrs-ordered-handoff) and a
+// stop-and-restart scale-out whose bulk move is reported in its result.
 var replayHistories = []string{
 	"testdata/run_experiment_hello_short.json",
 	"testdata/reconfigure_stop_and_restart_hello_short.json",
 	"testdata/run_experiment_two_operators_lazy.json",
 	"testdata/reconfigure_lazy_two_operators_1.json",
 	"testdata/reconfigure_lazy_two_operators_2.json",
+	"testdata/reconfigure_drrs_counter_ordered.json",
+	"testdata/reconfigure_stop_and_restart_counter_bulk.json",
 }
 
 func quietLogger() log.Logger { return log.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
@@ -67,6 +74,7 @@ func TestReplay(t *testing.T) {
 			replayer.RegisterWorkflow(RunExperiment)
 			replayer.RegisterWorkflow(ReconfigureStopAndRestart)
 			replayer.RegisterWorkflow(ReconfigureLazy)
+			replayer.RegisterWorkflow(ReconfigureDRRS)
 			require.NoError(t, replay(replayer, h))
 		})
 	}
