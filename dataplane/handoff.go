@@ -77,6 +77,12 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 	bulk := eager // asked for by stop-and-restart or DRRS, not a lazy scale-in
 	eager = eager || !stillHere
 	t.w.log.Debug("handoff", "task", t.id, "reconfig", reconfigID, "to", order)
+	// The new owners judge what this task forwards by its watermark now
+	// (LateBounder): nothing forwarded from here on is behind it.
+	wmNow := MinWatermark
+	if t.wm.inited {
+		wmNow = t.wm.current
+	}
 	for _, toID := range order {
 		var remote []Record
 		if t.keyed != nil {
@@ -97,7 +103,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			t.drainTo = append(t.drainTo, next.self.byID[toID])
 		}
 		t.handoffSends.Go(func() {
-			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, bulk, gate, q)
+			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, bulk, gate, wmNow, q)
 		})
 	}
 	return nil
@@ -145,7 +151,7 @@ func (q *handoffQueue) offer(f *wire.Frame) bool {
 
 // sendHandoff streams the lookup entries of buckets to the new owner, then
 // the KLT end, then the records forwarded meanwhile.
-func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager, bulk bool, gate []int, q *handoffQueue) {
+func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager, bulk bool, gate []int, wm int64, q *handoffQueue) {
 	err := func() error {
 		var entries []Record
 		if t.keyed != nil {
@@ -177,7 +183,8 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 			end.Records = append(end.Records, Record{Key: []byte("bulk"), Offset: -1})
 		}
 		if len(gate) > 0 {
-			end.Records = append(end.Records, Record{Key: []byte(kltBucketsKey), Value: encodeBuckets(gate), Offset: -1})
+			end.Records = append(end.Records, Record{Key: []byte(kltBucketsKey), Value: encodeBuckets(gate), Offset: -1},
+				Record{Key: []byte(kltWatermarkKey), EventTime: wm, Offset: -1})
 		}
 		if err := t.w.deliver(ctx, target, end); err != nil {
 			return err
@@ -373,6 +380,8 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
 			}
 			t.openGate(f.FromTask, buckets)
+		case kltWatermarkKey:
+			t.setGateWatermark(f.FromTask, r.EventTime)
 		}
 	}
 	t.keyed.pending = f.BarrierID
@@ -387,6 +396,10 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 // state: nothing to install, only the gate to open (see handoff).
 func (t *task) endOrderOnlyHandoff(f *wire.Frame) error {
 	for _, r := range f.Records {
+		if string(r.Key) == kltWatermarkKey {
+			t.setGateWatermark(f.FromTask, r.EventTime)
+			continue
+		}
 		if string(r.Key) != kltBucketsKey {
 			continue
 		}

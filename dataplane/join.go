@@ -129,6 +129,7 @@ func NewJoinFactory(spec JoinSpec) (OperatorFactory, error) {
 }
 
 type joinOperator struct {
+	LateBound
 	spec JoinSpec
 	wm   int64
 	log  *slog.Logger
@@ -169,7 +170,7 @@ func (j *joinOperator) process(in []Record, st *State, emit Emit, size int64) er
 			j.untagged.Add(1)
 			return fmt.Errorf("join: record of key %q came from no known input", r.Key)
 		}
-		if size > 0 && r.EventTime <= j.wm {
+		if size > 0 && j.IsLate(r.EventTime, j.wm) {
 			j.onLate(r, emit)
 			continue
 		}

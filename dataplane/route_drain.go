@@ -34,8 +34,13 @@ import (
 // drainAll in a route-drained frame means every listed sender is drained.
 const drainAll = "*"
 
-// kltBucketsKey marks the KLT end record listing the buckets handed over.
-const kltBucketsKey = "buckets"
+// kltBucketsKey marks the KLT end record listing the buckets handed over;
+// kltWatermarkKey the one whose EventTime is the old owner's watermark at
+// the handoff.
+const (
+	kltBucketsKey   = "buckets"
+	kltWatermarkKey = "watermark"
+)
 
 // encodeBuckets writes buckets as a comma-separated list.
 func encodeBuckets(buckets []int) []byte {
@@ -65,6 +70,10 @@ func decodeBuckets(v []byte) (map[int]bool, error) {
 type drainGate struct {
 	buckets map[int]bool
 	drained map[string]bool // upstream senders O has seen the barrier of
+	// wm is O's watermark at the handoff (wmSet): records O forwards are
+	// judged late by it, not by this task's watermark (LateBounder).
+	wm    int64
+	wmSet bool
 }
 
 // routeGates is a new owner's state; owned by the task goroutine.
@@ -100,6 +109,30 @@ func (t *task) openGate(oldOwner string, buckets map[int]bool) {
 		return
 	}
 	t.gates.from[oldOwner] = &drainGate{buckets: buckets, drained: map[string]bool{}}
+}
+
+// setGateWatermark records the old owner's watermark at its handoff.
+func (t *task) setGateWatermark(oldOwner string, wm int64) {
+	if t.gates == nil {
+		return
+	}
+	if g := t.gates.from[oldOwner]; g != nil {
+		g.wm, g.wmSet = wm, true
+	}
+}
+
+// forwardedLateBound returns the late bound for a data frame f: the old
+// owner's watermark at its handoff when f comes forwarded from an old
+// owner whose gate is still open.
+func (t *task) forwardedLateBound(f *wire.Frame) (int64, bool) {
+	if t.gates == nil {
+		return 0, false
+	}
+	g := t.gates.from[f.FromTask]
+	if g == nil || !g.wmSet {
+		return 0, false
+	}
+	return g.wm, true
 }
 
 // openGainedGates installs dep and opens a gate for every other task of
@@ -234,6 +267,9 @@ func (t *task) onRouteDrained(ctx context.Context, f *wire.Frame) error {
 	for _, r := range f.Records {
 		if string(r.Key) == drainAll {
 			delete(t.gates.from, f.FromTask)
+			// Records it forwarded may have joined windows already due here
+			// (taken under its watermark): index them before the next fires.
+			t.wm.ixDone = false
 			break
 		}
 		gate.drained[string(r.Key)] = true

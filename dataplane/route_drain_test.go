@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 
@@ -36,5 +37,47 @@ func TestGateHoldsWatermarkUntilSenderDrained(t *testing.T) {
 	delete(tk.gates.held, "src")
 	if got := tk.admit(view, wm()); got == nil {
 		t.Fatal("watermark held after its sender was drained")
+	}
+}
+
+// Records an old owner forwards after its handoff are judged late by the
+// old owner's watermark at the handoff, not by the new owner's, which may
+// be past them: an upstream's later watermark can reach the new owner over
+// one stream before the old owner receives, over another, records that
+// upstream sent it earlier.
+func TestForwardedRecordsUseOldOwnersLateBound(t *testing.T) {
+	tk := &task{id: "n", w: &Worker{log: slog.Default()}}
+	fwd := &wire.Frame{Kind: wire.FrameData, FromTask: "o"}
+	if _, ok := tk.forwardedLateBound(fwd); ok {
+		t.Fatal("a late bound without any gate")
+	}
+	tk.openGate("o", map[int]bool{1: true})
+	if _, ok := tk.forwardedLateBound(fwd); ok {
+		t.Fatal("a late bound before the old owner's handoff end named its watermark")
+	}
+	tk.setGateWatermark("o", 100)
+	if wm, ok := tk.forwardedLateBound(fwd); !ok || wm != 100 {
+		t.Fatalf("late bound %d (%v), want the old owner's 100", wm, ok)
+	}
+	if _, ok := tk.forwardedLateBound(&wire.Frame{Kind: wire.FrameData, FromTask: "src"}); ok {
+		t.Fatal("a direct upstream's records got the old owner's bound")
+	}
+	// The window operator judges by the bound while it is set.
+	var lb LateBound
+	if !lb.IsLate(150, 200) {
+		t.Fatal("150 is late at watermark 200")
+	}
+	lb.SetLateBound(100, true)
+	if lb.IsLate(150, 200) || !lb.IsLate(100, 200) {
+		t.Fatal("with bound 100, 150 is on time and 100 late")
+	}
+	lb.SetLateBound(0, false)
+	if !lb.IsLate(150, 200) {
+		t.Fatal("the bound outlived its batch")
+	}
+	// The gate closes once the old owner has drained every sender.
+	tk.onRouteDrained(context.Background(), &wire.Frame{Kind: wire.FrameRouteDrained, FromTask: "o", Records: []Record{{Key: []byte(drainAll)}}})
+	if _, ok := tk.forwardedLateBound(fwd); ok {
+		t.Fatal("a late bound after the old owner drained")
 	}
 }

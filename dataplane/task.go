@@ -294,6 +294,12 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) erro
 			}
 		}
 		var err error
+		if lb, ok := t.op.(LateBounder); ok {
+			if bound, fwd := t.forwardedLateBound(f); fwd {
+				lb.SetLateBound(bound, true)
+				defer lb.SetLateBound(0, false)
+			}
+		}
 		if t.keyed != nil {
 			err = t.processKeyed(ctx, view, recs)
 		} else {

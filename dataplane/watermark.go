@@ -70,6 +70,37 @@ type WatermarkOperator interface {
 	OnWatermark(wm int64, st *State, emit Emit) error
 }
 
+// LateBounder is implemented by operators that drop late records (event
+// time ≤ their watermark). While a new owner takes records its old owner
+// forwards after a handoff, the runtime sets the bound those records are
+// judged by (ok) — the old owner's watermark at the handoff, since this
+// task's own watermark may already be past records the upstreams routed to
+// the old owner before their later watermarks reached this task — and
+// clears it (!ok) after the batch. The windows those records join fire at
+// this task's next watermark, which the route gates hold back until the old
+// owner is drained.
+type LateBounder interface {
+	SetLateBound(wm int64, ok bool)
+}
+
+// LateBound implements LateBounder: embed it and judge records with IsLate.
+type LateBound struct {
+	bound int64
+	set   bool
+}
+
+// SetLateBound implements LateBounder.
+func (l *LateBound) SetLateBound(wm int64, ok bool) { l.bound, l.set = wm, ok }
+
+// IsLate reports whether a record with event time ts is late for an
+// operator at watermark wm, or at the bound the runtime set.
+func (l *LateBound) IsLate(ts, wm int64) bool {
+	if l.set {
+		return ts <= l.bound
+	}
+	return ts <= wm
+}
+
 // TimerKeys is implemented by stateful WatermarkOperators: DueKeys names
 // the keys whose state OnWatermark(wm) needs.
 type TimerKeys interface {

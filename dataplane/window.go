@@ -157,6 +157,7 @@ func ParseDurationParam(v string) (time.Duration, error) {
 }
 
 type windowOperator struct {
+	LateBound
 	spec  WindowSpec
 	agg   Aggregator
 	size  int64
@@ -212,7 +213,7 @@ func (w *windowOperator) ProcessKeyed(in []Record, st *State, emit Emit) error {
 	var order []*keyWindows
 	for i := range in {
 		r := in[i]
-		if r.EventTime <= w.wm {
+		if w.IsLate(r.EventTime, w.wm) {
 			w.onLate(r, emit)
 			continue
 		}

@@ -64,7 +64,7 @@ func TestExactnessMatrix(t *testing.T) {
 				t.Fatalf("sink ledger %+v, want the %d even records once each", res.Sink, even)
 			}
 		}},
-		{Query: examples.TumblingWindow.Name(), Operator: "window", Input: in, NoBacklog: wftest.KnownBugLateAfterHandoff, Check: func(t *testing.T, r *wftest.Run, _ wftest.Result) {
+		{Query: examples.TumblingWindow.Name(), Operator: "window", Input: in, Check: func(t *testing.T, r *wftest.Run, _ wftest.Result) {
 			want := map[string]uint64{}
 			for _, rec := range in {
 				end := (rec.EventTime/int64(time.Second) + 1) * int64(time.Second) / int64(time.Millisecond)

@@ -150,6 +150,7 @@ func DecodeClosed(v []byte) (Closed, error) {
 
 // closer is the closing operator of one task.
 type closer struct {
+	dataplane.LateBound
 	keyOf func(Closed) []byte
 	log   *slog.Logger
 	wm    int64
@@ -178,7 +179,7 @@ func (c *closer) ProcessBatch([]dataplane.Record, dataplane.Emit) error {
 
 func (c *closer) ProcessKeyed(in []dataplane.Record, st *dataplane.State, _ dataplane.Emit) error {
 	for _, r := range in {
-		if r.EventTime <= c.wm {
+		if c.IsLate(r.EventTime, c.wm) {
 			c.onLate(r)
 			continue
 		}

@@ -62,16 +62,16 @@ func TestExactnessMatrix(t *testing.T) {
 		{Query: registerRecordQuery(t, "q3"), Operator: "q3-join", Input: in, Check: malformedToo("q3", func(t *testing.T, out []dataplane.Record) {
 			checkQ3(t, out, events)
 		})},
-		{Query: registerRecordQuery(t, "q4"), NoBacklog: wftest.KnownBugLateAfterHandoff, Operator: "q4-close", Parallelism: map[string]int{"q4-average": 2}, Input: closing,
+		{Query: registerRecordQuery(t, "q4"), Operator: "q4-close", Parallelism: map[string]int{"q4-average": 2}, Input: closing,
 			Check: malformedToo("q4", func(t *testing.T, out []dataplane.Record) { checkQ4(t, out, closingEvs) })},
-		{Query: registerRecordQuery(t, "q5"), NoBacklog: wftest.KnownBugLateAfterHandoff, Operator: "q5-window", Input: in, Check: malformedToo("q5", func(t *testing.T, out []dataplane.Record) {
+		{Query: registerRecordQuery(t, "q5"), Operator: "q5-window", Input: in, Check: malformedToo("q5", func(t *testing.T, out []dataplane.Record) {
 			checkQ5(t, out, events)
 		})},
 		{Query: registerRecordQuery(t, "q6"), Operator: "q6-average", Parallelism: map[string]int{"q6-close": 2}, Params: q6Params, Input: closing,
 			Check: malformedToo("q6", func(t *testing.T, out []dataplane.Record) { checkQ6(t, out, closingEvs) })},
 		{Query: registerRecordQuery(t, "q7"), Operator: "q7-window", Params: map[string]string{control.ParamWindowDuration: q7Window}, Input: in,
 			Check: malformedToo("q7", func(t *testing.T, out []dataplane.Record) { checkQ7(t, out, events) })},
-		{Query: registerRecordQuery(t, "q8"), NoBacklog: wftest.KnownBugLateAfterHandoff, Operator: "q8-join", Params: q8Params, Input: records(q8Evs, true),
+		{Query: registerRecordQuery(t, "q8"), Operator: "q8-join", Params: q8Params, Input: records(q8Evs, true),
 			Check: malformedToo("q8", func(t *testing.T, out []dataplane.Record) { checkQ8(t, out, q8Evs) })},
 	}
 	wftest.RunMatrix(t, cases)

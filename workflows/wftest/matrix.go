@@ -56,12 +56,6 @@ type MatrixCase struct {
 	// in, the last after.
 	Input            []dataplane.Record
 	ManualPartitions bool
-	// NoBacklog, when set, says why the case runs without the slowed
-	// operator: the rescaled operator keeps up, so its old owners hold no
-	// backlog when routes swap. It names a known bug the backlog exposes
-	// (see KnownBugLateAfterHandoff); the case still checks exactness and
-	// order under every protocol.
-	NoBacklog string
 	// Check compares the output (res, or r.SinkValues for collecting
 	// sinks) with an oracle computed from Input alone. The matrix itself
 	// checks the sink ledger: no duplicate, every record once where the
@@ -94,19 +88,6 @@ func (s slowOperator) BeforeBatch(_, operator, _ string, n int) {
 		time.Sleep(time.Duration(n) * s.perRecord)
 	}
 }
-
-// KnownBugLateAfterHandoff is the open runtime bug that event-time
-// operators (windows, windowed joins, auction closing) hit when an old
-// owner holds a backlog at a rescale: a new owner that already has an
-// event-time watermark — an existing task in a scale-in, a task gaining
-// buckets in a later DRRS subscale — can receive an upstream's watermark
-// over one worker-to-worker stream before the old owner receives, over
-// another, records that upstream sent it earlier. The old owner forwards
-// them after the handoff and the new owner drops them as late (and may
-// fire the moved keys' windows without them). The fix needs event-time
-// progress per gained bucket at the new owner (the old owner's watermark
-// until it is drained), in the lateness checks and in timer firing.
-const KnownBugLateAfterHandoff = "event-time operators drop an old owner's backlog as late after a rescale (wftest.KnownBugLateAfterHandoff)"
 
 // RunMatrix runs every case under every protocol, each as its own subtest
 // "<query>/<protocol>".
@@ -172,13 +153,8 @@ func runMatrixCase(t *testing.T, c MatrixCase, p Protocol) {
 			t.Fatalf("%s has %d tasks after the rescale, want %d", c.Operator, got, n)
 		}
 	}
-	var faults dataplane.Faults = slowOperator{op: c.Operator, perRecord: matrixRecordCost, on: slow}
-	if c.NoBacklog != "" {
-		t.Logf("no backlog at the old owners: %s", c.NoBacklog)
-		faults = nil
-	}
 	run := Start(t, Options{
-		Faults: faults,
+		Faults: slowOperator{op: c.Operator, perRecord: matrixRecordCost, on: slow},
 		Query:  c.Query, JobID: "m-" + c.Query + "-" + p.Name, Parallelism: par, Params: params, Backend: p.Backend,
 		Workers: workers, ManualPartitions: c.ManualPartitions, Timeout: 4 * time.Minute,
 		Phases: []Phase{
