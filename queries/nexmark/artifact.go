@@ -50,7 +50,7 @@ func init() {
 				panic(err)
 			}
 		}
-		if err := queries.Register(queries.Query{Name: b.Name(), Description: b.Description(), Operators: b.MustBuild(), Unchecked: unchecked(q)}); err != nil {
+		if err := queries.Register(queries.Query{Name: b.Name(), Description: b.Description(), Operators: b.MustBuild(), Unchecked: unchecked(q), Unordered: unordered(q)}); err != nil {
 			panic(err)
 		}
 	}
