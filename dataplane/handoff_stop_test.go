@@ -41,6 +41,11 @@ func TestStopDeliversHandoffQueue(t *testing.T) {
 	}
 	dep := c.handoffTo(moved)
 	next.mergeView(dep) // prepare-owners
+	// The new owner's one slot is taken, so the handoff's send waits and
+	// everything forwarded meanwhile goes to its queue: without this, a
+	// handoff that finished first would leave the old owner's goroutine
+	// blocked delivering straight to the full inbox.
+	next.inbox <- &wire.Frame{Kind: wire.FrameWatermark, FromTask: "filler", Records: []Record{{Offset: -1}}}
 	onTask(func(ctx context.Context, tk *task) error { return tk.handoff(ctx, dep, "r1", false, false) })
 	// Records routed the old way reach the old owner one frame each; it
 	// forwards them behind the handoff's end, which fills the inbox.
