@@ -140,6 +140,9 @@ type task struct {
 	// orderHandoffs are the order-only handoffs ("reconfig/fromTask") a
 	// task without keyed state took (handoff.go), reported like KLTInstalled.
 	orderHandoffs sync.Map
+	// lateBounder is op when it judges late records (set once at creation,
+	// so the per-batch path does no type assertion).
+	lateBounder LateBounder
 	// handoffSends are the handoffs' sendHandoff goroutines (handoff.go):
 	// the task is stopped only once they delivered their queues.
 	handoffSends sync.WaitGroup
@@ -294,10 +297,10 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) erro
 			}
 		}
 		var err error
-		if lb, ok := t.op.(LateBounder); ok {
+		if t.lateBounder != nil && t.gates != nil {
 			if bound, fwd := t.forwardedLateBound(f); fwd {
-				lb.SetLateBound(bound, true)
-				defer lb.SetLateBound(0, false)
+				t.lateBounder.SetLateBound(bound, true)
+				defer t.lateBounder.SetLateBound(0, false)
 			}
 		}
 		if t.keyed != nil {

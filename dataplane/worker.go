@@ -413,6 +413,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 	}
 	t.op = op
+	t.lateBounder, _ = op.(LateBounder)
 	t.inbox = make(chan *wire.Frame, 64)
 	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
 		t.ledger = newSinkLedger(dep.Job.ExactnessUnchecked == "" && dep.Job.OrderUnchecked == "")
