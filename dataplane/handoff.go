@@ -76,6 +76,8 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 	ordered = ordered || !eager
 	bulk := eager // asked for by stop-and-restart or DRRS, not a lazy scale-in
 	eager = eager || !stillHere
+	// A bulk move pushes the state itself (handoff_push.go).
+	push := bulk && t.keyed != nil && !t.keyed.shared
 	t.w.log.Debug("handoff", "task", t.id, "reconfig", reconfigID, "to", order)
 	// The new owners judge what this task forwards by its watermark now
 	// (LateBounder): nothing forwarded from here on is behind it.
@@ -103,7 +105,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			t.drainTo = append(t.drainTo, next.self.byID[toID])
 		}
 		t.handoffSends.Go(func() {
-			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, bulk, gate, wmNow, q)
+			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, bulk, push, gate, wmNow, q)
 		})
 	}
 	return nil
@@ -151,10 +153,16 @@ func (q *handoffQueue) offer(f *wire.Frame) bool {
 
 // sendHandoff streams the lookup entries of buckets to the new owner, then
 // the KLT end, then the records forwarded meanwhile.
-func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager, bulk bool, gate []int, wm int64, q *handoffQueue) {
+func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager, bulk, push bool, gate []int, wm int64, q *handoffQueue) {
 	err := func() error {
 		var entries []Record
-		if t.keyed != nil {
+		switch {
+		case t.keyed == nil:
+		case push:
+			if _, err := t.pushBuckets(ctx, target, buckets, me, reconfigID); err != nil {
+				return err
+			}
+		default:
 			var err error
 			if entries, err = t.keyed.localEntries(buckets, me); err != nil {
 				return err
@@ -343,6 +351,12 @@ func (t *task) installKLT(f *wire.Frame) error {
 		if ref.ID == t.id {
 			continue // the value is already here
 		}
+		if r.Offset == kltStateOffset {
+			if err := ks.applyPushed(r, f.FromTask); err != nil {
+				return fmt.Errorf("task %s: %w", t.id, err)
+			}
+			continue
+		}
 		if r.Offset == kltHashesOffset {
 			if len(r.Value) == 0 {
 				return fmt.Errorf("task %s: KLT hashes record from %s names no owner", t.id, f.FromTask)
@@ -389,6 +403,11 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 	t.w.log.Debug("klt installed", "task", t.id, "from", f.FromTask, "reconfig", f.BarrierID, "entries", t.keyed.klt.Len())
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask, Remaining: t.keyed.klt.Len()})
 	t.ackKLT(ctx, from, f.BarrierID) // handoff_ack.go
+	if t.keyed.bulk {
+		// A bulk move starts (or, pushed, ends) now, not at the next idle
+		// tick.
+		return t.afterBatch(ctx)
+	}
 	return nil
 }
 

@@ -381,6 +381,55 @@ func (p *Pebble) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	return nil
 }
 
+// Export calls fn once for every live key in [start, end), in no
+// particular order, without first writing the buffered writes of a
+// write-back cache to Pebble: it hands out those of the range itself and
+// skips their older versions in Pebble. A task that hands a range of its
+// state away and then deletes it (a bulk state move) so never writes the
+// range's buffered values to Pebble, nor the rest of its buffered writes
+// early, nor sorts them. fn's slices are valid only during the call; fn
+// must not write the store.
+func (p *Pebble) Export(start, end []byte, fn func(k, v []byte) bool) error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	defer p.exit()
+	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
+		return nil
+	}
+	p.wmu.Lock()
+	buffered := p.cache.dirtyInRange(start, end)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	p.wmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("statesvc: pebble export: %w", err)
+	}
+	defer it.Close()
+	newer := make(map[string]struct{}, len(buffered))
+	for _, b := range buffered {
+		newer[b.key] = struct{}{}
+		if b.present && !fn(b.k, b.v) {
+			return nil
+		}
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		if _, skip := newer[string(it.Key())]; skip {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("statesvc: pebble export at %q: %w", it.Key(), err)
+		}
+		if !fn(it.Key(), v) {
+			return nil
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("statesvc: pebble export: %w", err)
+	}
+	return nil
+}
+
 // DeleteRange implements Store with one range tombstone.
 func (p *Pebble) DeleteRange(start, end []byte) error {
 	if err := p.enter(); err != nil {
@@ -389,12 +438,9 @@ func (p *Pebble) DeleteRange(start, end []byte) error {
 	defer p.exit()
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	if err := p.writeBackLocked(true); err != nil {
-		return fmt.Errorf("statesvc: pebble delete range: %w", err)
-	}
-	// Rare (bucket cleanup): forget every cached value before and after.
-	p.cache.reset()
-	defer p.cache.reset()
+	// The range's cached values go, buffered writes included (the range
+	// tombstone supersedes them); the rest of the cache stays.
+	p.cache.dropRange(start, end)
 	if start == nil {
 		start = []byte{}
 	}

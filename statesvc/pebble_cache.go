@@ -410,3 +410,85 @@ func (c *valueCache) evictLocked() {
 		}
 	}
 }
+
+// bufferedKV is a copy of a dirty entry: a write not yet in Pebble. key is
+// the entry's map key (shared); k and v are copies.
+type bufferedKV struct {
+	key     string
+	k, v    []byte
+	present bool
+}
+
+// inRange says whether k lies in [start, end); a nil end is unbounded.
+func inRange(k string, start, end []byte) bool {
+	return k >= string(start) && (end == nil || k < string(end))
+}
+
+// dirtyInRange returns copies of the dirty entries with keys in [start,
+// end), oldest first, their bytes in one buffer. The caller holds wmu, so
+// no write-back moves them to Pebble meanwhile.
+func (c *valueCache) dirtyInRange(start, end []byte) []bufferedKV {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []bufferedKV
+	size := 0
+	for _, e := range c.dirty[c.dirtyHead:] {
+		if inRange(e.key, start, end) {
+			out = append(out, bufferedKV{key: e.key, present: e.present})
+			size += len(e.key) + len(e.v)
+		}
+	}
+	buf := make([]byte, 0, size)
+	i := 0
+	for _, e := range c.dirty[c.dirtyHead:] {
+		if !inRange(e.key, start, end) {
+			continue
+		}
+		b := &out[i]
+		i++
+		s := len(buf)
+		buf = append(buf, e.key...)
+		b.k = buf[s:len(buf):len(buf)]
+		s = len(buf)
+		buf = append(buf, e.v...)
+		b.v = buf[s:len(buf):len(buf)]
+	}
+	return out
+}
+
+// dropRange forgets every entry with a key in [start, end), dirty ones
+// too: a range delete supersedes their writes, so they need never reach
+// Pebble. The caller holds wmu. Unlike reset, the rest of the cache (the
+// keys a task keeps after giving some buckets away) stays warm.
+func (c *valueCache) dropRange(start, end []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	dropped := false
+	for k, e := range c.m {
+		if !inRange(k, start, end) {
+			continue
+		}
+		delete(c.m, k)
+		e.gone = true
+		c.bytes -= e.size()
+		if e.dirty {
+			e.dirty = false
+			c.dirtyBytes -= e.size()
+			dropped = true
+		}
+	}
+	if dropped {
+		// Keep the order of the dirty entries left: write-back takes the
+		// oldest first.
+		kept := c.dirty[:0]
+		for _, e := range c.dirty[c.dirtyHead:] {
+			if e.dirty {
+				kept = append(kept, e)
+			}
+		}
+		clear(c.dirty[len(kept):])
+		c.dirty, c.dirtyHead = kept, 0
+	}
+	c.forgetRecentLocked()
+}

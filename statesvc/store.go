@@ -154,3 +154,16 @@ func copyValues(vals [][]byte) [][]byte {
 	}
 	return vals
 }
+
+// Export calls fn once for every key in [start, end) of s, in no
+// particular order, where the store can do that without first writing a
+// write-back cache's buffered writes to disk (Pebble.Export); other stores
+// scan. fn's slices are valid only during the call; fn must not write s.
+func Export(s Store, start, end []byte, fn func(k, v []byte) bool) error {
+	if e, ok := s.(interface {
+		Export(start, end []byte, fn func(k, v []byte) bool) error
+	}); ok {
+		return e.Export(start, end, fn)
+	}
+	return s.Scan(start, end, fn)
+}

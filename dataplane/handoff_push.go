@@ -1,0 +1,163 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"koala/dataplane/control"
+	"koala/dataplane/wire"
+	"koala/statesvc"
+)
+
+// State push: how stop-and-restart and DRRS move keyed state.
+//
+// A bulk handoff moves every key of the given buckets at once. Its old
+// owner has stopped writing them (from the handoff on, their records are
+// forwarded), so it needs neither the key lookup table nor the pull
+// protocol of a lazy move: it scans the buckets it gives away, once, and
+// streams their raw state (every state name, keys already in the store's
+// layout) to the new owner in chunks of about StateMigrationChunkSize
+// bytes, on the same ordered stream as the KLT end and the forwarded
+// records that follow. The new owner writes each chunk to its store as it
+// arrives; when the end arrives its state is complete, before any record
+// of those buckets is processed there (direct records wait at the gate or,
+// for stop-and-restart, behind paused sources). Per key that is one scan
+// step on the old owner and one batch write on the new one, against a
+// lookup entry sent, installed and removed, a second scan, a point read and
+// a tombstone for a pull, which made the bulk move key-bound.
+//
+// Checkpoints: between the push and the new owner's install neither task's
+// part would hold the moved values, and the install ack (handoff_ack.go)
+// already makes the old owner refuse its part of any checkpoint in that
+// window, as for the lookup entries of a lazy handoff.
+
+// kltStateOffset marks a KLT frame record carrying pushed state: Partition
+// is the first bucket it holds keys of, Value the sender (as on every KLT record that names its
+// owner), Key a run of (uvarint length, state key, uvarint length, value).
+const kltStateOffset = -3
+
+// pushBuckets streams the state of buckets to target and then deletes it
+// here. It returns the number of state bytes (state keys and values) sent.
+func (t *task) pushBuckets(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, reconfigID string) (int, error) {
+	ks := t.keyed
+	owner := []byte(encodeOwner(me))
+	// The frame around a chunk needs a little room under the exchange's
+	// 64 MiB message limit.
+	limit := min(ks.chunkBytes, control.MaxStateMigrationChunkSize-64<<10)
+	sent := 0
+	var packed []byte
+	send := func(bucket int) error {
+		f := &wire.Frame{Kind: wire.FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID,
+			Records: []Record{{Key: packed, Value: owner, Partition: int32(bucket), Offset: kltStateOffset}}}
+		sent += len(packed)
+		// A new buffer for the next chunk: this one may wait in a local
+		// inbox.
+		packed = nil
+		return t.w.deliver(ctx, target, f)
+	}
+	// One scan and one range delete per run of adjacent buckets (the
+	// buckets a task gains are usually one run). The scan merges the
+	// store's buffered writes instead of writing them to disk first: the
+	// moved ones are deleted here right after, the others stay buffered.
+	for _, run := range bucketRuns(buckets) {
+		start, end := statesvc.BucketRange(ks.opName, run[0], run[1])
+		var sendErr error
+		err := statesvc.Export(ks.store, start, end, func(k, v []byte) bool {
+			need := 2*binary.MaxVarintLen32 + len(k) + len(v)
+			if len(packed) > 0 && len(packed)+need > limit {
+				if sendErr = send(run[0]); sendErr != nil {
+					return false
+				}
+			}
+			if packed == nil {
+				packed = make([]byte, 0, min(limit, max(need, 256<<10)))
+			}
+			packed = binary.AppendUvarint(packed, uint64(len(k)))
+			packed = append(packed, k...)
+			packed = binary.AppendUvarint(packed, uint64(len(v)))
+			packed = append(packed, v...)
+			return true
+		})
+		if err == nil {
+			err = sendErr
+		}
+		if err == nil && len(packed) > 0 {
+			err = send(run[0])
+		}
+		if err != nil {
+			return sent, fmt.Errorf("push buckets %d-%d of %s to %s: %w", run[0], run[1]-1, ks.opName, target.ID, err)
+		}
+		if err := ks.store.DeleteRange(start, end); err != nil {
+			return sent, fmt.Errorf("push buckets %d-%d of %s to %s: delete the moved state: %w", run[0], run[1]-1, ks.opName, target.ID, err)
+		}
+	}
+	return sent, nil
+}
+
+// bucketRuns splits buckets (ascending) into runs of adjacent ones, each
+// as [first, last+1).
+func bucketRuns(buckets []int) [][2]int {
+	var runs [][2]int
+	for i := 0; i < len(buckets); {
+		j := i + 1
+		for j < len(buckets) && buckets[j] == buckets[j-1]+1 {
+			j++
+		}
+		runs = append(runs, [2]int{buckets[i], buckets[j-1] + 1})
+		i = j
+	}
+	return runs
+}
+
+// applyPushed writes a chunk of pushed state (see kltStateOffset) to the
+// store. Every key must be a state key of this operator in a bucket from
+// the record's on (a chunk may run on into the next buckets of a run):
+// anything else is a corrupt or misrouted chunk, and writing it would
+// plant state no route leads to.
+func (ks *keyedState) applyPushed(r *Record, from string) error {
+	bucket := int(r.Partition)
+	var kvs []statesvc.KV
+	var slots, moved uint64
+	for rest := r.Key; len(rest) > 0; {
+		k, n, err := uvarintBytes(rest)
+		if err != nil {
+			return fmt.Errorf("state chunk from %s, bucket %d: key: %w", from, bucket, err)
+		}
+		rest = rest[n:]
+		v, n, err := uvarintBytes(rest)
+		if err != nil {
+			return fmt.Errorf("state chunk from %s, bucket %d: value: %w", from, bucket, err)
+		}
+		rest = rest[n:]
+		op, b, _, user, err := statesvc.ParseStateKey(k)
+		if err != nil {
+			return fmt.Errorf("state chunk from %s, bucket %d: %w", from, bucket, err)
+		}
+		if op != ks.opName || b < bucket || b >= max(1, ks.buckets) {
+			return fmt.Errorf("state chunk from %s for buckets %d-%d of %s holds a key of bucket %d of %q", from, bucket, max(1, ks.buckets)-1, ks.opName, b, op)
+		}
+		kvs = append(kvs, statesvc.KV{Key: k, Value: v})
+		slots++
+		moved += uint64(len(user) + len(v))
+	}
+	if err := ks.store.MultiPut(kvs); err != nil {
+		return fmt.Errorf("store state chunk from %s, bucket %d: %w", from, bucket, err)
+	}
+	ks.keysFetched.Add(slots)
+	ks.bytesMoved.Add(moved)
+	return nil
+}
+
+// uvarintBytes reads a uvarint length and that many bytes from b, and
+// returns them and the bytes consumed.
+func uvarintBytes(b []byte) ([]byte, int, error) {
+	l, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, 0, fmt.Errorf("bad length prefix")
+	}
+	if l > uint64(len(b)-n) {
+		return nil, 0, fmt.Errorf("length %d runs past the chunk's %d bytes", l, len(b)-n)
+	}
+	return b[n : n+int(l)], n + int(l), nil
+}
