@@ -448,6 +448,8 @@ type ProduceRequest struct {
 type NexmarkSource struct {
 	// EventTypes restricts the stream to these kinds ("Person", "Auction",
 	// "Bid"), keeping their order and event times; empty means all.
+	// "ClosedAuction" alone selects the closed-auction stream instead (the
+	// input of nexmark_query6_modified).
 	EventTypes      []string `json:"event_types,omitempty"`
 	NumActivePeople int      `json:"num_active_people,omitempty"`
 	// Hot ratios: 1 in N auctions (bids) goes to a cold seller (auction,
@@ -463,6 +465,20 @@ type NexmarkSource struct {
 	// sellers are "sequential" (one new seller per auction), "uniform" or
 	// "zipf" (exponent: the request's Skew) over NumActivePeople.
 	Sellers string `json:"sellers,omitempty"`
+	// HotSellerRatio (0 to 1, the share of closed auctions sold by the
+	// current hot seller), HotSellerRange (one hot seller per that many
+	// people) and ExtraPayloadSize (bytes of padding per record) shape the
+	// ClosedAuction stream, as the artifact's NexmarkSourceConfig does.
+	HotSellerRatio   float64 `json:"hot_seller_ratio,omitempty"`
+	HotSellerRange   int     `json:"hot_seller_range,omitempty"`
+	ExtraPayloadSize int     `json:"extra_payload_size,omitempty"`
+	// Knobs carries the artifact's NexmarkSourceConfig knobs that no field
+	// above holds, by their artifact names, so that a generator can take
+	// them up without a new request field: HotAuctionRatio,
+	// HotAuctionRange, HotBidderRatio, HotBidderRange, HotCategoryRatio,
+	// HotCategoryRange, NumCategories, NumActiveAuctions, NumInFlightEvents,
+	// and HotSellerRatio/HotSellerRange of a Person/Auction/Bid stream.
+	Knobs map[string]float64 `json:"knobs,omitempty"`
 }
 
 // ProduceStopRequest names the producer VerbProduceStop stops (its

@@ -1,7 +1,6 @@
 package nexmark
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -52,7 +51,8 @@ type Config struct {
 	// Kinds restricts the stream to these kinds ("person", "auction",
 	// "bid"); empty means all. Next(n) is then the n-th event of those
 	// kinds, with the event number and event time it has in the full
-	// stream.
+	// stream. "closedauction" alone selects the closed-auction stream
+	// instead (generator_closed.go).
 	Kinds []string
 	// BaseTime is the event time of event 0 (unix ns) and InterEventNanos
 	// the event-time distance between events. BaseTime 0 stamps every event
@@ -67,6 +67,17 @@ type Config struct {
 	// SellersZipf; Skew is the exponent of SellersZipf.
 	Sellers string
 	Skew    float64
+	// HotSellerRatio, HotSellerRange and ExtraPayloadSize shape the
+	// closed-auction stream (Kinds ["ClosedAuction"], see
+	// generator_closed.go) with the artifact's NexmarkSourceConfig knobs:
+	// HotSellerRatio (0 to 1) of the closed auctions go to the current hot
+	// seller, one of every HotSellerRange people (default
+	// DefaultHotSellerRange), and every record carries ExtraPayloadSize
+	// bytes of padding. They are not the reference stream's
+	// HotSellersRatio, which counts 1 in N.
+	HotSellerRatio   float64
+	HotSellerRange   int
+	ExtraPayloadSize int
 }
 
 // DefaultConfig is the reference generator's configuration.
@@ -97,6 +108,9 @@ func (c Config) withDefaults() Config {
 	if c.InterEventNanos <= 0 {
 		c.InterEventNanos = d.InterEventNanos
 	}
+	if c.HotSellerRange <= 0 {
+		c.HotSellerRange = DefaultHotSellerRange
+	}
 	if c.AuctionLength <= 0 {
 		c.AuctionLength = d.AuctionLength
 		if c.Sellers != "" {
@@ -114,13 +128,26 @@ type Generator struct {
 	// selected kinds (all of them without Kinds).
 	offsets []int64
 	// seller picks auction k's seller index of a closing-auction stream
-	// (nil: the reference stream).
+	// or of the closed-auction stream (nil: their default draw).
 	seller sellerPicker
+	// closed marks the closed-auction stream; extra is its records' pad.
+	closed bool
+	extra  string
 }
 
-// NewGenerator returns a generator for cfg; unknown Kinds are an error.
+// NewGenerator returns a generator for cfg; unknown Kinds and knobs out of
+// range are errors naming them.
 func NewGenerator(cfg Config) (*Generator, error) {
 	g := &Generator{cfg: cfg.withDefaults()}
+	if closed, err := closedAuctionsOnly(cfg); err != nil || closed {
+		if err != nil {
+			return nil, err
+		}
+		return g, g.initClosedAuctions(cfg)
+	}
+	if err := rejectClosedAuctionKnobs(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Sellers != "" {
 		if len(cfg.Kinds) > 0 {
 			return nil, fmt.Errorf("nexmark sellers %q makes its own auction/bid stream; event types %v cannot select from it", cfg.Sellers, cfg.Kinds)
@@ -136,7 +163,7 @@ func NewGenerator(cfg Config) (*Generator, error) {
 		case "person", "auction", "bid":
 			want[kk] = true
 		default:
-			return nil, fmt.Errorf("nexmark event type %q: allowed are Person, Auction, Bid", k)
+			return nil, fmt.Errorf("nexmark event type %q: allowed are %s", k, allowedKinds)
 		}
 	}
 	for off := int64(0); off < totalProportion; off++ {
@@ -150,6 +177,9 @@ func NewGenerator(cfg Config) (*Generator, error) {
 // EventNumber is the event number (in the full stream) of Next(n).
 func (g *Generator) EventNumber(n int64) int64 {
 	m := g.cfg.OutputEventNumber + n
+	if g.closed { // a stream of its own: closed auction m is event m
+		return m
+	}
 	k := int64(len(g.offsets))
 	return m/k*totalProportion + g.offsets[m%k]
 }
@@ -235,6 +265,9 @@ func (g *Generator) Timestamp(e int64) int64 { return g.cfg.BaseTime + e*g.cfg.I
 // Event builds event number e (absolute: OutputEventNumber is not added)
 // stamped with event time ts (unix ns).
 func (g *Generator) Event(e, ts int64) Event {
+	if g.closed {
+		return Event{ClosedAuction: g.closedAuction(e, ts)}
+	}
 	if g.seller != nil {
 		return g.closingEvent(e, ts)
 	}
@@ -290,7 +323,7 @@ func (g *Generator) Event(e, ts int64) Event {
 
 // pad returns filler that brings e's encoding to about avg bytes (±10 %).
 func pad(rng *rand.Rand, avg int, e Event) string {
-	data, _ := json.Marshal(e)
+	data, _ := EncodeEvent(e)
 	target := avg + rng.IntN(avg/5+1) - avg/10
 	if n := target - len(data) - len(`,"extra":""`); n > 0 {
 		return randString(rng, n)
@@ -298,19 +331,25 @@ func pad(rng *rand.Rand, avg int, e Event) string {
 	return ""
 }
 
-// Next fills r with event n of the stream: key = event number, value =
-// the JSON event, event time from the config (or the wall clock).
+// Next fills r with event n of the stream: key = event number (the seller
+// for closed auctions, which the query is keyed by), value = the encoded
+// event (EncodeEvent), event time from the config (or the wall clock).
 func (g *Generator) Next(n int64, r *dataplane.Record) {
 	e := g.EventNumber(n)
 	ts := time.Now().UnixNano()
 	if g.cfg.BaseTime != 0 {
 		ts = g.Timestamp(e)
 	}
-	data, err := json.Marshal(g.Event(e, ts))
+	ev := g.Event(e, ts)
+	data, err := EncodeEvent(ev)
 	if err != nil {
 		panic(err) // plain structs always encode
 	}
-	r.Key = strconv.AppendInt(r.Key[:0], e, 10)
+	if ev.ClosedAuction != nil {
+		r.Key = strconv.AppendInt(r.Key[:0], ev.ClosedAuction.Seller, 10)
+	} else {
+		r.Key = strconv.AppendInt(r.Key[:0], e, 10)
+	}
 	r.Value = data
 	r.EventTime = ts
 	r.Partition, r.Offset = 0, 0
@@ -354,6 +393,7 @@ func ConfigOf(req control.ProduceRequest) Config {
 		if n.Sellers != "" {
 			cfg.Sellers, cfg.Skew = n.Sellers, req.Skew
 		}
+		cfg.HotSellerRatio, cfg.HotSellerRange, cfg.ExtraPayloadSize = n.HotSellerRatio, n.HotSellerRange, n.ExtraPayloadSize
 	}
 	return cfg
 }

@@ -44,6 +44,7 @@ func TestExactnessMatrix(t *testing.T) {
 	in, events := input()
 	closing, _, closingEvs := closingInput(t)
 	q8Evs, _ := q8Input()
+	q6mod, q6modEvs := q6ModInput(t, numEvents)
 	// Where the rescaled operator is not a parser, the parsers' malformed
 	// counts survive the rescales.
 	malformedToo := func(q string, check func(t *testing.T, out []dataplane.Record)) func(*testing.T, *wftest.Run, wftest.Result) {
@@ -73,6 +74,11 @@ func TestExactnessMatrix(t *testing.T) {
 			Check: malformedToo("q7", func(t *testing.T, out []dataplane.Record) { checkQ7(t, out, events) })},
 		{Query: registerRecordQuery(t, "q8"), Operator: "q8-join", Params: q8Params, Input: records(q8Evs, true),
 			Check: malformedToo("q8", func(t *testing.T, out []dataplane.Record) { checkQ8(t, out, q8Evs) })},
+		// q6 modified: one output per input keyed by seller, so the ledger
+		// checks every record once and in per-seller order, and the oracle
+		// each seller's sequence of averages; the pad moves with the state.
+		{Query: registerQ6ModRecords(t), Operator: "statefulMapper", Params: map[string]string{control.ParamDummyFieldSize: "64"}, Input: q6mod,
+			Check: func(t *testing.T, _ *wftest.Run, res wftest.Result) { checkQ6Mod(t, res.Output, q6modEvs) }},
 	}
 	wftest.RunMatrix(t, cases)
 }
