@@ -26,8 +26,11 @@
 // deploy and status), handlers.go (control requests over NATS, run on the
 // task goroutine), task.go (a task's loop, batching and outputs),
 // routing.go (bucket → task tables), source.go (the source task's control
-// loop), watermark.go (event time), latency.go and ledger.go (what sinks
-// measure and count), worker_produce.go (producers inside a worker).
+// loop), source_credit.go and credit_return.go (how far a source reads
+// ahead of the tasks after it, and their acknowledgements), watermark.go
+// (event time), latency.go and ledger.go (what sinks measure and count),
+// counters.go (operator and source counters), worker_produce.go
+// (producers inside a worker).
 //
 // Keyed state and the Koala protocol — lazy, per-key migration: stateful.go
 // (state per batch, the key lookup table consulted for moved keys),

@@ -250,6 +250,7 @@ func (t *task) admit(view *taskView, f *wire.Frame) *wire.Frame {
 	}
 	p := *f
 	p.Records = now
+	p.Seq = 0 // the held part acknowledges the source's frame once processed
 	return &p
 }
 

@@ -23,19 +23,31 @@ type sourceCmd struct {
 }
 
 // sourceState is the task side of a source: its partition reader, the
-// control requests its goroutine executes and whether it is paused.
+// control requests its goroutine executes, whether it is paused, and the
+// credit it reads on (source_credit.go).
 type sourceState struct {
 	*kafkaio.Reader
 	cmds   chan sourceCmd
 	paused atomic.Bool
+	credit *sourceCredit
+	// creditView is the view the credit was last pruned for (source
+	// goroutine only).
+	creditView *taskView
 }
 
-func newSourceState(brokers []string, topic string, parts []int32, start map[int32]int64, extra []kgo.Opt) (*sourceState, error) {
+func newSourceState(brokers []string, topic string, parts []int32, start map[int32]int64, extra []kgo.Opt, ahead ReadAhead) (*sourceState, error) {
 	r, err := kafkaio.NewReader(brokers, topic, parts, start, extra)
 	if err != nil {
 		return nil, err
 	}
-	return &sourceState{Reader: r, cmds: make(chan sourceCmd, 8)}, nil
+	return &sourceState{Reader: r, cmds: make(chan sourceCmd, 8), credit: newSourceCredit(ahead)}, nil
+}
+
+// lag is the records of the source's partitions that the pipeline has not
+// taken: those not yet read from Kafka and those read but not yet
+// processed by the next operator.
+func (s *sourceState) lag() uint64 {
+	return s.Lag() + uint64(s.credit.records())
 }
 
 // command runs a control request on the source goroutine.
@@ -54,18 +66,23 @@ func (t *task) command(ctx context.Context, cmd sourceCmd) error {
 	}
 }
 
+// sourceRun is how far the source goroutine got with finishing its input.
+type sourceRun struct {
+	finishAt map[int32]int64
+	finishID string
+	finished bool
+}
+
 // runSource polls Kafka and emits batches until cancelled or finished.
 func (t *task) runSource(ctx context.Context) error {
 	s := t.source
 	go t.trackLag(ctx)
-	var finishAt map[int32]int64
-	var finishID string
-	finished := false
+	var run sourceRun
 	for ctx.Err() == nil {
 		// Control requests first; block on them while paused or finished.
 		for {
 			var cmd sourceCmd
-			if s.paused.Load() || finished {
+			if s.paused.Load() || run.finished {
 				select {
 				case <-ctx.Done():
 					return nil
@@ -80,36 +97,32 @@ func (t *task) runSource(ctx context.Context) error {
 			if cmd.kind == "" {
 				break
 			}
-			view := t.view.Load()
-			switch cmd.kind {
-			case "pause":
-				s.paused.Store(true)
-				cmd.reply <- broadcast(ctx, t.w, view, t.jobID, t.id, wire.FrameBarrier, cmd.barrierID)
-			case "resume":
-				s.paused.Store(false)
-				cmd.reply <- nil
-			case "finish":
-				// A repeated finish (retried activity) re-emits end-of-stream.
-				finishAt, finishID, finished = cmd.endOffsets, cmd.barrierID, false
-				cmd.reply <- nil
-			case "run":
-				cmd.reply <- cmd.fn(ctx, t)
-			default:
-				cmd.reply <- fmt.Errorf("source %s: unknown command %q", t.id, cmd.kind)
-			}
+			t.execSourceCmd(ctx, cmd, &run)
 		}
-		if finishAt != nil && !finished && s.Reached(finishAt) {
+		if run.finishAt != nil && !run.finished && s.Reached(run.finishAt) {
 			// End of input: a final watermark fires every pending window (watermark.go).
 			if err := t.sourceWatermark(ctx, true); err != nil {
 				return err
 			}
-			if err := broadcast(ctx, t.w, t.view.Load(), t.jobID, t.id, wire.FrameEOS, finishID); err != nil {
+			if err := broadcast(ctx, t.w, t.view.Load(), t.jobID, t.id, wire.FrameEOS, run.finishID); err != nil {
 				return err
 			}
-			finished = true
+			run.finished = true
 			continue
 		}
-		if err := t.pollOnce(ctx, finishAt); err != nil {
+		if !s.credit.ready(t.view.Load().job.BatchSize) {
+			// The downstream has not processed what was read: wait for its
+			// credit, still taking control requests (barriers need none).
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.credit.wake:
+			case cmd := <-s.cmds:
+				t.execSourceCmd(ctx, cmd, &run)
+			}
+			continue
+		}
+		if err := t.pollOnce(ctx, run.finishAt); err != nil {
 			return err
 		}
 		if err := t.sourceWatermark(ctx, false); err != nil { // watermark.go
@@ -119,12 +132,43 @@ func (t *task) runSource(ctx context.Context) error {
 	return nil
 }
 
+// execSourceCmd runs one control request on the source goroutine.
+func (t *task) execSourceCmd(ctx context.Context, cmd sourceCmd, run *sourceRun) {
+	s := t.source
+	view := t.view.Load()
+	switch cmd.kind {
+	case "pause":
+		s.paused.Store(true)
+		cmd.reply <- broadcast(ctx, t.w, view, t.jobID, t.id, wire.FrameBarrier, cmd.barrierID)
+	case "resume":
+		s.paused.Store(false)
+		cmd.reply <- nil
+	case "finish":
+		// A repeated finish (retried activity) re-emits end-of-stream.
+		run.finishAt, run.finishID, run.finished = cmd.endOffsets, cmd.barrierID, false
+		cmd.reply <- nil
+	case "run":
+		cmd.reply <- cmd.fn(ctx, t)
+	default:
+		cmd.reply <- fmt.Errorf("source %s: unknown command %q", t.id, cmd.kind)
+	}
+}
+
 // pollOnce reads up to one batch and emits it. Records past a finish
 // offset are never emitted (they belong to no run).
 func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 	s := t.source
+	if view := t.view.Load(); view != s.creditView {
+		s.credit.prune(view.dep)
+		s.creditView = view
+	}
+	// Never read more than the credit left: records polled are handed on.
+	room := s.credit.room()
+	if room <= 0 {
+		return nil
+	}
 	pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	fetches := s.Poll(pctx, max(1, t.view.Load().job.BatchSize))
+	fetches := s.Poll(pctx, min(max(1, t.view.Load().job.BatchSize), room))
 	cancel()
 	if ctx.Err() != nil {
 		return nil
@@ -165,7 +209,12 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 		// batch leaves the task only after this loop (flush).
 		s.Advance(fp.Partition, fp.HighWatermark, next)
 	})
-	t.stats.kafkaLag.Store(s.Lag())
+	if n > 0 {
+		// Numbered and counted before delivery: from here on they are lag
+		// until their receivers acknowledge them.
+		s.credit.record(&t.out)
+	}
+	t.stats.kafkaLag.Store(s.lag())
 	if rejected > 0 {
 		t.dead.Flush(ctx) // before the records after them and any barrier
 	}
@@ -181,7 +230,8 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 
 // trackLag refreshes the end offsets of the task's partitions once a second,
 // independently of polling, so the lag metric keeps growing while the source
-// is paused or falling behind (a fetch only reports the end it reached).
+// is paused or waits for credit (a fetch only reports the end it reached),
+// and falls as the downstream acknowledges what it processed.
 func (t *task) trackLag(ctx context.Context) {
 	s := t.source
 	tick := time.NewTicker(time.Second)
@@ -193,11 +243,10 @@ func (t *task) trackLag(ctx context.Context) {
 		case <-tick.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := s.RefreshEnds(rctx)
+		// On error the next tick retries; the lag keeps the last end offsets
+		// but still follows what the downstream acknowledged.
+		_ = s.RefreshEnds(rctx)
 		cancel()
-		if err != nil {
-			continue // the next tick retries; the metric keeps its last value
-		}
-		t.stats.kafkaLag.Store(s.Lag())
+		t.stats.kafkaLag.Store(s.lag())
 	}
 }

@@ -146,6 +146,9 @@ type task struct {
 	// handoffSends are the handoffs' sendHandoff goroutines (handoff.go):
 	// the task is stopped only once they delivered their queues.
 	handoffSends sync.WaitGroup
+	// srcRefs finds the sources whose frames this task acknowledges
+	// (credit_return.go).
+	srcRefs sourceRefs
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64
@@ -322,6 +325,10 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) erro
 		t.stats.observeBatch(time.Since(start))
 		if err != nil {
 			return err
+		}
+		if f.Seq != 0 {
+			// Processed and handed on: the source may read that much more.
+			t.ackSource(view, f) // credit_return.go
 		}
 		f.Release() // the batch is done: its record array can be reused
 		if t.keyed != nil {

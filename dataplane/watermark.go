@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -572,31 +571,6 @@ func (w *Worker) Watermarks(jobID string) map[string]int64 {
 			continue
 		}
 		out[t.id] = t.wm.pub.Load()
-	}
-	return out
-}
-
-// OperatorCounters returns, per task of job on this worker, the counters of
-// operators that report them (CounterReporter): late records, malformed
-// input and the like.
-func (w *Worker) OperatorCounters(jobID string) map[string]map[string]uint64 {
-	out := map[string]map[string]uint64{}
-	for _, t := range w.jobTasks(jobID, nil) {
-		var cs map[string]uint64
-		if c, ok := t.op.(CounterReporter); ok {
-			cs = c.Counters()
-		}
-		if t.dead != nil {
-			if dc := t.dead.Counts(); !dc.IsZero() {
-				if cs == nil {
-					cs = map[string]uint64{}
-				}
-				maps.Copy(cs, dc.Counters())
-			}
-		}
-		if cs != nil {
-			out[t.id] = cs
-		}
 	}
 	return out
 }

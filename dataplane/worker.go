@@ -118,6 +118,9 @@ type Worker struct {
 	ctx   context.Context
 	peers *exchange.Peers
 	state *exchange.StateConns
+	// credits are acknowledgements on their way to sources on other
+	// workers (credit_return.go).
+	credits creditReturns
 }
 
 // NewWorker connects to NATS and opens the data-plane listener.
@@ -163,6 +166,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.peers = exchange.NewPeers(ctx, w.log, w.grpcClientCreds)
 	srv := exchange.NewServer(exchangeHandler{w}, w.grpcServerCreds)
 	go func() { _ = srv.Serve(w.lis) }()
+	go w.returnCredits(ctx)
 	defer srv.Stop()
 	defer w.nc.Close()
 	defer w.state.Close()
@@ -246,6 +250,12 @@ func (w *Worker) heartbeat() {
 // deliverLocal hands a frame to a task on this worker, blocking while the
 // task's inbox is full (backpressure).
 func (w *Worker) deliverLocal(ctx context.Context, f *wire.Frame) error {
+	if f.Kind == wire.FrameCredit {
+		// Applied at once, never queued: a source's credit must not wait
+		// behind the records it is meant to release (credit_return.go).
+		w.creditLocal(f.JobID, f.ToTask, f.FromTask, f.Seq)
+		return nil
+	}
 	w.mu.Lock()
 	t := w.tasks[f.JobID+"/"+f.ToTask]
 	w.mu.Unlock()
@@ -393,8 +403,12 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 		}
+		ahead, err := ReadAheadOf(dep.Job)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
+		}
 		// The worker's own Kafka options come last, so they may override.
-		src, err := newSourceState(dep.Job.KafkaBrokers, dep.Job.Topic, parts, start, append(fetch, w.opts.KafkaOpts...))
+		src, err := newSourceState(dep.Job.KafkaBrokers, dep.Job.Topic, parts, start, append(fetch, w.opts.KafkaOpts...), ahead)
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 		}

@@ -79,6 +79,21 @@ const (
 	ParamSourceFetchMaxWaitMs = "SourceFetchMaxWaitMs"
 )
 
+// ParamSourceMaxInFlightRecords bounds how far a source task reads ahead
+// of its downstream: the records it handed to the next operator's tasks
+// that those have not yet processed. Unset, it is
+// DefaultSourceInFlightBatches batches of the job's BatchSize.
+const ParamSourceMaxInFlightRecords = "SourceMaxInFlightRecords"
+
+// Default and largest ParamSourceMaxInFlightRecords. Sixteen batches keep
+// the source's next batches ready while the downstream works on earlier
+// ones (the acknowledgement of a batch comes back after it was processed),
+// without hiding more than a moment of input inside the pipeline.
+const (
+	DefaultSourceInFlightBatches = 16
+	MaxSourceMaxInFlightRecords  = 1 << 24
+)
+
 // IntParam reads a whole-number job parameter within [lo, hi], def when
 // unset; its error names the parameter, its unit and the range.
 func IntParam(job JobSpec, name string, def, lo, hi int, unit string) (int, error) {
@@ -161,3 +176,15 @@ const ParamDummyFieldSize = "DummyFieldSize"
 // checkpoints). The sink task's exactness ledger is the same either way:
 // it belongs to the terminal task, not to the operator.
 const ParamSinkKind = "SinkKind"
+
+// ParamListStateSize and ParamListLength size the trace queries' list
+// state (the artifact's fields of the same names): how many of a key's
+// latest entries azure's cpuReadingStats and borg's jobEventStats
+// (ListStateSize) and taxi's movingMedianTripTime (ListLength) keep.
+// Unset, each query keeps its artifact default; MaxListSize bounds both,
+// since every event of a key rewrites its whole list.
+const (
+	ParamListStateSize = "ListStateSize"
+	ParamListLength    = "ListLength"
+	MaxListSize        = 1 << 16
+)

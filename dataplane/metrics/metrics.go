@@ -18,7 +18,7 @@ type TaskRow struct {
 	Batches                        uint64  // batches processed in this second
 	BatchTimeAvgUs, BatchTimeMaxUs float64 // per-batch processing time
 	QueueTimeAvgUs                 float64 // queueing time
-	KafkaLag                       uint64  // source tasks: sum over partitions of end offset - position
+	KafkaLag                       uint64  // source tasks: records not yet processed by the next operator (end offsets - positions + read but unprocessed)
 	IdleRatio, BackpressureRatio   float64 // idle and backpressure rate
 	MultiGetUs, MultiPutUs         float64 // multi-get / multi-put time
 	KeyLookupUs                    float64 // KeyLookUpTime

@@ -55,7 +55,13 @@ const (
 	// entries the old owner handed to it (dataplane/handoff_ack.go).
 	FrameKLTAck FrameKind = 10
 
-	lastWireKind = FrameKLTAck
+	// FrameCredit: a task tells a source task that it processed the
+	// source's data frames up to sequence number Seq, so the source may
+	// read further (dataplane/source_credit.go). It never waits in an
+	// inbox: the receiving worker applies it on arrival.
+	FrameCredit FrameKind = 11
+
+	lastWireKind = FrameCredit
 	// FrameControl runs a function on the task goroutine; never on the wire.
 	FrameControl FrameKind = 100
 )
@@ -82,6 +88,8 @@ func (k FrameKind) String() string {
 		return "checkpoint"
 	case FrameKLTAck:
 		return "klt-ack"
+	case FrameCredit:
+		return "credit"
 	case FrameControl:
 		return "control"
 	}
@@ -96,7 +104,11 @@ type Frame struct {
 	FromTask  string
 	ToTask    string
 	BarrierID string
-	Records   []Record
+	// Seq is a source task's batch number on the data frames it sends
+	// (0 on every other frame): the receiver returns it in a FrameCredit
+	// once it processed the frame. It is also the credited number there.
+	Seq     uint64
+	Records []Record
 
 	// Ctl is the work item of a FrameControl frame (never encoded). Its
 	// type belongs to the runtime that queues it, so wire keeps it opaque.
@@ -171,6 +183,7 @@ func AppendFrame(buf []byte, f *Frame) []byte {
 	buf = AppendString(buf, f.FromTask)
 	buf = AppendString(buf, f.ToTask)
 	buf = AppendString(buf, f.BarrierID)
+	buf = binary.AppendUvarint(buf, f.Seq)
 	buf = binary.AppendUvarint(buf, uint64(len(f.Records)))
 	for i := range f.Records {
 		r := &f.Records[i]
@@ -186,7 +199,7 @@ func AppendFrame(buf []byte, f *Frame) []byte {
 // FrameSize is the exact length of f's encoding by AppendFrame, so an
 // encoder can allocate the buffer once.
 func FrameSize(f *Frame) int {
-	n := 1 + stringSize(f.JobID) + stringSize(f.FromTask) + stringSize(f.ToTask) + stringSize(f.BarrierID) + uvarintSize(uint64(len(f.Records)))
+	n := 1 + stringSize(f.JobID) + stringSize(f.FromTask) + stringSize(f.ToTask) + stringSize(f.BarrierID) + uvarintSize(f.Seq) + uvarintSize(uint64(len(f.Records)))
 	for i := range f.Records {
 		r := &f.Records[i]
 		n += stringSize2(len(r.Key)) + stringSize2(len(r.Value)) + varintSize(r.EventTime) + varintSize(int64(r.Partition)) + varintSize(r.Offset)
@@ -214,6 +227,7 @@ func DecodeFrame(data []byte) (*Frame, error) {
 	f.FromTask = d.Name()
 	f.ToTask = d.Name()
 	f.BarrierID = d.Str()
+	f.Seq = d.Uvarint()
 	n := d.Uvarint()
 	if d.err != nil {
 		return nil, fmt.Errorf("decode frame header: %w", d.err)

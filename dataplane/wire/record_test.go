@@ -7,7 +7,7 @@ import (
 
 func TestFrameRoundTrip(t *testing.T) {
 	cases := []*Frame{
-		{Kind: FrameData, JobID: "j", FromTask: "source-0", ToTask: "mapper-1", Records: []Record{
+		{Kind: FrameData, JobID: "j", FromTask: "source-0", ToTask: "mapper-1", Seq: 1_700_000_000_000_000_123, Records: []Record{
 			{Key: []byte("k1"), Value: []byte("v"), EventTime: 1, Partition: 3, Offset: 42},
 			{Key: nil, Value: []byte{}, EventTime: -5, Partition: 0, Offset: -1},
 		}},
@@ -15,13 +15,14 @@ func TestFrameRoundTrip(t *testing.T) {
 		{Kind: FrameEOS, BarrierID: "eos"},
 		{Kind: FrameKLT, Records: []Record{{Key: []byte("k"), Value: []byte("owner\x00w1\x00127.0.0.1:1"), Offset: -1}}},
 		{Kind: FrameRouteBarrier, BarrierID: "r"},
+		{Kind: FrameCredit, JobID: "j", FromTask: "mapper-1", ToTask: "source-0", Seq: 42},
 	}
 	for _, want := range cases {
 		got, err := DecodeFrame(AppendFrame(nil, want))
 		if err != nil {
 			t.Fatalf("%v: %v", want.Kind, err)
 		}
-		if got.Kind != want.Kind || got.JobID != want.JobID || got.FromTask != want.FromTask || got.ToTask != want.ToTask || got.BarrierID != want.BarrierID || len(got.Records) != len(want.Records) {
+		if got.Kind != want.Kind || got.JobID != want.JobID || got.FromTask != want.FromTask || got.ToTask != want.ToTask || got.BarrierID != want.BarrierID || got.Seq != want.Seq || len(got.Records) != len(want.Records) {
 			t.Fatalf("round trip of %v frame: got %+v", want.Kind, got)
 		}
 		for i := range want.Records {
@@ -41,7 +42,7 @@ func TestDecodeFrameRejectsBadInput(t *testing.T) {
 		"internal kind":     append([]byte{byte(FrameControl)}, good[1:]...),
 		"truncated":         good[:len(good)-2],
 		"trailing bytes":    append(append([]byte(nil), good...), 0),
-		"huge record count": {byte(FrameData), 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"huge record count": {byte(FrameData), 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
 	}
 	for name, data := range cases {
 		if _, err := DecodeFrame(data); err == nil {
@@ -77,7 +78,8 @@ func TestFrameSizeMatchesEncoding(t *testing.T) {
 	for _, f := range []*Frame{
 		{Kind: FrameBarrier, JobID: "j", FromTask: "a-0", ToTask: "b-1", BarrierID: "bar"},
 		{Kind: FrameData},
-		{Kind: FrameData, JobID: "job", FromTask: "src-0", ToTask: "map-0", Records: []Record{
+		{Kind: FrameCredit, FromTask: "map-0", ToTask: "src-0", Seq: 1<<64 - 1},
+		{Kind: FrameData, JobID: "job", FromTask: "src-0", ToTask: "map-0", Seq: 300, Records: []Record{
 			{Key: []byte("k"), Value: nil, EventTime: 0, Partition: 0, Offset: 0},
 			{Key: big, Value: big[:128], EventTime: -1, Partition: -1, Offset: -1},
 			{Key: []byte("k0000001"), Value: []byte("v"), EventTime: 1<<63 - 1, Partition: 1<<31 - 1, Offset: -1 << 63},

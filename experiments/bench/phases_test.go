@@ -133,13 +133,25 @@ func TestSummarizeRSS(t *testing.T) {
 	if s := SummarizeRSS("w4", 4, rssSeries(func(int) float64 { return 1 }, 3)); s.Verdict != VerdictUnknown {
 		t.Errorf("3 samples: %+v", s)
 	}
-	run := RSSRun{Status: experiments.StatusOK, Workers: []WorkerRSS{flat, grow}}
+	run := RSSRun{Status: experiments.StatusOK, Rate: 1000, Workers: []WorkerRSS{flat, grow},
+		LagRead: true, LagAtStart: 0, LagAtHalf: 20_000, LagAtEnd: 41_000}
 	if v := run.Verdict(); v != VerdictMissed {
 		t.Errorf("run with a growing worker: %s", v)
 	}
 	run.Workers = []WorkerRSS{flat}
 	if v := run.Verdict(); v != VerdictMet {
 		t.Errorf("run with a flat worker: %s", v)
+	}
+	// The lag did not grow in the second half: no backpressure, whatever RSS did.
+	kept := run
+	kept.Workers, kept.LagAtEnd = []WorkerRSS{flat, grow}, 20_500
+	if grew, why := kept.LagGrowth(); grew || !strings.Contains(why, "did not grow") || kept.Verdict() != VerdictUnknown {
+		t.Errorf("lag 0 → 20000 → 20500: grew %v (%q), verdict %s; want not measured", grew, why, kept.Verdict())
+	}
+	unread := run
+	unread.LagRead = false
+	if grew, why := unread.LagGrowth(); grew || !strings.Contains(why, "not read") || unread.Verdict() != VerdictUnknown {
+		t.Errorf("lag not read: grew %v (%q), verdict %s; want not measured", grew, why, unread.Verdict())
 	}
 	run.Status = experiments.StatusFailed
 	if v := run.Verdict(); v != VerdictUnknown {
@@ -185,6 +197,7 @@ func TestMarkdownNewSections(t *testing.T) {
 		},
 		Ceilings: []Ceiling{{Component: CeilPebble, EventsPerSec: 50_000, Events: 250_000, Seconds: 5, What: "pebble"}},
 		RSS: &RSSRun{Query: "counter", Rate: 80000, RuntimeSec: 60, Status: experiments.StatusOK,
+			LagRead: true, LagAtStart: 1200, LagAtHalf: 1_500_000, LagAtEnd: 3_100_000,
 			Workers: []WorkerRSS{{Worker: "w1", PID: 7, Samples: 60, MaxMB: 210, LastHalfGrowth: 0.02, Verdict: VerdictMet}}},
 	}
 	r.Fractions = CeilingFractions(r.Steady, r.Ceilings)
@@ -192,7 +205,7 @@ func TestMarkdownNewSections(t *testing.T) {
 	for _, want := range []string{
 		"| nexmark-q5 | q5-window |", "| unchecked | unchecked |", "| — | not measured |", "3000 (*q5-window)", // no target, lost not an exactness check
 		"## Component ceilings", "| pebble-getput | 50000 |", "| counter | 20000 | pebble-getput | 50000 | 0.40 |",
-		"## RSS under backpressure", "| w1 | 7 | 60 | 210.0 MB |", "+2.0 %",
+		"## RSS under backpressure", "| w1 | 7 | 60 | 210.0 MB |", "+2.0 %", "Kafka lag 1200 → 1500000 → 3100000 (start, half, end)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
@@ -204,8 +217,19 @@ func TestMarkdownNewSections(t *testing.T) {
 			rssRow = &tr
 		}
 	}
-	if rssRow == nil || rssRow.Verdict != VerdictMet || !strings.Contains(rssRow.Measured, "w1 max 210 MB") {
+	if rssRow == nil || rssRow.Verdict != VerdictMet || !strings.Contains(rssRow.Measured, "w1 max 210 MB, +2.0 %; Kafka lag 1200 → 1500000 → 3100000 (start, half, end)") {
 		t.Errorf("RSS target row: %+v", rssRow)
+	}
+	// A run whose lag stayed flat says so in the row and in its section.
+	r.RSS.LagAtHalf, r.RSS.LagAtEnd = 1300, 1250
+	md = r.Markdown()
+	for _, tr := range r.Targets() {
+		if strings.HasPrefix(tr.Target, "RSS flat") && (tr.Verdict != VerdictUnknown || !strings.Contains(tr.Measured, "not measured: Kafka lag did not grow")) {
+			t.Errorf("RSS target row without lag growth: %+v", tr)
+		}
+	}
+	if !strings.Contains(md, "**Not measured**: Kafka lag did not grow through the window (1200 → 1300 → 1250") {
+		t.Errorf("RSS section does not say the run was not measured:\n%s", md[strings.Index(md, "## RSS"):])
 	}
 }
 

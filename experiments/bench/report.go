@@ -189,7 +189,11 @@ func (r BenchReport) Targets() []TargetRow {
 			VerdictUnknown, "scaling with state not run")
 	}
 	if r.RSS != nil && r.RSS.Status == experiments.StatusOK {
-		add(fmt.Sprintf("RSS flat under backpressure (growth over the last half ≤ %.0f %%)", 100*TargetRSSGrowth), r.RSS.summaryText(), r.RSS.Verdict(), "rss")
+		measured := r.RSS.summaryText() + "; " + r.RSS.lagText()
+		if grew, why := r.RSS.LagGrowth(); !grew {
+			measured += " — not measured: " + why
+		}
+		add(fmt.Sprintf("RSS flat under backpressure (growth over the last half ≤ %.0f %%)", 100*TargetRSSGrowth), measured, r.RSS.Verdict(), "rss")
 	} else {
 		add(fmt.Sprintf("RSS flat under backpressure (growth over the last half ≤ %.0f %%)", 100*TargetRSSGrowth), "n/a", VerdictUnknown, "rss")
 	}

@@ -60,9 +60,12 @@ func (r BenchReport) rssMarkdown() string {
 		// how the run ended, but the verdict is left open.
 		fmt.Fprintf(&b, "%s: %s\n\n", x.Status, esc(x.Reason))
 	} else {
-		fmt.Fprintf(&b, "Produced %d records in the window; Kafka lag (the source tasks' `kafka_lag`) at half time %.0f, at the end of the window %.0f; the sink counted %.0f records by the end of the job (the backlog drains after the window, outside the RSS samples). "+
-			"Worker queues are bounded (exchange peer queues, task inboxes) and each Pebble store has a fixed memtable and block cache, so RSS is expected to rise while those fill and then stay flat; a growth verdict within the first minute or two can be that warm-up (raise --rss-seconds to separate it).\n\n",
-			x.Produced, x.StartLag, x.EndLag, x.SinkEvents)
+		fmt.Fprintf(&b, "Produced %d records in the window; %s of the window (the source tasks' `kafka_lag`: records not yet processed by the operator after the source, read ahead or not); the sink counted %.0f records by the end of the job (the backlog drains after the window, outside the RSS samples). "+
+			"Sources read at most `SourceMaxInFlightRecords` ahead of the next operator, worker queues are bounded (exchange peer queues, task inboxes) and each Pebble store has a fixed memtable and block cache, so RSS is expected to rise while those fill and then stay flat; a growth verdict within the first minute or two can be that warm-up (raise --rss-seconds to separate it).\n\n",
+			x.Produced, x.lagText(), x.SinkEvents)
+		if grew, why := x.LagGrowth(); !grew {
+			fmt.Fprintf(&b, "**Not measured**: %s.\n\n", why)
+		}
 	}
 	b.WriteString("| worker | pid | samples | max RSS | last-half mean | slope | growth over last half | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	for _, w := range x.Workers {

@@ -95,22 +95,26 @@ func benchRSS(ctx context.Context, o Options, tc client.Client, ch *metrics.Clic
 	r.Status = experiments.StatusOK
 	if ch != nil {
 		runner.Sleep(ctx, o.FlushWait)
-		r.StartLag, r.EndLag, r.SinkEvents = rssLag(ctx, ch, res, in.TotalRuntimeSeconds)
+		r.LagRead, r.LagAtStart, r.LagAtHalf, r.LagAtEnd, r.SinkEvents = rssLag(ctx, ch, res, in.TotalRuntimeSeconds)
 	}
 	for _, w := range r.Workers {
 		fmt.Printf("%s %s pid %d: %d samples, max %.1f MB, last half mean %.1f MB, slope %+.3f MB/s, growth %+.1f %% → %s\n",
 			label, w.Worker, w.PID, w.Samples, w.MaxMB, w.LastHalfMeanMB, w.SlopeMBPerSec, 100*w.LastHalfGrowth, w.Verdict)
 	}
-	fmt.Printf("%s Kafka lag at half time %.0f, at the end of the window %.0f; %d produced, %.0f at the sink by the end of the job\n", label, r.StartLag, r.EndLag, r.Produced, r.SinkEvents)
+	fmt.Printf("%s %s; %d produced, %.0f at the sink by the end of the job\n", label, r.lagText(), r.Produced, r.SinkEvents)
+	if grew, why := r.LagGrowth(); !grew {
+		fmt.Printf("%s not measured: %s\n", label, why)
+	}
 	return r
 }
 
-// rssLag reads the source lag at half and at the end of the producing
-// window, and the sink's total, from ClickHouse (zeros when unreadable).
-func rssLag(ctx context.Context, ch *metrics.ClickHouse, res workflows.ExperimentResult, total int) (half, end, sink float64) {
+// rssLag reads the source lag at the start, half time and end of the
+// producing window, and the sink's total, from ClickHouse; ok is false
+// when the lag could not be read.
+func rssLag(ctx context.Context, ch *metrics.ClickHouse, res workflows.ExperimentResult, total int) (ok bool, start, half, end, sink float64) {
 	jobStart, err := ch.JobStart(ctx, res.JobID)
 	if err != nil {
-		return 0, 0, 0
+		return false, 0, 0, 0, 0
 	}
 	offset := 0.0
 	if !res.StartedAt.IsZero() {
@@ -125,15 +129,16 @@ func rssLag(ctx context.Context, ch *metrics.ClickHouse, res workflows.Experimen
 		}
 		return v
 	}
-	if lag, err := ch.Lag(ctx, res.JobID); err == nil {
-		half, end = at(lag, offset+float64(total)/2), at(lag, offset+float64(total)-1)
+	if lag, err := ch.Lag(ctx, res.JobID); err == nil && len(lag) > 0 {
+		ok = true
+		start, half, end = at(lag, offset), at(lag, offset+float64(total)/2), at(lag, offset+float64(total)-1)
 	}
 	if tp, err := ch.Throughput(ctx, res.JobID, runner.SinkOperator(res)); err == nil {
 		for _, p := range tp {
 			sink += p.Value
 		}
 	}
-	return half, end, sink
+	return ok, start, half, end, sink
 }
 
 type workerFile struct {

@@ -13,7 +13,10 @@ import (
 
 // RSS under backpressure: the keyed counter is offered well above its
 // ceiling, so the backlog grows in Kafka; the workers' resident set must not
-// grow with it (the source reads only what the pipeline takes).
+// grow with it (the source reads only what the pipeline takes). The run
+// shows backpressure only if the Kafka lag grew through its window (the
+// source's lag counts what it read but the pipeline has not processed);
+// when it did not, the pipeline kept up and RSS flatness is not measured.
 
 // TargetRSSGrowth is the largest allowed growth of a worker's RSS over the
 // last half of the run, as a fraction of its mean there.
@@ -135,16 +138,47 @@ type RSSRun struct {
 	Reason       string              `json:"reason,omitempty"`
 	Produced     int64               `json:"produced"`
 	SinkEvents   float64             `json:"sink_events"`
-	StartLag     float64             `json:"start_kafka_lag"` // at half time
-	EndLag       float64             `json:"end_kafka_lag"`
+	LagRead      bool                `json:"lag_read"`     // false: no ClickHouse, or no lag rows
+	LagAtStart   float64             `json:"lag_at_start"` // the source tasks' kafka_lag at the window's start,
+	LagAtHalf    float64             `json:"lag_at_half"`  // half time
+	LagAtEnd     float64             `json:"lag_at_end"`   // and end
 	Workers      []WorkerRSS         `json:"workers"`
 	SamplesByPID map[int][]RSSSample `json:"samples,omitempty"`
 }
 
-// Verdict is met when every worker's RSS is flat over the last half, missed
-// when one grew more than TargetRSSGrowth, unknown without figures.
+// LagGrowth reports whether the Kafka lag grew through the window, and
+// when not, why the run shows no backpressure. Each half must add at least
+// one second of the offered rate: the lag of a pipeline that keeps up
+// moves by about what its sources read ahead, less than that at the
+// rates this phase offers.
+func (r RSSRun) LagGrowth() (grew bool, why string) {
+	if !r.LagRead {
+		return false, "Kafka lag not read (no ClickHouse metrics for the run)"
+	}
+	step := float64(max(r.Rate, 1))
+	if r.LagAtHalf-r.LagAtStart < step || r.LagAtEnd-r.LagAtHalf < step {
+		return false, fmt.Sprintf("Kafka lag did not grow through the window (%.0f → %.0f → %.0f; each half must add ≥ %.0f, one second of the offered rate): the pipeline kept up, so nothing was under backpressure",
+			r.LagAtStart, r.LagAtHalf, r.LagAtEnd, step)
+	}
+	return true, ""
+}
+
+// lagText is the lag at the window's start, half time and end.
+func (r RSSRun) lagText() string {
+	if !r.LagRead {
+		return "Kafka lag not read"
+	}
+	return fmt.Sprintf("Kafka lag %.0f → %.0f → %.0f (start, half, end)", r.LagAtStart, r.LagAtHalf, r.LagAtEnd)
+}
+
+// Verdict is met when the lag grew (backpressure) and every worker's RSS
+// is flat over the last half, missed when one grew more than
+// TargetRSSGrowth, unknown without figures or without backpressure.
 func (r RSSRun) Verdict() string {
 	if r.Status != experiments.StatusOK || len(r.Workers) == 0 {
+		return VerdictUnknown
+	}
+	if grew, _ := r.LagGrowth(); !grew {
 		return VerdictUnknown
 	}
 	v := VerdictMet
