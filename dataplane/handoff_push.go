@@ -117,7 +117,9 @@ func bucketRuns(buckets []int) [][2]int {
 // plant state no route leads to.
 func (ks *keyedState) applyPushed(r *Record, from string) error {
 	bucket := int(r.Partition)
-	var kvs []statesvc.KV
+	// About 30 bytes per state key and value with its lengths: one
+	// allocation for the slice in the common case.
+	kvs := make([]statesvc.KV, 0, len(r.Key)/30+1)
 	var slots, moved uint64
 	for rest := r.Key; len(rest) > 0; {
 		k, n, err := uvarintBytes(rest)
@@ -130,11 +132,11 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 			return fmt.Errorf("state chunk from %s, bucket %d: value: %w", from, bucket, err)
 		}
 		rest = rest[n:]
-		op, b, _, user, err := statesvc.ParseStateKey(k)
+		op, b, _, user, err := statesvc.SplitStateKey(k)
 		if err != nil {
 			return fmt.Errorf("state chunk from %s, bucket %d: %w", from, bucket, err)
 		}
-		if op != ks.opName || b < bucket || b >= max(1, ks.buckets) {
+		if string(op) != ks.opName || b < bucket || b >= max(1, ks.buckets) {
 			return fmt.Errorf("state chunk from %s for buckets %d-%d of %s holds a key of bucket %d of %q", from, bucket, max(1, ks.buckets)-1, ks.opName, b, op)
 		}
 		kvs = append(kvs, statesvc.KV{Key: k, Value: v})

@@ -113,27 +113,38 @@ func PrefixEnd(prefix []byte) []byte {
 // ParseStateKey splits a state key built by StateKey. The returned userKey
 // aliases k.
 func ParseStateKey(k []byte) (operator string, bucket int, state string, userKey []byte, err error) {
+	op, bucket, st, userKey, err := SplitStateKey(k)
+	if err != nil {
+		return "", 0, "", nil, err
+	}
+	return string(op), bucket, string(st), userKey, nil
+}
+
+// SplitStateKey is ParseStateKey without copies: operator, state and
+// userKey all alias k, so a loop over many keys (a state chunk of a bulk
+// move) allocates nothing per key.
+func SplitStateKey(k []byte) (operator []byte, bucket int, state, userKey []byte, err error) {
 	rest := k
 	if len(rest) < 1 {
-		return "", 0, "", nil, fmt.Errorf("statesvc: parse state key: empty key")
+		return nil, 0, nil, nil, fmt.Errorf("statesvc: parse state key: empty key")
 	}
 	n := int(rest[0])
 	rest = rest[1:]
 	if len(rest) < n+2 {
-		return "", 0, "", nil, fmt.Errorf("statesvc: parse state key: %d bytes too short for operator of %d bytes and bucket", len(k), n)
+		return nil, 0, nil, nil, fmt.Errorf("statesvc: parse state key: %d bytes too short for operator of %d bytes and bucket", len(k), n)
 	}
-	operator = string(rest[:n])
+	operator = rest[:n]
 	bucket = int(binary.BigEndian.Uint16(rest[n:]))
 	rest = rest[n+2:]
 	if len(rest) < 1 {
-		return "", 0, "", nil, fmt.Errorf("statesvc: parse state key: missing state name length")
+		return nil, 0, nil, nil, fmt.Errorf("statesvc: parse state key: missing state name length")
 	}
 	n = int(rest[0])
 	rest = rest[1:]
 	if len(rest) < n {
-		return "", 0, "", nil, fmt.Errorf("statesvc: parse state key: state name of %d bytes truncated to %d", n, len(rest))
+		return nil, 0, nil, nil, fmt.Errorf("statesvc: parse state key: state name of %d bytes truncated to %d", n, len(rest))
 	}
-	return operator, bucket, string(rest[:n]), rest[n:], nil
+	return operator, bucket, rest[:n], rest[n:], nil
 }
 
 func appendOperator(dst []byte, operator string) []byte {
