@@ -61,12 +61,20 @@ func LoadConfig(path string) (workflows.ExperimentInput, error) {
 // lists of strings comma-joined, JSON objects and arrays as compact JSON.
 // Reconfigurations are returned ordered by trigger time (stable).
 func ParseConfig(name string, data []byte) (workflows.ExperimentInput, error) {
+	in, _, err := ParseConfigNotes(name, data)
+	return in, err
+}
+
+// ParseConfigNotes is ParseConfig that also returns its notes: one line
+// per artifact field that is accepted but means something else here, or
+// nothing (WorkDir, …), for the caller to print.
+func ParseConfigNotes(name string, data []byte) (workflows.ExperimentInput, []string, error) {
 	p := &parser{file: name}
 	in := p.parse(data)
 	if len(p.errs) > 0 {
-		return workflows.ExperimentInput{}, errors.Join(p.errs...)
+		return workflows.ExperimentInput{}, p.notes, errors.Join(p.errs...)
 	}
-	return in, nil
+	return in, p.notes, nil
 }
 
 // member is one "name": value pair of a JSON object.
@@ -76,8 +84,22 @@ type member struct {
 }
 
 type parser struct {
-	file string
-	errs []error
+	file  string
+	errs  []error
+	notes []string
+	// artifact: the config is the artifact's (it has a WorkDir). Its
+	// reconfigurations due after the run's end are left out (they never
+	// fire there), and a rebalance may restate the operator's parallelism.
+	artifact bool
+}
+
+// notef records a note (see ParseConfigNotes), prefixed like errors.
+func (p *parser) notef(format string, args ...any) {
+	prefix := "config: "
+	if p.file != "" {
+		prefix = "config " + p.file + ": "
+	}
+	p.notes = append(p.notes, prefix+fmt.Sprintf(format, args...))
 }
 
 func (p *parser) errorf(format string, args ...any) {
@@ -143,6 +165,10 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 		}
 		seen[m.name] = true
 	}
+	// Every config of the artifact names its WorkDir (its runExperiment.py
+	// requires it); such a config is read as the artifact's scripts read
+	// it where the two differ (see p.artifact).
+	p.artifact = seen["WorkDir"]
 	slices.SortStableFunc(members, func(a, b member) int { return strings.Compare(a.name, b.name) })
 
 	known := slices.Concat(topFields, sortedKeys(artifactKnobs))
@@ -264,7 +290,12 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 		}
 	}
 
+	// The artifact's names, then its deployment and source fields.
+	p.resolveQueryName(&in, seen)
+	p.resolveParallelism(&in, parallelismFrom)
+	p.resolveReconfigTargets(in.QueryName, reconfigs, reconfigMeta)
 	p.artifactFields(&in, seen)
+	p.artifactExtras(&in, seen, len(reconfigs) > 0)
 
 	// Cross-field checks, in a fixed order.
 	for _, op := range sortedKeys(parallelismFrom) {
@@ -280,9 +311,18 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 			p.errorf("%s: %q is also in Workers (a producer worker hosts no task; allowed: worker ids not in Workers)", where("ProducerWorkers", ""), id)
 		}
 	}
+	var late []int // indices into reconfigs of the artifact's never-fired entries
 	for i, r := range reconfigs {
 		loc := fmt.Sprintf("Reconfigurations[%d]", reconfigMeta[i].index)
 		if r.TriggerTimeSeconds >= in.TotalRuntimeSeconds {
+			if p.artifact {
+				// The artifact's runExperiment.py triggers reconfigurations
+				// while the run lasts; one due at or after its end never
+				// fires, and some of its configs keep such entries.
+				p.notef("%s: %d s is not before the run's end (TotalRuntimeSeconds %d); as in the artifact, it never fires and is left out", where("TriggerTimeSeconds", loc), r.TriggerTimeSeconds, in.TotalRuntimeSeconds)
+				late = append(late, i)
+				continue
+			}
 			p.errorf("%s: %d is out of range (must be less than TotalRuntimeSeconds (%d))", where("TriggerTimeSeconds", loc), r.TriggerTimeSeconds, in.TotalRuntimeSeconds)
 		}
 		if r.TargetParallelism > in.NumBuckets {
@@ -297,6 +337,9 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 			}
 		}
 	}
+	for j := len(late) - 1; j >= 0; j-- {
+		reconfigs = slices.Delete(reconfigs, late[j], late[j]+1)
+	}
 	// A task migration is two reconfigurations with the same spec (see
 	// workflows.KindTaskMigration); the second queues behind the first.
 	for i := 0; i < len(reconfigs); i++ {
@@ -307,6 +350,7 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 	}
 	slices.SortStableFunc(reconfigs, func(a, b workflows.ReconfigSpec) int { return a.TriggerTimeSeconds - b.TriggerTimeSeconds })
 	p.checkDirections(reconfigs, in.Parallelism)
+	p.clearRebalanceTargets(reconfigs, in.Parallelism)
 	if gotReconfigs {
 		in.Reconfigurations = reconfigs
 	}

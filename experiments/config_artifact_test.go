@@ -85,13 +85,20 @@ func TestArtifactFields(t *testing.T) {
 		{name: "placement host", config: base(`, "AllNodeIPs": ["10.0.0.1"], "InitialCustomTaskPlacement": ["mapper: 10.0.0.2"]`),
 			errs: []string{`"10.0.0.2"`, "hosts: 10.0.0.1"}},
 		{name: "placement syntax", config: base(`, "InitialCustomTaskPlacement": ["mapper"]`), errs: []string{`"operator: host"`}},
-		{name: "placement twice", config: base(`, "InitialCustomTaskPlacement": ["mapper: a", "mapper: b"]`), errs: []string{`"mapper" is placed twice`}},
+		{name: "placement per task", config: base(`, "InitialCustomTaskPlacement": ["mapper: a", "mapper: b", "sink: a"]`),
+			check: func(t *testing.T, in workflows.ExperimentInput) {
+				if got := in.Params["InitialCustomTaskPlacement"]; got != "mapper=a,mapper=b,sink=a" {
+					t.Fatalf("placement %q, want one entry per task in order", got)
+				}
+			}},
 		{name: "placement unknown query", config: `{"QueryName": "nope", "InitialCustomTaskPlacement": ["mapper: a"]}`, errs: []string{"cannot check the operators", `"nope"`}},
 		{name: "bad host", config: base(`, "WorkerIPs": ["10.0.0.1", "not an ip"]`), errs: []string{`"WorkerIPs"`, `"not an ip"`}},
 		{name: "event type", config: base(`, "NexmarkLogicalSourceConfigs": [{"EventType": "Bids"}]`), errs: []string{`"Bids"`, "allowed: Person, Auction, Bid"}},
 		{name: "missing event type", config: base(`, "NexmarkLogicalSourceConfigs": [{"NexmarkSourceConfig": {}}]`), errs: []string{`missing required field "EventType"`}},
 		{name: "source knob", config: base(`, "NexmarkLogicalSourceConfigs": [{"EventType": "Bid", "NexmarkSourceConfig": {"HotBidderRatio": 2}}]`),
-			errs: []string{`"HotBidderRatio"`, "allowed: HotAuctionsRatio, HotBiddersRatio"}},
+			errs: []string{`"HotBidderRatio"`, "2 is out of range (a share of the draws between 0 and 1)"}},
+		{name: "source knob unknown", config: base(`, "NexmarkLogicalSourceConfigs": [{"EventType": "Bid", "NexmarkSourceConfig": {"HotBiderRatio": 0.5}}]`),
+			errs: []string{`unknown field "HotBiderRatio"`, `did you mean "HotBidderRatio"?`}},
 		{name: "knobs disagree", config: base(`, "NexmarkLogicalSourceConfigs": [{"EventType": "Bid", "NexmarkSourceConfig": {"NumActivePeople": 5}}, {"EventType": "Person", "NexmarkSourceConfig": {"NumActivePeople": 6}}]`),
 			errs: []string{"6 differs from 5"}},
 		{name: "generator conflict", config: base(`, "Generator": "keys", "NexmarkLogicalSourceConfigs": [{"EventType": "Bid"}]`), errs: []string{`need generator "nexmark"`}},

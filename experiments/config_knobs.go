@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"koala/dataplane/control"
-	"koala/dataplane/produce"
 	"koala/queries"
 	"koala/workflows/plan"
 )
@@ -27,7 +27,8 @@ const (
 	knobNested                      // JSON object or array (stored compact)
 	knobScalar                      // number or string (stored as written)
 	knobEnum                        // one of values
-	knobRateLimiter                 // produce.ParseRateLimiterConfig's object (stored compact)
+	knobRateLimiter                 // the artifact's RateLimiterConfig (config_ratelimit.go; stored as koala's schedule)
+	knobDuration                    // a Go duration string such as "100ms" (stored as written)
 )
 
 type knob struct {
@@ -49,7 +50,18 @@ var artifactKnobs = map[string]knob{
 	"HotSellersRatio":                      {kind: knobInt, min: 1},
 	"HotAuctionsRatio":                     {kind: knobInt, min: 1},
 	"HotBiddersRatio":                      {kind: knobInt, min: 1},
-	"WorkDir":                              {kind: knobString}, // the artifact's directory on its hosts; kept, not used
+	"WorkDir":                              {kind: knobString},                        // the artifact's directory on its hosts; kept and noted, not used
+	"WarmUpDataFolder":                     {kind: knobNested},                        // {"Pebble": dir}: the warm-up snapshot (config_warmup.go)
+	"LookupTableWarmUpDataFolder":          {kind: knobString},                        // the artifact's key lookup table beside it (config_warmup.go)
+	"EventType":                            {kind: knobEnum, values: traceEventTypes}, // the artifact's file-reader producer: which trace (config_extras.go)
+	"MaxAllowedDelay":                      {kind: knobDuration},
+	"WatermarkInterval":                    {kind: knobDuration},
+	"WindowSlide":                          {kind: knobDuration},
+	"NewUserPeriod":                        {kind: knobDuration},
+	control.ParamListStateSize:             {kind: knobInt, min: 1, max: control.MaxListSize}, // entries per key the azure/borg lists keep (queries/traces)
+	control.ParamListLength:                {kind: knobInt, min: 1, max: control.MaxListSize}, // trips per route taxi's list keeps (queries/traces)
+	"UseDummyField":                        {kind: knobBool},
+	"EnablePendingBatchTimeout":            {kind: knobBool},
 	"AllNodeIPs":                           {kind: knobStrings},
 	"KafkaClusterIPs":                      {kind: knobStrings},
 	"ProducerIPs":                          {kind: knobStrings},
@@ -84,6 +96,9 @@ var artifactKnobs = map[string]knob{
 	control.ParamTaskPlacement:        {kind: knobEnum, values: plan.TaskPlacements},
 	control.ParamSourceFetchMinBytes:  {kind: knobInt, min: 1},
 	control.ParamSourceFetchMaxWaitMs: {kind: knobInt, min: 1},
+
+	// The source's read-ahead bound (dataplane/source_credit.go).
+	control.ParamSourceMaxInFlightRecords: {kind: knobInt, min: 1, max: control.MaxSourceMaxInFlightRecords},
 }
 
 // knob validates a pass-through field and renders it for Params.
@@ -112,17 +127,23 @@ func (p *parser) knob(k knob, raw json.RawMessage, at string) (string, bool) {
 		v, ok := p.strs(raw, at, false)
 		return strings.Join(v, ","), ok
 	case knobRateLimiter:
-		if _, err := produce.ParseRateLimiterConfig(raw); err != nil {
-			errs := []error{err}
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				errs = j.Unwrap()
-			}
-			for _, e := range errs {
-				p.errorf("%s: %v", at, e)
-			}
+		s, use, ok := p.rateLimiterOf(raw, at)
+		if ok && !use {
+			// Not stored: the producers run at RatePerSecond.
+			p.notef("%s: UseRateLimit is false (the artifact's producers then generate as fast as they can); here they run at RatePerSecond", at)
 			return "", false
 		}
-		return compact(raw), true
+		return scheduleJSON(s), ok
+	case knobDuration:
+		d, ok := p.str(raw, at)
+		if !ok {
+			return "", false
+		}
+		if v, err := time.ParseDuration(d); err != nil || v < 0 {
+			p.errorf("%s: %q is not a duration (allowed: a Go duration ≥ 0 such as \"100ms\" or \"10s\")", at, d)
+			return "", false
+		}
+		return d, true
 	case knobNested:
 		if kd := kindOf(raw); kd != "object" && kd != "array" {
 			p.errorf("%s: expected an object or an array, got %s", at, kd)

@@ -79,6 +79,29 @@ func (p *parser) checkDirections(reconfigs []workflows.ReconfigSpec, initial map
 	}
 }
 
+// clearRebalanceTargets checks that an artifact rebalance's restated
+// parallelism is the operator's at that time, and clears it: a rebalance
+// keeps the parallelism, and the workflow takes none for it.
+func (p *parser) clearRebalanceTargets(reconfigs []workflows.ReconfigSpec, initial map[string]int) {
+	cur := maps.Clone(initial)
+	for i := range reconfigs {
+		r := &reconfigs[i]
+		was, known := cur[r.TargetOperator]
+		switch {
+		case r.Type != plan.KindRebalance:
+			if r.TargetParallelism > 0 {
+				cur[r.TargetOperator] = r.TargetParallelism
+			}
+			continue
+		case r.TargetParallelism == 0:
+			continue
+		case known && r.TargetParallelism != was:
+			p.errorf("reconfiguration at %d s: rebalance of operator %q keeps its parallelism, which is %d then; TargetParrallelism %d differs (allowed: %d, or leave it out)", r.TriggerTimeSeconds, r.TargetOperator, was, r.TargetParallelism, was)
+		}
+		r.TargetParallelism = 0
+	}
+}
+
 // entryMeta says where a parsed Reconfigurations entry came from.
 type entryMeta struct {
 	index  int    // position in the config's array
@@ -161,6 +184,16 @@ func (p *parser) reconfigurations(raw json.RawMessage) (out []workflows.Reconfig
 		if seen["TargetParrallelism"] && seen[targetAlias] {
 			p.errorf("%s: both \"TargetParrallelism\" and %q are given; use one", loc, targetAlias)
 		}
+		if p.artifact && r.Type == plan.KindTaskMigration && !seen["TaskID"] && !seen["TargetWorker"] {
+			// The artifact's task migration (its task_migration branch) is
+			// a rescale to the operator's own parallelism that moves the
+			// task of one hard-wired worker to a random new one; koala
+			// moves a named task to a named worker.
+			p.errorf("%s: the artifact's task-migration names no task and no worker (it moves the task of its worker 9 to a random new worker); koala needs both: add \"TaskID\" (\"<operator>-<index>\", e.g. \"%s-0\") and \"TargetWorker\" (a worker id of the stack, e.g. \"w2\"), and remove \"TargetParrallelism\"", loc, r.TargetOperator)
+			out = append(out, r)
+			meta = append(meta, entryMeta{index: i, target: "TargetParrallelism"})
+			continue
+		}
 		required, allowed := requiredFields[r.Type], allowedFields[r.Type]
 		if r.Type == "" { // bad or missing type, reported above
 			required, allowed = []string{"TriggerTimeSeconds", "Type"}, append(slices.Clone(reconfigFields), targetAlias)
@@ -169,6 +202,11 @@ func (p *parser) reconfigurations(raw json.RawMessage) (out []workflows.Reconfig
 			if !seen[f] && !(f == "TargetParrallelism" && seen[targetAlias]) {
 				p.errorf("%s: missing required field %q", loc, f)
 			}
+		}
+		if p.artifact && r.Type == plan.KindRebalance {
+			// The artifact's rebalance restates the operator's
+			// parallelism (checkDirections checks it is unchanged).
+			allowed = append(slices.Clone(allowed), "TargetParrallelism", targetAlias)
 		}
 		for _, m := range members {
 			if slices.Contains(reconfigFields, m.name) || m.name == targetAlias {

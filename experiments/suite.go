@@ -8,28 +8,56 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"time"
 
+	"koala/dataplane/control"
 	"koala/workflows"
 )
 
 // A suite file lists experiment configs in the order they run, each with a
-// keyword naming the variant, as the Koala artifact's fullSuite.json does:
+// keyword naming the variant. koala's own form:
 //
 //	{"Name": "section5_2", "Experiments": [
 //	  {"Config": "section5_2/counter_100kKeys.json", "Keyword": "lazy_100kKeys"}, ...]}
 //
-// Config paths are relative to the suite file's directory.
+// and the artifact's (its runExperimentSuite.py's) are both read:
+//
+//	{"WorkDir": "...", "CooldownSeconds": 30, "MaxAttempts": 2, "RetryDelaySeconds": 60,
+//	 "StopOnFailure": false, "GitFetch": false, "RestoreBranch": true,
+//	 "Experiments": [{"Name": "...", "Branch": "main",
+//	   "ConfigPath": "nexmarkJson/aws/query6/x.json", "ResultKeyword": "multi_reconfig"}, ...]}
+//
+// ConfigPath is Config and ResultKeyword is Keyword (the result label);
+// the suite's name defaults to the file's base name. CooldownSeconds (the
+// pause between experiments), MaxAttempts (runs of a failed experiment,
+// suite-wide or per entry), RetryDelaySeconds and StopOnFailure are run by
+// the RunSuite workflow; an entry with "Skip": true is left out. WorkDir,
+// GitFetch, RestoreBranch, Branch, KeepFailedResults and _comment are
+// accepted and noted: every protocol lives in this one tree, so there is
+// no branch to switch to, and every result is kept.
+//
+// A config path is looked up relative to the suite file's directory and
+// then to each directory above it: the artifact's paths are relative to
+// its scripts/ directory, several levels up from its fullSuite.json files.
 var (
-	suiteFields      = []string{"Name", "Experiments", "Figures"}
-	suiteEntryFields = []string{"Config", "Keyword"}
+	suiteFields = []string{"Name", "Experiments", "Figures", "_comment", "WorkDir", "CooldownSeconds", "MaxAttempts",
+		"RetryDelaySeconds", "StopOnFailure", "GitFetch", "RestoreBranch", "KeepFailedResults"}
+	suiteEntryFields = []string{"Config", "ConfigPath", "Keyword", "ResultKeyword", "Name", "Branch", "CooldownSeconds", "MaxAttempts", "Skip"}
+)
+
+// Defaults of the suite settings (the artifact's but the cool-down, which
+// koala's own suites never had).
+const (
+	DefaultSuiteRetryDelaySeconds = 60
+	maxSuiteSeconds               = 7 * 24 * 3600
+	maxSuiteAttempts              = 100
 )
 
 // SuiteFileEntry is one experiment of a suite file.
 type SuiteFileEntry struct {
 	Config  string // as written in the file
-	Path    string // resolved against the suite file's directory
+	Path    string // resolved (see the comment at the top)
 	Keyword string
 }
 
@@ -41,6 +69,8 @@ type Suite struct {
 	Input   workflows.SuiteInput
 	// Figures `koala figures` draws for the suite (figures_select.go).
 	Figures []string
+	// Notes are the suite's and its configs' notes (ParseConfigNotes).
+	Notes []string
 }
 
 // LoadSuite reads a suite file and loads every config it names with
@@ -52,16 +82,49 @@ func LoadSuite(path string) (Suite, error) {
 	if err != nil {
 		return Suite{}, fmt.Errorf("suite: %w", err)
 	}
-	return ParseSuite(path, data, LoadConfig)
+	return parseSuite(path, data, Scale{}, func(p string) (workflows.ExperimentInput, []string, error) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return workflows.ExperimentInput{}, nil, fmt.Errorf("config: %w", err)
+		}
+		return ParseConfigNotes(p, data)
+	})
+}
+
+// LoadSuiteFor is LoadSuite preparing every config to run with o
+// (PrepareConfig): what `koala suite` and `koala suite --check` do.
+func LoadSuiteFor(path string, o RunOptions) (Suite, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Suite{}, fmt.Errorf("suite: %w", err)
+	}
+	o.builtBefore = map[string]bool{}
+	return parseSuite(path, data, o.Scale, func(p string) (workflows.ExperimentInput, []string, error) {
+		in, notes, err := PrepareConfig(p, o)
+		if dir := in.Params[control.ParamWarmUpSnapshotDir]; err == nil && dir != "" && in.Params[control.ParamIsWarmUp] == "true" {
+			o.builtBefore[dir] = true
+		}
+		return in, notes, err
+	})
 }
 
 // ParseSuite parses suite file data (named path, which also anchors relative
 // config paths) and loads each config with load.
 func ParseSuite(path string, data []byte, load func(string) (workflows.ExperimentInput, error)) (Suite, error) {
+	return parseSuite(path, data, Scale{}, func(p string) (workflows.ExperimentInput, []string, error) {
+		in, err := load(p)
+		return in, nil, err
+	})
+}
+
+func parseSuite(path string, data []byte, scale Scale, load func(string) (workflows.ExperimentInput, []string, error)) (Suite, error) {
 	s := Suite{File: path}
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, args...)...))
+	}
+	note := func(format string, args ...any) {
+		s.Notes = append(s.Notes, fmt.Sprintf("suite %s: "+format, append([]any{path}, args...)...))
 	}
 	top, err := strictObject(data, suiteFields)
 	if err != nil {
@@ -70,10 +133,11 @@ func ParseSuite(path string, data []byte, load func(string) (workflows.Experimen
 	for _, k := range top.unknown {
 		fail("unknown field %q%s", k, suggest(k, suiteFields))
 	}
-	if raw, ok := top.fields["Name"]; !ok {
-		fail(`"Name" is required`)
-	} else if err := json.Unmarshal(raw, &s.Name); err != nil || strings.TrimSpace(s.Name) == "" {
-		fail(`"Name" must be a non-empty string, got %s`, compact(raw))
+	s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	if raw, ok := top.fields["Name"]; ok {
+		if err := json.Unmarshal(raw, &s.Name); err != nil || strings.TrimSpace(s.Name) == "" {
+			fail(`"Name" must be a non-empty string, got %s`, compact(raw))
+		}
 	}
 	s.Figures = DefaultFigures
 	if raw, ok := top.fields["Figures"]; ok {
@@ -83,6 +147,10 @@ func ParseSuite(path string, data []byte, load func(string) (workflows.Experimen
 			fail("%v", err)
 		}
 	}
+	set := suiteSettings(top.fields, "", fail, note)
+	s.Input.RetryDelaySeconds = int(scaleInt(int64(set.retryDelay), scale.time()))
+	s.Input.StopOnFailure = set.stopOnFailure
+
 	var entries []json.RawMessage
 	if raw, ok := top.fields["Experiments"]; !ok {
 		fail(`"Experiments" is required`)
@@ -93,6 +161,7 @@ func ParseSuite(path string, data []byte, load func(string) (workflows.Experimen
 	}
 	dir := filepath.Dir(path)
 	seen := map[string]int{}
+	var branches []string
 	for i, raw := range entries {
 		at := fmt.Sprintf("Experiments[%d]", i)
 		obj, err := strictObject(raw, suiteEntryFields)
@@ -104,49 +173,196 @@ func ParseSuite(path string, data []byte, load func(string) (workflows.Experimen
 			fail("%s: unknown field %q%s", at, k, suggest(k, suiteEntryFields))
 		}
 		var e SuiteFileEntry
+		var name, branch string
+		configField := pick(obj.fields, "Config", "ConfigPath", at, fail)
+		keywordField := pick(obj.fields, "Keyword", "ResultKeyword", at, fail)
 		for _, f := range []struct {
-			name string
-			dst  *string
-		}{{"Config", &e.Config}, {"Keyword", &e.Keyword}} {
+			name     string
+			dst      *string
+			required bool
+		}{{configField, &e.Config, true}, {keywordField, &e.Keyword, true}, {"Name", &name, false}, {"Branch", &branch, false}} {
 			raw, ok := obj.fields[f.name]
 			if !ok {
-				fail("%s: %q is required", at, f.name)
+				if f.required {
+					fail("%s: %q is required", at, f.name)
+				}
 				continue
 			}
 			if err := json.Unmarshal(raw, f.dst); err != nil || strings.TrimSpace(*f.dst) == "" {
 				fail("%s.%s must be a non-empty string, got %s", at, f.name, compact(raw))
 			}
 		}
-		if e.Keyword != "" {
+		es := suiteSettings(obj.fields, at+".", fail, note)
+		if es.skip {
+			note("%s (%s): Skip is true; left out", at, orText(name, e.Config))
+			continue
+		}
+		if branch != "" && !slices.Contains(branches, branch) {
+			branches = append(branches, branch)
+		}
+		if e.Keyword != "" && keywordField == "Keyword" {
 			if j, dup := seen[e.Keyword]; dup {
-				fail("%s.Keyword %q is already used by Experiments[%d]", at, e.Keyword, j)
+				fail("%s.%s %q is already used by Experiments[%d]", at, keywordField, e.Keyword, j)
 			}
 			seen[e.Keyword] = i
 		}
 		if e.Config == "" {
 			continue
 		}
-		e.Path = e.Config
-		if !filepath.IsAbs(e.Path) {
-			e.Path = filepath.Join(dir, e.Path)
-		}
-		if _, err := os.Stat(e.Path); err != nil {
-			fail("%s.Config: config file %s does not exist (paths are relative to the suite file's directory %s)", at, e.Path, dir)
+		path, tried := findConfig(dir, e.Config)
+		if path == "" {
+			hint := ""
+			if branch != "" {
+				hint = fmt.Sprintf("; the artifact keeps it on branch %q: every protocol lives in one tree here, so put the file in the tree (e.g. `git -C <artifact checkout> show %s:scripts/%s > <artifact>/scripts/%s`)", branch, branch, e.Config, e.Config)
+			}
+			fail("%s.%s: config file %s does not exist (paths are relative to the suite file's directory %s, or a directory above it: looked in %s)%s", at, configField, e.Config, dir, abbreviate(tried, 3), hint)
 			continue
 		}
-		in, err := load(e.Path)
+		e.Path = path
+		in, notes, err := load(e.Path)
+		s.Notes = append(s.Notes, notes...)
 		if err != nil {
-			fail("%s.Config: %v", at, err)
+			fail("%s.%s: %v", at, configField, err)
 			continue
+		}
+		if name != "" {
+			in.Name = name
+		}
+		if keywordField == "ResultKeyword" && e.Keyword != "" {
+			// The artifact's results go to <query>_<ResultKeyword>, so
+			// one keyword serves every query; a second run of one query
+			// with one keyword only gets a timestamped folder there.
+			label := orText(in.Params[ParamArtifactQueryName], in.QueryName) + "_" + e.Keyword
+			if j, dup := seen[label]; dup {
+				note("%s.ResultKeyword %q: Experiments[%d] has the same query and keyword (%s); both run, each with its own results", at, e.Keyword, j, label)
+			}
+			seen[label] = i
+		}
+		attempts := set.maxAttempts
+		if es.maxAttemptsSet {
+			attempts = es.maxAttempts
+		}
+		cooldown := set.cooldown
+		if es.cooldownSet {
+			cooldown = es.cooldown
 		}
 		s.Entries = append(s.Entries, e)
-		s.Input.Entries = append(s.Input.Entries, workflows.SuiteEntry{Keyword: e.Keyword, Input: in})
+		s.Input.Entries = append(s.Input.Entries, workflows.SuiteEntry{Keyword: e.Keyword, Input: in, MaxAttempts: attempts,
+			CooldownSeconds: int(scaleInt(int64(cooldown), scale.time()))})
+	}
+	if len(branches) > 0 {
+		note("Branch %s: every protocol lives in one tree here; no branch is checked out", strings.Join(branches, ", "))
+	}
+	if len(entries) > 0 && len(s.Input.Entries) == 0 && len(errs) == 0 {
+		fail("every experiment is skipped (Skip true); nothing to run")
 	}
 	s.Input.Name = s.Name
 	if len(errs) > 0 {
-		return Suite{}, errors.Join(errs...)
+		return Suite{Notes: s.Notes}, errors.Join(errs...)
 	}
 	return s, nil
+}
+
+// pick returns which of two alias fields an object uses (the first when
+// neither), reporting both.
+func pick(fields map[string]json.RawMessage, a, b, at string, fail func(string, ...any)) string {
+	_, hasA := fields[a]
+	_, hasB := fields[b]
+	switch {
+	case hasA && hasB:
+		fail("%s: %q and %q are the same field; give one", at, a, b)
+	case hasB:
+		return b
+	}
+	return a
+}
+
+// findConfig looks config up relative to dir and each directory above it
+// (an absolute config as is); it returns the path found and where it
+// looked.
+func findConfig(dir, config string) (string, []string) {
+	if filepath.IsAbs(config) {
+		if _, err := os.Stat(config); err == nil {
+			return config, nil
+		}
+		return "", []string{config}
+	}
+	var tried []string
+	for d := dir; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, config)
+		tried = append(tried, p)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, tried
+		}
+		if filepath.Dir(d) == d || d == "." {
+			return "", tried
+		}
+	}
+}
+
+// suiteSetting is the suite's (or one entry's) retry and pacing settings.
+type suiteSetting struct {
+	cooldown, maxAttempts, retryDelay int
+	cooldownSet, maxAttemptsSet       bool
+	stopOnFailure, skip               bool
+}
+
+// suiteSettings reads the settings among fields; prefix is "" for the
+// suite's and "Experiments[i]." for an entry's. Fields without meaning
+// here are noted.
+func suiteSettings(fields map[string]json.RawMessage, prefix string, fail, note func(string, ...any)) suiteSetting {
+	set := suiteSetting{maxAttempts: 1, retryDelay: DefaultSuiteRetryDelaySeconds}
+	whole := func(name string, dst *int, lo, hi int) bool {
+		raw, ok := fields[name]
+		if !ok {
+			return false
+		}
+		var v float64
+		if kindOf(raw) != "number" || json.Unmarshal(raw, &v) != nil || v != float64(int(v)) || v < float64(lo) || v > float64(hi) {
+			fail("%s%s: %s is out of range (a whole number between %d and %d)", prefix, name, compact(raw), lo, hi)
+			return false
+		}
+		*dst = int(v)
+		return true
+	}
+	boolean := func(name string, dst *bool) bool {
+		raw, ok := fields[name]
+		if !ok {
+			return false
+		}
+		if kindOf(raw) != "boolean" {
+			fail("%s%s: expected true or false, got %s", prefix, name, kindOf(raw))
+			return false
+		}
+		*dst = strings.TrimSpace(string(raw)) == "true"
+		return true
+	}
+	set.cooldownSet = whole("CooldownSeconds", &set.cooldown, 0, maxSuiteSeconds)
+	set.maxAttemptsSet = whole("MaxAttempts", &set.maxAttempts, 1, maxSuiteAttempts)
+	whole("RetryDelaySeconds", &set.retryDelay, 0, maxSuiteSeconds)
+	boolean("StopOnFailure", &set.stopOnFailure)
+	boolean("Skip", &set.skip)
+	var flag bool
+	for _, f := range []string{"GitFetch", "RestoreBranch"} {
+		if boolean(f, &flag) {
+			note("%s%s: every protocol lives in one tree here; no branch is fetched or restored", prefix, f)
+		}
+	}
+	if boolean("KeepFailedResults", &flag) {
+		note("%sKeepFailedResults: koala keeps every experiment's results, failed or not", prefix)
+	}
+	if raw, ok := fields["WorkDir"]; ok {
+		var dir string
+		if json.Unmarshal(raw, &dir) != nil {
+			fail("%sWorkDir must be a string, got %s", prefix, kindOf(raw))
+		} else {
+			note("%sWorkDir %q: not used (the artifact's checkout on its hosts; configs are found relative to this suite file)", prefix, dir)
+		}
+	}
+	if raw, ok := fields["_comment"]; ok {
+		note("%s_comment: a comment (%d bytes); not used", prefix, len(compact(raw)))
+	}
+	return set
 }
 
 type jsonObject struct {
@@ -196,88 +412,4 @@ func strictObject(data []byte, known []string) (jsonObject, error) {
 		return o, errors.New("not valid JSON: data after the object")
 	}
 	return o, nil
-}
-
-// ---------------------------------------------------------------- summary
-
-// SuiteSummaryFile is the summary written into a suite's result directory.
-const SuiteSummaryFile = "summary.json"
-
-// SuiteSummary is summary.json: the suite, its workflow and every entry's
-// outcome, in order.
-type SuiteSummary struct {
-	Suite      string                       `json:"suite"`
-	File       string                       `json:"file"`
-	WorkflowID string                       `json:"workflow_id"`
-	RunID      string                       `json:"run_id"`
-	Started    time.Time                    `json:"started"`
-	Finished   time.Time                    `json:"finished"`
-	Entries    []workflows.SuiteEntryResult `json:"entries"`
-	LogsDir    string                       `json:"logs_dir"`
-	ResultsDir string                       `json:"results_dir"`
-}
-
-// WriteSuiteSummary writes summary.json into dir and returns its path.
-func WriteSuiteSummary(dir string, s SuiteSummary) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(dir, SuiteSummaryFile)
-	return p, os.WriteFile(p, append(data, '\n'), 0o644)
-}
-
-// ReadSuiteSummary reads dir/summary.json.
-func ReadSuiteSummary(dir string) (SuiteSummary, error) {
-	var s SuiteSummary
-	data, err := os.ReadFile(filepath.Join(dir, SuiteSummaryFile))
-	if err != nil {
-		return s, fmt.Errorf("suite summary: %w (is %s a `koala suite` result directory?)", err, dir)
-	}
-	if err := json.Unmarshal(data, &s); err != nil {
-		return s, fmt.Errorf("suite summary %s: %w", filepath.Join(dir, SuiteSummaryFile), err)
-	}
-	return s, nil
-}
-
-// WriteSuiteTable prints the artifact's suite summary:
-//
-//	============================================================
-//	Suite summary
-//	============================================================
-//	SUCCEEDED   65s counter_2to4 -> lazy
-//	FAILED      12s counter_2to4 -> drrs: <error>
-//	Logs: <dir>
-//	Results: <dir>
-func WriteSuiteTable(w io.Writer, s SuiteSummary) error {
-	var b strings.Builder
-	rule := strings.Repeat("=", 60)
-	fmt.Fprintf(&b, "%s\nSuite summary\n%s\n", rule, rule)
-	for _, e := range s.Entries {
-		fmt.Fprintf(&b, "%-9s %5.0fs %s -> %s", e.Status, e.Seconds, e.Experiment, e.Keyword)
-		switch {
-		case e.Status == workflows.SuiteSucceeded && e.ExactnessUnchecked != "":
-			b.WriteString("  (exactness not checked at run time)")
-		case e.Status == workflows.SuiteSucceeded:
-			fmt.Fprintf(&b, "  (lost=%d duplicated=%d reordered=%d)", e.Lost, e.Duplicated, e.Reordered)
-		}
-		if e.Error != "" {
-			fmt.Fprintf(&b, ": %s", oneLine(e.Error, 160))
-		}
-		b.WriteString("\n")
-	}
-	fmt.Fprintf(&b, "Logs: %s\nResults: %s\n", s.LogsDir, s.ResultsDir)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

@@ -14,6 +14,11 @@ import (
 type SuiteEntry struct {
 	Keyword string          `json:"keyword"`
 	Input   ExperimentInput `json:"input"`
+	// MaxAttempts runs a failed experiment again, up to this many runs in
+	// all (0 or 1: once), as the artifact's suites do on flaky clusters.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// CooldownSeconds is the pause after this experiment before the next.
+	CooldownSeconds int `json:"cooldown_seconds,omitempty"`
 }
 
 // SuiteInput is the input of RunSuite: the suite's name and its experiments,
@@ -21,6 +26,12 @@ type SuiteEntry struct {
 type SuiteInput struct {
 	Name    string       `json:"name"`
 	Entries []SuiteEntry `json:"entries"`
+	// RetryDelaySeconds is the pause before another attempt of a failed
+	// experiment.
+	RetryDelaySeconds int `json:"retry_delay_seconds,omitempty"`
+	// StopOnFailure ends the suite at the first experiment that failed
+	// every attempt; the rest are not run.
+	StopOnFailure bool `json:"stop_on_failure,omitempty"`
 }
 
 // Status of a suite entry (the artifact's words).
@@ -46,6 +57,8 @@ type SuiteEntryResult struct {
 	Duplicated         int64  `json:"duplicated"`
 	// Reordered: see ExperimentResult.
 	Reordered int64 `json:"reordered,omitempty"`
+	// Attempts is how many runs the entry took (see SuiteEntry.MaxAttempts).
+	Attempts int `json:"attempts,omitempty"`
 	// What `koala figures` needs to place the run on its metric axis.
 	StartedAt    time.Time         `json:"started_at"`
 	MetricsStart time.Time         `json:"metrics_start,omitempty"`
@@ -100,42 +113,80 @@ func RunSuite(ctx workflow.Context, in SuiteInput) (SuiteResult, error) {
 	}); err != nil {
 		return res, err
 	}
+	// Attempts, cool-downs and StopOnFailure add commands (timers, more
+	// children) only when a suite sets them, so the histories of suites
+	// that do not replay as before.
 	for i, e := range in.Entries {
-		id := SuiteChildID(suiteID, i+1, e.Keyword)
-		began := workflow.Now(ctx)
-		progress.Current, progress.Keyword, progress.ChildID, progress.StartedAt = i+1, e.Keyword, id, began
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID: id,
-			// The child is our experiment: if the suite is terminated the
-			// experiment is stopped too.
-			WaitForCancellation: true,
-		})
-		var out ExperimentResult
-		err := workflow.ExecuteChildWorkflow(cctx, RunExperiment, e.Input).Get(ctx, &out)
-		r := SuiteEntryResult{
-			Index: i + 1, Keyword: e.Keyword, Experiment: e.Input.Name, WorkflowID: id, JobID: JobIDFor(id),
-			Seconds:  workflow.Now(ctx).Sub(began).Seconds(),
-			Protocol: orDefault(e.Input.ReconfigProtocol, ProtocolStopAndRestart), StateBackend: e.Input.StateBackend,
-			TotalRuntime: e.Input.TotalRuntimeSeconds,
-			Produced:     out.Produced, Lost: out.Lost, Duplicated: out.Duplicated, Reordered: out.Reordered, ExactnessUnchecked: out.ExactnessUnchecked,
-			StartedAt: out.StartedAt, MetricsStart: out.MetricsStart, Reconfigs: out.Reconfigs,
-		}
-		switch {
-		case err != nil:
-			r.Status, r.Error = SuiteFailed, innermostMessage(err)
-		case out.Lost != 0 || out.Duplicated != 0 || out.Reordered != 0:
-			r.Status, r.Error = SuiteFailed, fmt.Sprintf("exactness violated: lost=%d duplicated=%d reordered=%d", out.Lost, out.Duplicated, out.Reordered)
-		default:
-			r.Status = SuiteSucceeded
+		var r SuiteEntryResult
+		for attempt := 1; ; attempt++ {
+			id := SuiteChildID(suiteID, i+1, e.Keyword)
+			if attempt > 1 {
+				id = SuiteChildID(suiteID, i+1, fmt.Sprintf("%s-attempt%d", e.Keyword, attempt))
+			}
+			r = runSuiteEntry(ctx, &progress, i, e, id)
+			r.Attempts = attempt
+			if r.Status == SuiteSucceeded || attempt >= max(e.MaxAttempts, 1) || ctx.Err() != nil {
+				break
+			}
+			if err := sleepSeconds(ctx, in.RetryDelaySeconds); err != nil {
+				break
+			}
 		}
 		res.Entries = append(res.Entries, r)
 		progress.Done = append(progress.Done, r)
 		if ctx.Err() != nil { // the suite itself was cancelled
 			return res, ctx.Err()
 		}
+		if r.Status != SuiteSucceeded && in.StopOnFailure {
+			break
+		}
+		if i < len(in.Entries)-1 {
+			if err := sleepSeconds(ctx, e.CooldownSeconds); err != nil {
+				return res, err
+			}
+		}
 	}
 	progress.Current, progress.Keyword, progress.ChildID = 0, "", ""
 	return res, nil
+}
+
+// runSuiteEntry runs one attempt of entry i as child workflow id.
+func runSuiteEntry(ctx workflow.Context, progress *SuiteProgress, i int, e SuiteEntry, id string) SuiteEntryResult {
+	began := workflow.Now(ctx)
+	progress.Current, progress.Keyword, progress.ChildID, progress.StartedAt = i+1, e.Keyword, id, began
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: id,
+		// The child is our experiment: if the suite is terminated the
+		// experiment is stopped too.
+		WaitForCancellation: true,
+	})
+	var out ExperimentResult
+	err := workflow.ExecuteChildWorkflow(cctx, RunExperiment, e.Input).Get(ctx, &out)
+	r := SuiteEntryResult{
+		Index: i + 1, Keyword: e.Keyword, Experiment: e.Input.Name, WorkflowID: id, JobID: JobIDFor(id),
+		Seconds:  workflow.Now(ctx).Sub(began).Seconds(),
+		Protocol: orDefault(e.Input.ReconfigProtocol, ProtocolStopAndRestart), StateBackend: e.Input.StateBackend,
+		TotalRuntime: e.Input.TotalRuntimeSeconds,
+		Produced:     out.Produced, Lost: out.Lost, Duplicated: out.Duplicated, Reordered: out.Reordered, ExactnessUnchecked: out.ExactnessUnchecked,
+		StartedAt: out.StartedAt, MetricsStart: out.MetricsStart, Reconfigs: out.Reconfigs,
+	}
+	switch {
+	case err != nil:
+		r.Status, r.Error = SuiteFailed, innermostMessage(err)
+	case out.Lost != 0 || out.Duplicated != 0 || out.Reordered != 0:
+		r.Status, r.Error = SuiteFailed, fmt.Sprintf("exactness violated: lost=%d duplicated=%d reordered=%d", out.Lost, out.Duplicated, out.Reordered)
+	default:
+		r.Status = SuiteSucceeded
+	}
+	return r
+}
+
+// sleepSeconds pauses the suite for n seconds (none when n ≤ 0).
+func sleepSeconds(ctx workflow.Context, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	return workflow.Sleep(ctx, time.Duration(n)*time.Second)
 }
 
 func orDefault(s, def string) string {

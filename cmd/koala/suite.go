@@ -1,23 +1,30 @@
 package main
 
 import (
-	"koala/experiments/runner"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"koala/experiments"
+	"koala/experiments/runner"
 )
 
 func init() {
 	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, attach string
 	var every time.Duration
+	var check bool
+	var machine machineFlags
 	cmd := &cobra.Command{
 		Use:   "suite FILE | suite --attach SUITE-WORKFLOW-ID",
 		Short: "Run a suite of experiments (a RunSuite workflow), follow it and print the artifact-style summary",
 		Long: `suite loads the suite file (JSON {"Name", "Experiments": [{"Config", "Keyword"}]},
-config paths relative to the file) and every config it names, starts a
+config paths relative to the file, or the Koala artifact's fullSuite.json form
+with ConfigPath, ResultKeyword, CooldownSeconds, MaxAttempts, RetryDelaySeconds
+and StopOnFailure) and every config it names, starts a
 RunSuite workflow (id suite-NAME-TIMESTAMP) that runs the experiments one
 after another as child RunExperiment workflows (ids SUITE-ID-INDEX-KEYWORD),
 prints live progress (entry, elapsed, phase, source rate and Kafka lag), and
@@ -27,7 +34,11 @@ result and throughput plot, and prints the suite summary.
 The suite runs in Temporal, not in this process: if this command dies, the
 suite goes on; --attach SUITE-ID follows it again. A controller restart
 neither loses nor repeats a finished experiment. Plot it with
-'koala figures RESULTS/suite_TIMESTAMP'.`,
+'koala figures RESULTS/suite_TIMESTAMP'.
+
+--check loads and validates the suite and every config it names as a run
+would, prints every problem and starts nothing. --scale and --time-scale
+apply to every config (see README).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if attach != "" {
 				return cobra.NoArgs(cmd, args)
@@ -35,6 +46,22 @@ neither loses nor repeats a finished experiment. Plot it with
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := machine.options()
+			if err != nil {
+				return err
+			}
+			if check {
+				if attach != "" {
+					return fmt.Errorf("--check takes a suite file, not --attach")
+				}
+				s, err := experiments.LoadSuiteFor(args[0], o)
+				printNotes(s.Notes)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("suite %s: OK (%s, %d experiment(s)); nothing started\n", args[0], s.Name, len(s.Input.Entries))
+				return nil
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ch, err := clickHouseOrNil(clickhouse, chNative)
@@ -52,12 +79,14 @@ neither loses nor repeats a finished experiment. Plot it with
 			}
 			return runner.Suite(ctx, runner.SuiteOptions{
 				Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
-				File:     file, Attach: attach, ResultsDir: resultsDir, Every: every,
+				File:     file, Attach: attach, ResultsDir: resultsDir, Every: every, Run: o,
 			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&attach, "attach", "", "follow an already started RunSuite workflow instead of starting one")
+	f.BoolVar(&check, "check", false, "load and validate the suite and every config it names, print every problem, and start nothing")
+	machine.register(f)
 	f.StringVar(&resultsDir, "results", "results", "directory under which suite_TIMESTAMP/ is written")
 	f.DurationVar(&every, "every", 10*time.Second, "progress line interval")
 	f.StringVar(&temporalAddr, "temporal", envOr(envTemporal, defTemporal), "Temporal frontend host:port (env "+envTemporal+")")

@@ -25,6 +25,8 @@ type SuiteOptions struct {
 	Attach     string
 	ResultsDir string
 	Every      time.Duration // progress line interval
+	// Run fits every config to this machine (experiments.RunOptions).
+	Run experiments.RunOptions
 }
 
 // Suite starts (or attaches to) a RunSuite workflow, follows it with a
@@ -35,7 +37,11 @@ func Suite(ctx context.Context, o SuiteOptions) error {
 	var suite experiments.Suite
 	if o.Attach == "" {
 		var err error
-		if suite, err = experiments.LoadSuite(o.File); err != nil {
+		suite, err = experiments.LoadSuiteFor(o.File, o.Run)
+		for _, n := range suite.Notes {
+			fmt.Fprintln(os.Stderr, "note:", n)
+		}
+		if err != nil {
 			return err
 		}
 		for i := range suite.Input.Entries {
@@ -82,7 +88,7 @@ func Suite(ctx context.Context, o SuiteOptions) error {
 	absResults, _ := filepath.Abs(o.ResultsDir)
 	sum := experiments.SuiteSummary{
 		Suite: res.Name, File: suite.File, WorkflowID: run.GetID(), RunID: run.GetRunID(),
-		Started: started, Finished: time.Now(), Entries: res.Entries, LogsDir: dir, ResultsDir: absResults,
+		Started: started, Finished: time.Now(), Entries: res.Entries, LogsDir: dir, ResultsDir: absResults, Planned: len(suite.Input.Entries),
 	}
 	for _, e := range res.Entries {
 		writeEntryResult(ctx, tc, out, dir, e)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 )
 
 // AzureListSize is how many of a VM's latest readings cpuReadingStats keeps.
@@ -91,9 +92,14 @@ func decodeReading(b []byte, vm string) (CPUReading, error) {
 	return CPUReading{Timestamp: int64(binary.LittleEndian.Uint64(b)), VMID: vm, MinCPU: f(1), MaxCPU: f(2), AvgCPU: f(3)}, nil
 }
 
-// cpuReadingStats keeps each VM's last AzureListSize readings (list state
-// "readings") and emits the running statistics per reading.
-func cpuReadingStats(dataplane.OperatorContext) (func(dataplane.Record, *dataplane.State, dataplane.Emit) error, error) {
+// cpuReadingStats keeps each VM's last AzureListSize readings (job
+// parameter ListStateSize; list state "readings") and emits the running
+// statistics per reading.
+func cpuReadingStats(ctx dataplane.OperatorContext) (func(dataplane.Record, *dataplane.State, dataplane.Emit) error, error) {
+	size, err := control.IntParam(ctx.Job, control.ParamListStateSize, AzureListSize, 1, control.MaxListSize, "readings")
+	if err != nil {
+		return nil, err
+	}
 	return func(r dataplane.Record, st *dataplane.State, emit dataplane.Emit) error {
 		in, err := ParseCPUReading(r.Value)
 		if err != nil {
@@ -102,7 +108,7 @@ func cpuReadingStats(dataplane.OperatorContext) (func(dataplane.Record, *datapla
 		if in.VMID != string(r.Key) {
 			return malformed("azure: record key %q is not the vm id %q", r.Key, in.VMID)
 		}
-		last, err := pushBounded(st, "readings", r.Key, AzureListSize, in, encodeReading,
+		last, err := pushBounded(st, "readings", r.Key, size, in, encodeReading,
 			func(b []byte) (CPUReading, error) { return decodeReading(b, in.VMID) })
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 )
 
 // BorgListSize is how many of a (job, event type)'s latest events
@@ -160,8 +161,13 @@ func decodeTaskEvent(b []byte) (TaskEvent, error) {
 }
 
 // jobEventStats keeps the last BorgListSize events of each (job, event
-// type) (list state "events") and emits their request statistics.
-func jobEventStats(dataplane.OperatorContext) (func(dataplane.Record, *dataplane.State, dataplane.Emit) error, error) {
+// type) (job parameter ListStateSize; list state "events") and emits their
+// request statistics.
+func jobEventStats(ctx dataplane.OperatorContext) (func(dataplane.Record, *dataplane.State, dataplane.Emit) error, error) {
+	size, err := control.IntParam(ctx.Job, control.ParamListStateSize, BorgListSize, 1, control.MaxListSize, "events")
+	if err != nil {
+		return nil, err
+	}
 	return func(r dataplane.Record, st *dataplane.State, emit dataplane.Emit) error {
 		in, err := ParseTaskEvent(r.Value)
 		if err != nil {
@@ -170,7 +176,7 @@ func jobEventStats(dataplane.OperatorContext) (func(dataplane.Record, *dataplane
 		if k := in.Key(); k != string(r.Key) {
 			return malformed("borg: record key %q is not the job and event type %q", r.Key, k)
 		}
-		last, err := pushBounded(st, "events", r.Key, BorgListSize, in, encodeTaskEvent, decodeTaskEvent)
+		last, err := pushBounded(st, "events", r.Key, size, in, encodeTaskEvent, decodeTaskEvent)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 )
 
 // TaxiListSize is how many of a route's latest trips movingMedianTripTime keeps.
@@ -148,9 +149,13 @@ func calculateCellId(r dataplane.Record, emit dataplane.Emit) error {
 }
 
 // movingMedianTripTime keeps the trip times of each route's last
-// TaxiListSize trips (list state "trips") and emits
-// "pickup,trip seconds,trips,median trip seconds".
-func movingMedianTripTime(dataplane.OperatorContext) (func(dataplane.Record, *dataplane.State, dataplane.Emit) error, error) {
+// TaxiListSize trips (job parameter ListLength; list state "trips") and
+// emits "pickup,trip seconds,trips,median trip seconds".
+func movingMedianTripTime(ctx dataplane.OperatorContext) (func(dataplane.Record, *dataplane.State, dataplane.Emit) error, error) {
+	size, err := control.IntParam(ctx.Job, control.ParamListLength, TaxiListSize, 1, control.MaxListSize, "trips")
+	if err != nil {
+		return nil, err
+	}
 	return func(r dataplane.Record, st *dataplane.State, emit dataplane.Emit) error {
 		pickup, secs, ok := bytes.Cut(r.Value, []byte(","))
 		p, err1 := strconv.ParseInt(string(pickup), 10, 64)
@@ -158,7 +163,7 @@ func movingMedianTripTime(dataplane.OperatorContext) (func(dataplane.Record, *da
 		if !ok || err1 != nil || err2 != nil {
 			return malformed("taxi: route record %q, want pickup,trip seconds", r.Value)
 		}
-		trips, err := pushBounded(st, "trips", r.Key, TaxiListSize, s,
+		trips, err := pushBounded(st, "trips", r.Key, size, s,
 			func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) },
 			func(b []byte) (int64, error) {
 				if len(b) != 8 {
