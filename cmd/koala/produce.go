@@ -45,7 +45,7 @@ func init() {
 				req.RateLimit, req.RateChangeInterval = rateLimit, rateChange
 			}
 			if nexmark.EventTypes != nil || nexmark.NumActivePeople != 0 || nexmark.OutputEventNumber != 0 ||
-				nexmark.HotSellersRatio != 0 || nexmark.HotAuctionsRatio != 0 || nexmark.HotBiddersRatio != 0 {
+				nexmark.HotSellersRatio != 0 || nexmark.HotAuctionsRatio != 0 || nexmark.HotBiddersRatio != 0 || nexmark.Encoding != "" {
 				req.Nexmark = &nexmark
 			}
 			if producers < 1 {
@@ -90,5 +90,6 @@ func init() {
 	f.IntVar(&nexmark.HotAuctionsRatio, "nexmark-hot-auctions-ratio", 0, "nexmark generator: HotAuctionsRatio (0 = default)")
 	f.IntVar(&nexmark.HotBiddersRatio, "nexmark-hot-bidders-ratio", 0, "nexmark generator: HotBiddersRatio (0 = default)")
 	f.Int64Var(&nexmark.OutputEventNumber, "nexmark-output-event-number", 0, "nexmark generator: first event number (resume point after a warm-up)")
+	f.StringVar(&nexmark.Encoding, "nexmark-encoding", "", "nexmark generator: record encoding, binary (default) or json")
 	rootCmd.AddCommand(cmd)
 }

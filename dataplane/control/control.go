@@ -472,6 +472,9 @@ type NexmarkSource struct {
 	HotSellerRatio   float64 `json:"hot_seller_ratio,omitempty"`
 	HotSellerRange   int     `json:"hot_seller_range,omitempty"`
 	ExtraPayloadSize int     `json:"extra_payload_size,omitempty"`
+	// Encoding is the generated records' wire form: "binary" (the
+	// default, also for "") or "json"; the queries read both.
+	Encoding string `json:"encoding,omitempty"`
 	// Knobs carries the artifact's NexmarkSourceConfig knobs that no field
 	// above holds, by their artifact names, so that a generator can take
 	// them up without a new request field: HotAuctionRatio,

@@ -88,7 +88,7 @@ func (m *q1Mapper) ProcessKeyed(in []dataplane.Record, st *dataplane.State, emit
 		b := *e.Bid
 		b.Price = b.Price * DollarToEuroNum / DollarToEuroDen
 		st.Put(ConvertedState, r.Key, binary.LittleEndian.AppendUint64(nil, uint64(b.Price)))
-		r.Key, r.Value = itoa(b.Auction), mustJSON(b)
+		r.Key, r.Value = itoa(b.Auction), encodeBid(&b)
 		emit(r)
 	}
 	return nil

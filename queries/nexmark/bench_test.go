@@ -44,6 +44,68 @@ func benchQuery(b *testing.B, q string, par map[string]int, params map[string]st
 	b.ReportMetric(float64(len(res.Output)), "results")
 }
 
+// codecRecords are a generated bid and closed auction (no padding), the
+// records of q1 and q6 modified.
+func codecRecords(b *testing.B) map[string]nexmark.Event {
+	out := map[string]nexmark.Event{}
+	for name, cfg := range map[string]nexmark.Config{"bid": {Kinds: []string{"bid"}}, "closedauction": {Kinds: []string{"ClosedAuction"}}} {
+		cfg.Seed, cfg.BaseTime = 3, base
+		g, err := nexmark.NewGenerator(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e := g.EventNumber(1234)
+		out[name] = g.Event(e, g.Timestamp(e))
+	}
+	return out
+}
+
+var encodings = []nexmark.Encoding{nexmark.JSON, nexmark.Binary}
+
+// BenchmarkEncode compares the encodings of a bid and of a closed
+// auction: time and allocations per record, and its size.
+//
+//	go test -run '^$' -bench 'Encode|Decode' -benchmem ./queries/nexmark
+func BenchmarkEncode(b *testing.B) {
+	for name, ev := range codecRecords(b) {
+		for _, enc := range encodings {
+			b.Run(name+"/"+string(enc), func(b *testing.B) {
+				b.ReportAllocs()
+				var buf []byte
+				var err error
+				for b.Loop() {
+					if buf, err = nexmark.AppendEvent(buf[:0], ev, enc); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(buf)), "bytes/record")
+			})
+		}
+	}
+}
+
+// BenchmarkDecode compares Parse on the two encodings of a bid and of a
+// closed auction.
+func BenchmarkDecode(b *testing.B) {
+	for name, ev := range codecRecords(b) {
+		for _, enc := range encodings {
+			b.Run(name+"/"+string(enc), func(b *testing.B) {
+				data, err := nexmark.AppendEvent(nil, ev, enc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := nexmark.Parse(data); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(data)), "bytes/record")
+			})
+		}
+	}
+}
+
 // BenchmarkNexmarkQ4 is the keyed stateful family with timers: auctions
 // closing and a running average per category.
 func BenchmarkNexmarkQ4(b *testing.B) {

@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -78,6 +79,10 @@ type Config struct {
 	HotSellerRatio   float64
 	HotSellerRange   int
 	ExtraPayloadSize int
+	// Encoding is the records' wire form: Binary (the default, also for
+	// "") or JSON (codec.go). The events are the same in both: padding is
+	// sized against the JSON form.
+	Encoding Encoding
 }
 
 // DefaultConfig is the reference generator's configuration.
@@ -111,6 +116,9 @@ func (c Config) withDefaults() Config {
 	if c.HotSellerRange <= 0 {
 		c.HotSellerRange = DefaultHotSellerRange
 	}
+	if c.Encoding == "" {
+		c.Encoding = Binary
+	}
 	if c.AuctionLength <= 0 {
 		c.AuctionLength = d.AuctionLength
 		if c.Sellers != "" {
@@ -133,11 +141,19 @@ type Generator struct {
 	// closed marks the closed-auction stream; extra is its records' pad.
 	closed bool
 	extra  string
+	// scratch is where Next encodes; each record's value is a copy of
+	// exactly its size.
+	scratch []byte
 }
 
 // NewGenerator returns a generator for cfg; unknown Kinds and knobs out of
 // range are errors naming them.
 func NewGenerator(cfg Config) (*Generator, error) {
+	enc, err := ParseEncoding(string(cfg.Encoding))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Encoding = enc
 	g := &Generator{cfg: cfg.withDefaults()}
 	if closed, err := closedAuctionsOnly(cfg); err != nil || closed {
 		if err != nil {
@@ -321,19 +337,21 @@ func (g *Generator) Event(e, ts int64) Event {
 	return Event{Bid: b}
 }
 
-// pad returns filler that brings e's encoding to about avg bytes (±10 %).
+// pad returns filler that brings e's JSON form to about avg bytes (±10 %):
+// the reference generator's event sizes. The binary form carries the same
+// filler, so a padded event is the same in both encodings.
 func pad(rng *rand.Rand, avg int, e Event) string {
-	data, _ := EncodeEvent(e)
 	target := avg + rng.IntN(avg/5+1) - avg/10
-	if n := target - len(data) - len(`,"extra":""`); n > 0 {
+	if n := target - jsonLen(e) - len(`,"extra":""`); n > 0 {
 		return randString(rng, n)
 	}
 	return ""
 }
 
 // Next fills r with event n of the stream: key = event number (the seller
-// for closed auctions, which the query is keyed by), value = the encoded
-// event (EncodeEvent), event time from the config (or the wall clock).
+// for closed auctions, which the query is keyed by), value = the event in
+// the config's encoding (AppendEvent), event time from the config (or the
+// wall clock). Like every produce.Generator, one goroutine at a time.
 func (g *Generator) Next(n int64, r *dataplane.Record) {
 	e := g.EventNumber(n)
 	ts := time.Now().UnixNano()
@@ -341,10 +359,11 @@ func (g *Generator) Next(n int64, r *dataplane.Record) {
 		ts = g.Timestamp(e)
 	}
 	ev := g.Event(e, ts)
-	data, err := EncodeEvent(ev)
-	if err != nil {
-		panic(err) // plain structs always encode
+	var err error
+	if g.scratch, err = AppendEvent(g.scratch[:0], ev, g.cfg.Encoding); err != nil {
+		panic(err) // one kind set, encoding checked by NewGenerator
 	}
+	data := bytes.Clone(g.scratch)
 	if ev.ClosedAuction != nil {
 		r.Key = strconv.AppendInt(r.Key[:0], ev.ClosedAuction.Seller, 10)
 	} else {
@@ -394,6 +413,7 @@ func ConfigOf(req control.ProduceRequest) Config {
 			cfg.Sellers, cfg.Skew = n.Sellers, req.Skew
 		}
 		cfg.HotSellerRatio, cfg.HotSellerRange, cfg.ExtraPayloadSize = n.HotSellerRatio, n.HotSellerRange, n.ExtraPayloadSize
+		cfg.Encoding = Encoding(n.Encoding)
 	}
 	return cfg
 }

@@ -2,8 +2,9 @@ package nexmark_test
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -33,9 +34,9 @@ func mustGenerator(cfg nexmark.Config) *nexmark.Generator {
 	return g
 }
 
-// malformed are bad records mixed into every input: the parsers must
-// count and skip them.
-var malformed = [][]byte{
+// malformed are bad records mixed into every input, JSON and binary: the
+// parsers must count and skip them.
+var malformed = append([][]byte{
 	[]byte(`{"bid":`),
 	[]byte(`not json`),
 	[]byte(`{}`),
@@ -43,6 +44,29 @@ var malformed = [][]byte{
 	[]byte(`{"bid":{"auction":1000,"bidder":1001}}`),
 	[]byte(`{"person":{"id":1000,"name":"x","state":"OR","dateTime":1},"bid":{"auction":1,"bidder":1,"price":1,"dateTime":1}}`),
 	[]byte(`{"auction":{"id":1000,"seller":"1000","category":10,"dateTime":1}}`),
+}, binaryMalformed()...)
+
+// binaryMalformed are a truncated bid, a bid with a trailing byte and a
+// record of an unknown layout version.
+func binaryMalformed() [][]byte {
+	bid, err := nexmark.EncodeEvent(nexmark.Event{Bid: &nexmark.Bid{Auction: 1000, Bidder: 1001, Price: 5, Channel: "Google", URL: "n.io/x", DateTime: 1}})
+	if err != nil {
+		panic(err)
+	}
+	return [][]byte{bid[:len(bid)-1], append(slices.Clone(bid), 0), {0xa3, 2, 2, 2}}
+}
+
+// malformedEvery spreads the malformed records over an input: one after
+// event malformedEvery/2, then one every malformedEvery events, so all of
+// them fit in numEvents.
+const malformedEvery = 2000
+
+// malformedAfter is the malformed record that follows event i, if any.
+func malformedAfter(i int) ([]byte, bool) {
+	if i%malformedEvery != malformedEvery/2 || i/malformedEvery >= len(malformed) {
+		return nil, false
+	}
+	return malformed[i/malformedEvery], true
 }
 
 // input is the generated stream with the malformed records spread in.
@@ -55,8 +79,8 @@ func input() ([]dataplane.Record, []nexmark.Event) {
 		g.Next(n, &r)
 		recs = append(recs, r)
 		events = append(events, g.Event(n, g.Timestamp(n)))
-		if n%3000 == 1500 && int(n/3000) < len(malformed) {
-			recs = append(recs, dataplane.Record{Key: []byte("bad"), Value: malformed[n/3000], EventTime: r.EventTime})
+		if bad, ok := malformedAfter(int(n)); ok {
+			recs = append(recs, dataplane.Record{Key: []byte("bad"), Value: bad, EventTime: r.EventTime})
 		}
 	}
 	return recs, events
@@ -163,11 +187,11 @@ func checkQ1(t *testing.T, out []dataplane.Record, events []nexmark.Event) {
 		}
 	}
 	check(t, wftest.Lines(out, func(r dataplane.Record) string {
-		var b nexmark.Bid
-		if err := json.Unmarshal(r.Value, &b); err != nil {
-			t.Fatal(err)
+		e, err := nexmark.Parse(r.Value)
+		if err != nil || e.Bid == nil || r.Value[0] == '{' {
+			t.Fatalf("q1 output %x is not a binary bid: %v", r.Value, err)
 		}
-		return fmt.Sprintf("%d/%d/%d", b.Price, b.Bidder, b.DateTime)
+		return fmt.Sprintf("%d/%d/%d", e.Bid.Price, e.Bid.Bidder, e.Bid.DateTime)
 	}), want)
 }
 
@@ -183,10 +207,16 @@ func checkQ2(t *testing.T, out []dataplane.Record, events []nexmark.Event) {
 	var want []string
 	for _, e := range events {
 		if b := e.Bid; b != nil && b.Auction%123 == 0 {
-			want = append(want, fmt.Sprintf("%d={\"auction\":%d,\"price\":%d}", b.Auction, b.Auction, b.Price))
+			want = append(want, fmt.Sprintf("%d=%d/%d", b.Auction, b.Auction, b.Price))
 		}
 	}
-	check(t, wftest.Lines(out, nil), want)
+	check(t, wftest.Lines(out, func(r dataplane.Record) string {
+		v, err := nexmark.DecodeQ2Result(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%d/%d", v.Auction, v.Price)
+	}), want)
 }
 
 func TestQ3(t *testing.T) {
@@ -213,8 +243,8 @@ func checkQ3(t *testing.T, out []dataplane.Record, events []nexmark.Event) {
 		}
 	}
 	check(t, wftest.Lines(out, func(r dataplane.Record) string {
-		var v nexmark.Q3Result
-		if err := json.Unmarshal(r.Value, &v); err != nil {
+		v, err := nexmark.DecodeQ3Result(r.Value)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return fmt.Sprintf("%s|%s|%s|%d", v.Name, v.City, v.State, v.Auction)
@@ -278,9 +308,15 @@ func checkQ7(t *testing.T, out []dataplane.Record, events []nexmark.Event) {
 	var want []string
 	for end, b := range best {
 		ms := end / int64(time.Millisecond)
-		want = append(want, fmt.Sprintf("max@%d={\"auction\":%d,\"bidder\":%d,\"price\":%d,\"windowEnd\":%d}", ms, b.Auction, b.Bidder, b.Price, ms))
+		want = append(want, fmt.Sprintf("max@%d=%+v", ms, nexmark.Q7Result{Auction: b.Auction, Bidder: b.Bidder, Price: b.Price, WindowEnd: ms}))
 	}
-	check(t, wftest.Lines(out, nil), want)
+	check(t, wftest.Lines(out, func(r dataplane.Record) string {
+		v, err := nexmark.DecodeQ7Result(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%+v", v)
+	}), want)
 }
 
 func TestParseRejectsMalformed(t *testing.T) {
@@ -304,21 +340,33 @@ func TestParseRejectsMalformed(t *testing.T) {
 }
 
 // TestGenerator checks the mix, the sizes, determinism and the hot keys.
+// The JSON stream has the reference sizes; the binary one (the default)
+// carries the same events in a fraction of the bytes.
 func TestGenerator(t *testing.T) {
 	g := testGenerator()
-	kinds, sizes := map[string]int{}, map[string]int{}
+	asJSON := mustGenerator(nexmark.Config{Seed: 42, Encoding: nexmark.JSON})
+	kinds, sizes, jsonSizes := map[string]int{}, map[string]int{}, map[string]int{}
 	auctions := map[int64]int{}
 	for n := int64(0); n < 50000; n++ {
-		var r, again dataplane.Record
+		var r, again, j dataplane.Record
 		g.Next(n, &r)
 		g.Next(n, &again)
 		if string(r.Value) != string(again.Value) || r.EventTime != again.EventTime {
 			t.Fatalf("event %d differs between two calls", n)
 		}
+		asJSON.Next(n, &j)
+		e, err := nexmark.Parse(r.Value)
+		if err != nil || r.Value[0] == '{' {
+			t.Fatalf("event %d: not binary or not parsed: %v", n, err)
+		}
+		if je, err := nexmark.Parse(j.Value); err != nil || j.Value[0] != '{' || !reflect.DeepEqual(e, je) {
+			t.Fatalf("event %d: JSON %s (%v) is not the binary event %+v", n, j.Value, err, e)
+		}
 		k := nexmark.KindOf(n)
 		kinds[k]++
 		sizes[k] += len(r.Value)
-		if e, _ := nexmark.Parse(r.Value); e.Bid != nil {
+		jsonSizes[k] += len(j.Value)
+		if e.Bid != nil {
 			auctions[e.Bid.Auction]++
 		}
 	}
@@ -326,10 +374,20 @@ func TestGenerator(t *testing.T) {
 		t.Fatalf("mix %v, want 1:3:46", kinds)
 	}
 	for k, want := range map[string]int{"person": 200, "auction": 500, "bid": 100} {
-		if avg := sizes[k] / kinds[k]; avg < want*8/10 || avg > want*13/10 {
-			t.Errorf("%s: average %d bytes, want about %d", k, avg, want)
+		if avg := jsonSizes[k] / kinds[k]; avg < want*8/10 || avg > want*13/10 {
+			t.Errorf("%s: average %d bytes of JSON, want about %d", k, avg, want)
 		}
 	}
+	// Binary: a bid is its numbers and short strings (no padding: its
+	// JSON is already above 100 bytes); people and auctions keep their
+	// padding and lose the field names.
+	for k, most := range map[string]int{"person": 120, "auction": 380, "bid": 30} {
+		if avg := sizes[k] / kinds[k]; avg > most || avg >= jsonSizes[k]/kinds[k] {
+			t.Errorf("%s: average %d binary bytes, want at most %d and less than JSON's %d", k, avg, most, jsonSizes[k]/kinds[k])
+		}
+	}
+	t.Logf("average bytes binary/JSON: person %d/%d, auction %d/%d, bid %d/%d", sizes["person"]/1000, jsonSizes["person"]/1000,
+		sizes["auction"]/3000, jsonSizes["auction"]/3000, sizes["bid"]/46000, jsonSizes["bid"]/46000)
 	// Hot auctions: half the bids go to the hot auction of their batch, so
 	// the busiest auction takes far more than a uniform share.
 	top := 0
@@ -355,7 +413,7 @@ func TestGenerator(t *testing.T) {
 	}
 }
 
-// BenchmarkGenerator reports generated (JSON-encoded) events/s.
+// BenchmarkGenerator reports generated (binary-encoded) events/s.
 func BenchmarkGenerator(b *testing.B) {
 	g := testGenerator()
 	var r dataplane.Record

@@ -44,7 +44,7 @@ func categoryAverage(r dataplane.Record, st *dataplane.State, emit dataplane.Emi
 	sum, n = sum+c.Price, n+1
 	v := binary.LittleEndian.AppendUint64(make([]byte, 0, 16), uint64(sum))
 	st.Put(AverageState, r.Key, binary.LittleEndian.AppendUint64(v, uint64(n)))
-	r.Value = mustJSON(Q4Result{Category: c.Category, Average: float64(sum) / float64(n), Closed: n})
+	r.Value = Q4Result{Category: c.Category, Average: float64(sum) / float64(n), Closed: n}.appendBinary(make([]byte, 0, resultCap))
 	emit(r)
 	return nil
 }

@@ -96,7 +96,7 @@ func (s *sellerAverage) ProcessKeyed(in []dataplane.Record, st *dataplane.State,
 			}
 		}
 		st.SetList(PricesState, r.Key, append([][]byte{binary.LittleEndian.AppendUint64(nil, uint64(closed))}, entries...))
-		r.Value = mustJSON(Q6Result{Seller: c.Seller, Average: float64(sum) / float64(len(entries)), Kept: len(entries), Closed: closed})
+		r.Value = Q6Result{Seller: c.Seller, Average: float64(sum) / float64(len(entries)), Kept: len(entries), Closed: closed}.appendBinary(make([]byte, 0, resultCap))
 		emit(r)
 	}
 	return nil

@@ -3,7 +3,6 @@ package nexmark
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -71,18 +70,10 @@ type Q6ModResult struct {
 	Average float64 `json:"average"` // cents
 }
 
-// encodeQ6ModResult and DecodeQ6ModResult are the output's one encoding.
+// encodeQ6ModResult and DecodeQ6ModResult (results_codec.go) are the
+// output's one encoding: binary, 1 + seller varint + 8 bytes.
 func encodeQ6ModResult(seller int64, avg float64) []byte {
-	return mustJSON(Q6ModResult{Seller: seller, Average: avg})
-}
-
-// DecodeQ6ModResult reads an output value of q6 modified.
-func DecodeQ6ModResult(v []byte) (Q6ModResult, error) {
-	var res Q6ModResult
-	if err := json.Unmarshal(v, &res); err != nil {
-		return res, fmt.Errorf("q6 modified result %q: %w", v, err)
-	}
-	return res, nil
+	return Q6ModResult{Seller: seller, Average: avg}.appendBinary(make([]byte, 0, resultCap))
 }
 
 // BuildQ6Mod returns q6 modified named name, ending in sink.

@@ -128,9 +128,14 @@ func TestQ6Mod(t *testing.T) {
 		t.Skip("in-process cluster test")
 	}
 	good, evs := q6ModInput(t, 3000)
+	otherSeller, err := nexmark.EncodeEvent(nexmark.Event{ClosedAuction: &nexmark.ClosedAuction{ID: 1000, Seller: 1001, Price: 5, Category: 10, DateTime: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	bad := []dataplane.Record{
 		{Key: []byte("1001"), Value: []byte(`{"bid":{"auction":1000,"bidder":1001,"price":5,"dateTime":1}}`)},                    // not a closed auction
 		{Key: []byte("1002"), Value: []byte(`{"closedAuction":{"id":1000,"seller":1001,"price":5,"category":10,"dateTime":1}}`)}, // keyed by another seller
+		{Key: []byte("1003"), Value: otherSeller}, // the same, binary
 	}
 	for _, m := range malformed {
 		bad = append(bad, dataplane.Record{Key: []byte("1001"), Value: m})
@@ -138,7 +143,7 @@ func TestQ6Mod(t *testing.T) {
 	var in []dataplane.Record
 	for i, r := range good {
 		in = append(in, r)
-		if i%300 == 150 && len(bad) > 0 {
+		if i%200 == 100 && len(bad) > 0 {
 			in, bad = append(in, bad[0]), bad[1:]
 		}
 	}
@@ -148,15 +153,15 @@ func TestQ6Mod(t *testing.T) {
 	res := wftest.RunQuery(t, wftest.Options{Query: registerQ6ModRecords(t), Backend: "pebble",
 		Parallelism: map[string]int{"statefulMapper": 2}, Params: map[string]string{control.ParamDummyFieldSize: "100"},
 		Phases: []wftest.Phase{{Records: in}}})
-	want := uint64(len(malformed) + 2)
+	want := uint64(len(malformed) + 3)
 	if got := res.Counter("", "malformed_records"); got != want {
 		t.Errorf("malformed records counted %d, want %d", got, want)
 	}
 	if got := res.Counter("", "deadletter_malformed"); got != want {
 		t.Errorf("dead-letter path saw %d records, want %d", got, want)
 	}
-	if n, k := res.Counter("", "not_closed_auctions"), res.Counter("", "key_not_seller"); n != 1 || k != 1 {
-		t.Errorf("not_closed_auctions %d, key_not_seller %d; want 1 and 1", n, k)
+	if n, k := res.Counter("", "not_closed_auctions"), res.Counter("", "key_not_seller"); n != 1 || k != 2 {
+		t.Errorf("not_closed_auctions %d, key_not_seller %d; want 1 and 2", n, k)
 	}
 	checkQ6Mod(t, res.Output, evs)
 }

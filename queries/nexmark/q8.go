@@ -1,7 +1,6 @@
 package nexmark
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -60,7 +59,8 @@ func q8Join(key []byte, person, auction dataplane.Record) (dataplane.Record, boo
 		return dataplane.Record{}, false
 	}
 	// WindowStart is filled in by q8-result, which knows the run's size.
-	return dataplane.Record{Key: key, Value: mustJSON(Q8Result{ID: id, Name: string(person.Value), Auction: a})}, true
+	res := Q8Result{ID: id, Name: string(person.Value), Auction: a}
+	return dataplane.Record{Key: key, Value: res.appendBinary(make([]byte, 0, resultCap+len(res.Name)))}, true
 }
 
 // q8ResultFactory stamps each joined pair with its window's start (the
@@ -77,8 +77,8 @@ func q8ResultFactory(ctx dataplane.OperatorContext) (dataplane.Operator, error) 
 	n := size.Nanoseconds()
 	return dataplane.OperatorFunc(func(in []dataplane.Record, emit dataplane.Emit) error {
 		for _, r := range in {
-			var res Q8Result
-			if err := json.Unmarshal(r.Value, &res); err != nil {
+			res, err := DecodeQ8Result(r.Value)
+			if err != nil {
 				return fmt.Errorf("q8-result: key %q: %w", r.Key, err)
 			}
 			start := r.EventTime / n * n
@@ -86,7 +86,7 @@ func q8ResultFactory(ctx dataplane.OperatorContext) (dataplane.Operator, error) 
 				start -= n
 			}
 			res.WindowStart = start / int64(time.Millisecond)
-			r.Value = mustJSON(res)
+			r.Value = res.appendBinary(make([]byte, 0, resultCap+len(res.Name)))
 			emit(r)
 		}
 		return nil
