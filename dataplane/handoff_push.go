@@ -56,14 +56,14 @@ func (t *task) pushBuckets(ctx context.Context, target control.TaskRef, buckets 
 		packed = nil
 		return t.w.deliver(ctx, target, f)
 	}
-	// One scan and one range delete per run of adjacent buckets (the
-	// buckets a task gains are usually one run). The scan merges the
-	// store's buffered writes instead of writing them to disk first: the
-	// moved ones are deleted here right after, the others stay buffered.
+	// One move-out (scan, then delete) per run of adjacent buckets (the
+	// buckets a task gains are usually one run). This task no longer
+	// touches them, so the store reads its buffered writes in place and
+	// drops exactly the keys handed out (statesvc.MoveOut).
 	for _, run := range bucketRuns(buckets) {
 		start, end := statesvc.BucketRange(ks.opName, run[0], run[1])
 		var sendErr error
-		err := statesvc.Export(ks.store, start, end, func(k, v []byte) bool {
+		err := statesvc.MoveOut(ks.store, start, end, func(k, v []byte) bool {
 			need := 2*binary.MaxVarintLen32 + len(k) + len(v)
 			if len(packed) > 0 && len(packed)+need > limit {
 				if sendErr = send(run[0]); sendErr != nil {
@@ -87,9 +87,6 @@ func (t *task) pushBuckets(ctx context.Context, target control.TaskRef, buckets 
 		}
 		if err != nil {
 			return sent, fmt.Errorf("push buckets %d-%d of %s to %s: %w", run[0], run[1]-1, ks.opName, target.ID, err)
-		}
-		if err := ks.store.DeleteRange(start, end); err != nil {
-			return sent, fmt.Errorf("push buckets %d-%d of %s to %s: delete the moved state: %w", run[0], run[1]-1, ks.opName, target.ID, err)
 		}
 	}
 	return sent, nil

@@ -430,28 +430,28 @@ func inRange(k string, start, end []byte) bool {
 func (c *valueCache) dirtyInRange(start, end []byte) []bufferedKV {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []bufferedKV
-	size := 0
+	n, size := 0, 0
 	for _, e := range c.dirty[c.dirtyHead:] {
 		if inRange(e.key, start, end) {
-			out = append(out, bufferedKV{key: e.key, present: e.present})
+			n++
 			size += len(e.key) + len(e.v)
 		}
 	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]bufferedKV, 0, n)
 	buf := make([]byte, 0, size)
-	i := 0
 	for _, e := range c.dirty[c.dirtyHead:] {
 		if !inRange(e.key, start, end) {
 			continue
 		}
-		b := &out[i]
-		i++
 		s := len(buf)
 		buf = append(buf, e.key...)
-		b.k = buf[s:len(buf):len(buf)]
+		k := buf[s:len(buf):len(buf)]
 		s = len(buf)
 		buf = append(buf, e.v...)
-		b.v = buf[s:len(buf):len(buf)]
+		out = append(out, bufferedKV{key: e.key, k: k, v: buf[s:len(buf):len(buf)], present: e.present})
 	}
 	return out
 }
@@ -481,6 +481,47 @@ func (c *valueCache) dropRange(start, end []byte) {
 	if dropped {
 		// Keep the order of the dirty entries left: write-back takes the
 		// oldest first.
+		kept := c.dirty[:0]
+		for _, e := range c.dirty[c.dirtyHead:] {
+			if e.dirty {
+				kept = append(kept, e)
+			}
+		}
+		clear(c.dirty[len(kept):])
+		c.dirty, c.dirtyHead = kept, 0
+	}
+	c.forgetRecentLocked()
+}
+
+// forget drops the entries of the buffered writes listed (by MoveOut,
+// under the same wmu) and of the keys read from Pebble, dirty or not: their
+// range was handed away and deleted. Entries of cached absences stay: the
+// keys are absent.
+func (c *valueCache) forget(buffered []bufferedKV, onDisk [][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	dropped := false
+	drop := func(e *cachedValue) {
+		if e == nil {
+			return
+		}
+		delete(c.m, e.key)
+		e.gone = true
+		c.bytes -= e.size()
+		if e.dirty {
+			e.dirty = false
+			c.dirtyBytes -= e.size()
+			dropped = true
+		}
+	}
+	for _, b := range buffered {
+		drop(c.m[b.key])
+	}
+	for _, k := range onDisk {
+		drop(c.m[string(k)])
+	}
+	if dropped {
 		kept := c.dirty[:0]
 		for _, e := range c.dirty[c.dirtyHead:] {
 			if e.dirty {

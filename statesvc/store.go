@@ -167,3 +167,27 @@ func Export(s Store, start, end []byte, fn func(k, v []byte) bool) error {
 	}
 	return s.Scan(start, end, fn)
 }
+
+// MoveOut hands every key of [start, end) of s to fn, in no particular
+// order, and then deletes the range, for a caller that guarantees nothing
+// else reads or writes the range meanwhile; a store that cannot do it
+// faster (Pebble.MoveOut) scans and range-deletes. If fn stops the move
+// nothing is deleted.
+func MoveOut(s Store, start, end []byte, fn func(k, v []byte) bool) error {
+	if m, ok := s.(interface {
+		MoveOut(start, end []byte, fn func(k, v []byte) bool) error
+	}); ok {
+		return m.MoveOut(start, end, fn)
+	}
+	done := true
+	if err := s.Scan(start, end, func(k, v []byte) bool {
+		done = fn(k, v)
+		return done
+	}); err != nil {
+		return err
+	}
+	if !done {
+		return nil
+	}
+	return s.DeleteRange(start, end)
+}

@@ -1,0 +1,87 @@
+package statesvc
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// MoveOut hands every live key of [start, end) to fn, in no particular
+// order, and then deletes the range: Pebble's keys by one range tombstone,
+// the cache's entries (buffered writes included) one by one. It is a bulk
+// state move's old-owner side, and the caller guarantees what makes it
+// cheap: nothing else reads or writes the range meanwhile (the task handed
+// those buckets away and no longer touches them). So the buffered writes
+// are read in place rather than written to Pebble first, only the keys
+// handed out leave the cache (Export followed by DeleteRange would walk
+// the whole cache), and no set of superseded keys is built when Pebble
+// holds none of the range. fn's slices are valid only during the call; fn
+// must not write the store. If fn stops the move (returns false) nothing is
+// deleted.
+func (p *Pebble) MoveOut(start, end []byte, fn func(k, v []byte) bool) error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	defer p.exit()
+	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
+		return nil
+	}
+	p.wmu.Lock()
+	buffered := p.cache.dirtyInRange(start, end)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	p.wmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("statesvc: pebble move out: %w", err)
+	}
+	for _, b := range buffered {
+		if b.present && !fn(b.k, b.v) {
+			_ = it.Close()
+			return nil
+		}
+	}
+	var onDisk [][]byte // Pebble's keys of the range: clean cache entries may hold them
+	if it.First() {
+		newer := make(map[string]struct{}, len(buffered))
+		for _, b := range buffered {
+			newer[b.key] = struct{}{}
+		}
+		var arena []byte
+		for ok := true; ok; ok = it.Next() {
+			k := it.Key()
+			s := len(arena)
+			arena = append(arena, k...)
+			onDisk = append(onDisk, arena[s:len(arena):len(arena)])
+			if _, skip := newer[string(k)]; skip {
+				continue
+			}
+			v, err := it.ValueAndErr()
+			if err != nil {
+				_ = it.Close()
+				return fmt.Errorf("statesvc: pebble move out at %q: %w", k, err)
+			}
+			if !fn(k, v) {
+				_ = it.Close()
+				return nil
+			}
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("statesvc: pebble move out: %w", err)
+	}
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.cache.forget(buffered, onDisk)
+	// Always a tombstone: a write-back by another writer since the
+	// iterator was made may have put buffered values of the range in
+	// Pebble.
+	b := p.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(start, end, nil); err != nil {
+		return fmt.Errorf("statesvc: pebble move out: delete range: %w", err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("statesvc: pebble move out: delete range: commit: %w", err)
+	}
+	return nil
+}
