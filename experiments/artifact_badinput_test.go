@@ -78,8 +78,10 @@ func TestArtifactBadInput(t *testing.T) {
 		{"duration", `, "WatermarkInterval": "often"`, []string{`field "WatermarkInterval": "often" is not a duration`}},
 		{"warm-up query not a warm-up", `, "QueryName": "azure_warmup", "IsWarmUp": false`, []string{`"azure_warmup" is the artifact's warm-up dataflow, but IsWarmUp is false`}},
 		{"trace of another query", `, "QueryName": "azure", "EventType": "Borg"`, []string{`field "EventType": "Borg" is not the trace query "azure" reads`}},
-		{"task migration without task", `, "Reconfigurations": [{"TriggerTimeSeconds": 5, "Type": "task-migration", "TargetOperator": "statefulMapper", "TargetParrallelism": 2}]`,
-			[]string{"the artifact's task-migration names no task and no worker", `add "TaskID"`}},
+		{"task migration without operator or task", `, "Reconfigurations": [{"TriggerTimeSeconds": 5, "Type": "task-migration", "TargetWorker": "w2"}]`,
+			[]string{`Reconfigurations[0]: a task-migration needs "TargetOperator" (its task and worker are then chosen when it runs) or "TaskID"`}},
+		{"task migration changes parallelism", `, "Reconfigurations": [{"TriggerTimeSeconds": 5, "Type": "task-migration", "TargetOperator": "statefulMapper", "TargetParrallelism": 3}]`,
+			[]string{`task-migration of operator "statefulMapper" keeps its parallelism, which is 2 then; TargetParrallelism 3 differs`}},
 		{"rebalance changes parallelism", `, "Reconfigurations": [{"TriggerTimeSeconds": 5, "Type": "rebalance", "TargetOperator": "statefulMapper", "TargetParrallelism": 3}]`,
 			[]string{"rebalance of operator \"statefulMapper\" keeps its parallelism, which is 2 then; TargetParrallelism 3 differs"}},
 		{"drrs version", `, "ReconfigProtocol": "stop-and-restart", "LazyProtocolVersion": "drrs"`, []string{`"drrs" needs ReconfigProtocol "lazy"`}},
@@ -172,9 +174,11 @@ func TestWarmUpSnapshotChecks(t *testing.T) {
 	if _, err := LoadSuiteFor(suite, o); err != nil {
 		t.Fatalf("warm-up, then the run that loads it: %v", err)
 	}
+	// Listed after the run that loads it, the warm-up beside that run is
+	// run first (suite_warmup.go), so the listed one would build it twice.
 	write(absMeasure, absWarm)
 	_, err = LoadSuiteFor(suite, o)
-	wantErrIn(t, err, "Experiments[0].ConfigPath", "no warm-up snapshot")
+	wantErrIn(t, err, "Experiments[1].ConfigPath", "is built earlier in this suite (by "+absWarm+")", "leave one of them out")
 	if err := os.MkdirAll(snap, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ var artifactNames = []string{
 	"azure", "azure_warmup", "borg", "borg_warmup", "taxi", "taxi_warmup", "taxi_skew", "twitch",
 	// Event types and enumerations.
 	"Person", "Auction", "Bid", "ClosedAuction", "Azure", "Borg", "Taxi", "uniform", "consistent-even", "drrs", "by-key",
-	"optimized", "remote-pebble", "scaleup", "scaledown", "rebalance",
+	"optimized", "remote-pebble", "scaleup", "scaledown", "rebalance", "task-migration",
 	// Parallelism fields.
 	"MapperParallelism", "FilterParallelism", "PersonFilterParallelism", "AuctionFilterParallelism", "JoinParallelism",
 	"AuctionSourceParallelism", "BidSourceParallelism", "ClosedAuctionParallelism", "StatefulMapperParallelism",
@@ -157,10 +157,11 @@ func TestArtifactFormat(t *testing.T) {
 }
 
 // TestArtifactCheckout runs TestArtifactFormat's checks on the artifact's
-// own files when KOALA_ARTIFACT_DIR names a checkout of it. A suite entry
-// whose config the checkout does not have (the artifact keeps some on
-// other branches) is reported, not failed: the suite needs that file in
-// the tree, and the error says how to put it there.
+// own files when KOALA_ARTIFACT_DIR names a checkout of it. In a git
+// checkout (a clone), suite entries whose configs live on other branches
+// are read from those branches (suite_git.go). In a plain copy of the
+// files such an entry is reported, not failed: the suite needs that file
+// in the tree or a git checkout, and the error says so.
 func TestArtifactCheckout(t *testing.T) {
 	dir := os.Getenv("KOALA_ARTIFACT_DIR")
 	if dir == "" {

@@ -40,6 +40,15 @@ func TestArtifactFieldsActedOn(t *testing.T) {
 		}
 	}
 
+	t.Run("task migration naming only its operator", func(t *testing.T) {
+		in, notes := load(t, "nexmarkJson/q6/q6ModTaskMigration.json")
+		// Two steps (evacuate, place); the restated parallelism is
+		// dropped, and the task and worker are chosen when each runs.
+		step := workflows.ReconfigSpec{TriggerTimeSeconds: 120, Type: plan.KindTaskMigration, TargetOperator: "statefulMapper"}
+		eq(t, "Reconfigurations", in.Reconfigurations, []workflows.ReconfigSpec{step, step})
+		has(t, notes, `Reconfigurations[0]: no "TaskID" and no "TargetWorker"; chosen when it runs`)
+	})
+
 	t.Run("q3 measurement", func(t *testing.T) {
 		in, notes := load(t, "nexmarkJson/q3/q3Lazy.json")
 		eq(t, "QueryName", in.QueryName, "nexmark_query3")
@@ -125,7 +134,9 @@ func TestArtifactFieldsActedOn(t *testing.T) {
 		eq(t, "warm-up NumEvents", w.Params[control.ParamNumEvents], "30000")
 		_, limited := w.Params["RateLimiterConfig"]
 		eq(t, "warm-up rate limited", limited, false)
-		has(t, notes, "WarmupRun draws one new seller per closed auction", "UseRateLimit is false")
+		// Without a rate limit a warm-up generates as fast as it can.
+		eq(t, "warm-up rate", w.Producer.RatePerSec, 0)
+		has(t, notes, "WarmupRun draws one new seller per closed auction", "a warm-up with no rate limit generates as fast as it can")
 	})
 
 	t.Run("q5 q7 q8", func(t *testing.T) {

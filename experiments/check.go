@@ -34,9 +34,14 @@ type RunOptions struct {
 	// SkipEnvironment leaves out what depends on this machine's files
 	// (warm-up snapshots, trace files): a check of the configs alone.
 	SkipEnvironment bool
-	// builtBefore are the snapshot directories that warm-ups run earlier
-	// in the same suite build (LoadSuiteFor): loading one is no error.
-	builtBefore map[string]bool
+	// builtBefore maps the snapshot directories that warm-ups earlier in
+	// the same suite build (LoadSuiteFor) to the config that builds each:
+	// loading one is no error, building it again is.
+	builtBefore map[string]string
+	// siblings, when set, lists the configs beside the one prepared (where
+	// its warm-up config is looked for) for a config that is not a file in
+	// the tree: a suite entry read from a git branch (suite_git.go).
+	siblings func() []configFile
 }
 
 // LocalHosts are the names of this machine.
@@ -55,6 +60,11 @@ func PrepareConfig(path string, o RunOptions) (workflows.ExperimentInput, []stri
 	if err != nil {
 		return workflows.ExperimentInput{}, nil, fmt.Errorf("config: %w", err)
 	}
+	return prepareData(path, data, o)
+}
+
+// prepareData is PrepareConfig of a config's contents; path names it.
+func prepareData(path string, data []byte, o RunOptions) (workflows.ExperimentInput, []string, error) {
 	in, notes, err := ParseConfigNotes(path, data)
 	if err != nil {
 		return in, notes, err
@@ -90,7 +100,7 @@ func Prepare(path string, in *workflows.ExperimentInput, o RunOptions) ([]string
 		if note := traceFiles(in); note != "" {
 			notes = append(notes, "config "+path+": "+note)
 		}
-		fail(checkWarmUp(path, *in, o.builtBefore))
+		fail(checkWarmUp(path, *in, o))
 	}
 	return notes, errors.Join(errs...)
 }

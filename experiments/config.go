@@ -350,7 +350,7 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 	}
 	slices.SortStableFunc(reconfigs, func(a, b workflows.ReconfigSpec) int { return a.TriggerTimeSeconds - b.TriggerTimeSeconds })
 	p.checkDirections(reconfigs, in.Parallelism)
-	p.clearRebalanceTargets(reconfigs, in.Parallelism)
+	p.clearKeptParallelism(reconfigs, in.Parallelism)
 	if gotReconfigs {
 		in.Reconfigurations = reconfigs
 	}

@@ -40,6 +40,7 @@ var traceGenerators = map[string]string{"azure": "azure", "borg": "borg", "taxi"
 
 func (p *parser) artifactExtras(in *workflows.ExperimentInput, seen map[string]bool, rescales bool) {
 	p.warmUpFolders(in, seen)
+	p.warmUpRate(in, seen)
 	p.traceGenerator(in, seen)
 	if in.Params["PartitionPolicy"] == "uniform" && rescales {
 		p.notef("%s: \"uniform\" starts from the same even, contiguous bucket layout as \"consistent-even\"; at a rescale koala moves the fewest buckets (the artifact re-lays every bucket)", where("PartitionPolicy", ""))

@@ -129,8 +129,9 @@ func (p *parser) knob(k knob, raw json.RawMessage, at string) (string, bool) {
 	case knobRateLimiter:
 		s, use, ok := p.rateLimiterOf(raw, at)
 		if ok && !use {
-			// Not stored: the producers run at RatePerSecond.
-			p.notef("%s: UseRateLimit is false (the artifact's producers then generate as fast as they can); here they run at RatePerSecond", at)
+			// Not stored: the producers run at RatePerSecond (a
+			// warm-up's without one as fast as they can: warmUpRate).
+			p.notef("%s: UseRateLimit is false (the artifact's producers then generate as fast as they can); here they run at RatePerSecond, a warm-up's as fast as they can", at)
 			return "", false
 		}
 		return scheduleJSON(s), ok

@@ -445,7 +445,7 @@ func (p *parser) mergeRates(in *workflows.ExperimentInput, entries []logicalSour
 		}
 	}
 	if len(scheds) == 0 {
-		if len(unlimited) > 0 {
+		if len(unlimited) > 0 && in.Params[control.ParamIsWarmUp] != "true" { // a warm-up's rate: warmUpRate
 			p.notef("%s: UseRateLimit is false (the artifact's producers then generate as fast as they can); here they run at RatePerSecond (%d events/s in all)", where("NexmarkLogicalSourceConfigs", ""), in.Producer.RatePerSec)
 		}
 		return

@@ -21,9 +21,10 @@ var reconfigFields = []string{"TriggerTimeSeconds", "Type", "TargetOperator", "T
 // requiredFields and allowedFields per kind. A rebalance without
 // "BucketLoad" plans from the per-bucket load measured on the running
 // tasks when it fires; a task-migration's operator follows from its
-// "TaskID".
+// "TaskID", and a "TaskID" or "TargetWorker" left out is chosen when it
+// runs (plan.ChooseMigration), so it needs "TargetOperator" or "TaskID".
 var (
-	requiredFields = map[string][]string{plan.KindScaleUp: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"}, plan.KindScaleDown: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"}, plan.KindRebalance: {"TriggerTimeSeconds", "Type", "TargetOperator"}, plan.KindTaskMigration: {"TriggerTimeSeconds", "Type", "TaskID", "TargetWorker"}}
+	requiredFields = map[string][]string{plan.KindScaleUp: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"}, plan.KindScaleDown: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism"}, plan.KindRebalance: {"TriggerTimeSeconds", "Type", "TargetOperator"}, plan.KindTaskMigration: {"TriggerTimeSeconds", "Type"}}
 	allowedFields  = map[string][]string{plan.KindScaleUp: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", targetAlias}, plan.KindScaleDown: {"TriggerTimeSeconds", "Type", "TargetOperator", "TargetParrallelism", targetAlias}, plan.KindRebalance: {"TriggerTimeSeconds", "Type", "TargetOperator", "BucketLoad"}, plan.KindTaskMigration: {"TriggerTimeSeconds", "Type", "TargetOperator", "TaskID", "TargetWorker"}}
 )
 
@@ -79,16 +80,17 @@ func (p *parser) checkDirections(reconfigs []workflows.ReconfigSpec, initial map
 	}
 }
 
-// clearRebalanceTargets checks that an artifact rebalance's restated
-// parallelism is the operator's at that time, and clears it: a rebalance
-// keeps the parallelism, and the workflow takes none for it.
-func (p *parser) clearRebalanceTargets(reconfigs []workflows.ReconfigSpec, initial map[string]int) {
+// clearKeptParallelism checks that an artifact rebalance's or task
+// migration's restated parallelism is the operator's at that time, and
+// clears it: both keep the parallelism, and the workflow takes none for
+// them.
+func (p *parser) clearKeptParallelism(reconfigs []workflows.ReconfigSpec, initial map[string]int) {
 	cur := maps.Clone(initial)
 	for i := range reconfigs {
 		r := &reconfigs[i]
 		was, known := cur[r.TargetOperator]
 		switch {
-		case r.Type != plan.KindRebalance:
+		case r.Type != plan.KindRebalance && r.Type != plan.KindTaskMigration:
 			if r.TargetParallelism > 0 {
 				cur[r.TargetOperator] = r.TargetParallelism
 			}
@@ -96,10 +98,22 @@ func (p *parser) clearRebalanceTargets(reconfigs []workflows.ReconfigSpec, initi
 		case r.TargetParallelism == 0:
 			continue
 		case known && r.TargetParallelism != was:
-			p.errorf("reconfiguration at %d s: rebalance of operator %q keeps its parallelism, which is %d then; TargetParrallelism %d differs (allowed: %d, or leave it out)", r.TriggerTimeSeconds, r.TargetOperator, was, r.TargetParallelism, was)
+			p.errorf("reconfiguration at %d s: %s of operator %q keeps its parallelism, which is %d then; TargetParrallelism %d differs (allowed: %d, or leave it out)", r.TriggerTimeSeconds, r.Type, r.TargetOperator, was, r.TargetParallelism, was)
 		}
 		r.TargetParallelism = 0
 	}
+}
+
+// missingMigrationFields names the fields of a task migration that are
+// chosen when it runs.
+func missingMigrationFields(seen map[string]bool) string {
+	switch {
+	case !seen["TaskID"] && !seen["TargetWorker"]:
+		return "no \"TaskID\" and no \"TargetWorker\""
+	case !seen["TaskID"]:
+		return "no \"TaskID\""
+	}
+	return "no \"TargetWorker\""
 }
 
 // entryMeta says where a parsed Reconfigurations entry came from.
@@ -184,17 +198,24 @@ func (p *parser) reconfigurations(raw json.RawMessage) (out []workflows.Reconfig
 		if seen["TargetParrallelism"] && seen[targetAlias] {
 			p.errorf("%s: both \"TargetParrallelism\" and %q are given; use one", loc, targetAlias)
 		}
-		if p.artifact && r.Type == plan.KindTaskMigration && !seen["TaskID"] && !seen["TargetWorker"] {
-			// The artifact's task migration (its task_migration branch) is
-			// a rescale to the operator's own parallelism that moves the
-			// task of one hard-wired worker to a random new one; koala
-			// moves a named task to a named worker.
-			p.errorf("%s: the artifact's task-migration names no task and no worker (it moves the task of its worker 9 to a random new worker); koala needs both: add \"TaskID\" (\"<operator>-<index>\", e.g. \"%s-0\") and \"TargetWorker\" (a worker id of the stack, e.g. \"w2\"), and remove \"TargetParrallelism\"", loc, r.TargetOperator)
-			out = append(out, r)
-			meta = append(meta, entryMeta{index: i, target: "TargetParrallelism"})
-			continue
-		}
 		required, allowed := requiredFields[r.Type], allowedFields[r.Type]
+		if r.Type == plan.KindTaskMigration {
+			switch {
+			case !seen["TargetOperator"] && !seen["TaskID"]:
+				p.errorf("%s: a task-migration needs \"TargetOperator\" (its task and worker are then chosen when it runs) or \"TaskID\" (\"<operator>-<index>\")", loc)
+			case !seen["TaskID"] || !seen["TargetWorker"]:
+				// The artifact's task migration (its task_migration
+				// branch) restates the operator's parallelism and moves
+				// the task of one hard-wired worker to a free one.
+				p.notef("%s: %s; chosen when it runs: of the operator's tasks, one on the worker holding the most tasks moves to the worker holding the fewest (the artifact moves the task of its worker 9 to a free worker)", loc, missingMigrationFields(seen))
+			}
+		}
+		if p.artifact && (r.Type == plan.KindTaskMigration || r.Type == plan.KindRebalance) {
+			// The artifact's rebalance and task migration restate the
+			// operator's parallelism (clearKeptParallelism checks it
+			// is unchanged).
+			allowed = append(slices.Clone(allowed), "TargetParrallelism", targetAlias)
+		}
 		if r.Type == "" { // bad or missing type, reported above
 			required, allowed = []string{"TriggerTimeSeconds", "Type"}, append(slices.Clone(reconfigFields), targetAlias)
 		}
@@ -202,11 +223,6 @@ func (p *parser) reconfigurations(raw json.RawMessage) (out []workflows.Reconfig
 			if !seen[f] && !(f == "TargetParrallelism" && seen[targetAlias]) {
 				p.errorf("%s: missing required field %q", loc, f)
 			}
-		}
-		if p.artifact && r.Type == plan.KindRebalance {
-			// The artifact's rebalance restates the operator's
-			// parallelism (checkDirections checks it is unchanged).
-			allowed = append(slices.Clone(allowed), "TargetParrallelism", targetAlias)
 		}
 		for _, m := range members {
 			if slices.Contains(reconfigFields, m.name) || m.name == targetAlias {

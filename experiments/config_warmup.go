@@ -78,6 +78,20 @@ func (p *parser) warmUpFolders(in *workflows.ExperimentInput, seen map[string]bo
 	}
 }
 
+// warmUpRate lets a warm-up that sets no rate (no RatePerSecond, and no
+// RateLimiterConfig or one with UseRateLimit false) generate as fast as it
+// can, as the artifact's warm-ups do: its rate only decides how long
+// building the state takes, and at the default rate a warm-up of a
+// million events (the artifact's q6 warm-ups at --scale 0.05) would run
+// for hours.
+func (p *parser) warmUpRate(in *workflows.ExperimentInput, seen map[string]bool) {
+	if in.Params[control.ParamIsWarmUp] != "true" || seen["RatePerSecond"] || in.Params["RateLimiterConfig"] != "" {
+		return
+	}
+	in.Producer.RatePerSec = 0
+	p.notef("%s: a warm-up with no rate limit generates as fast as it can, as the artifact's warm-ups do (RatePerSecond 0: unlimited)", where("IsWarmUp", ""))
+}
+
 // paramWarmUpDataFolder keeps the config's WarmUpDataFolder once it is
 // mapped onto WarmUpSnapshotDir, for messages.
 const paramWarmUpDataFolder = "WarmUpDataFolder"
@@ -90,10 +104,34 @@ func snapshotField(in workflows.ExperimentInput) string {
 	return control.ParamWarmUpSnapshotDir
 }
 
+// configFile is a config's name (a path, or "<branch>:<path>" for one
+// read from a git branch) and contents.
+type configFile struct {
+	path string
+	data []byte
+}
+
+// missingSnapshotError is a run that loads a warm-up snapshot nobody has
+// built. warmUp is the config that builds it (path "" when none was
+// found): a suite runs it first (suite_warmup.go).
+type missingSnapshotError struct {
+	field, dir string
+	warmUp     configFile
+}
+
+func (e *missingSnapshotError) Error() string {
+	build := "`koala run` of the config with IsWarmUp true and the same " + e.field
+	if e.warmUp.path != "" {
+		build = "`koala run " + e.warmUp.path + "`"
+	}
+	return fmt.Sprintf("field %q: no warm-up snapshot at %s (LoadWarmUpData is true); build it first with %s, using the same --scale", e.field, e.dir, build)
+}
+
 // checkWarmUp checks that a run's warm-up snapshot is there to load, or
 // not yet there to build. config is the config's path: the directory in
-// which the warm-up config that builds a missing snapshot is looked for.
-func checkWarmUp(config string, in workflows.ExperimentInput, builtBefore map[string]bool) error {
+// which the warm-up config that builds a missing snapshot is looked for
+// (o.siblings lists it instead when set).
+func checkWarmUp(config string, in workflows.ExperimentInput, o RunOptions) error {
 	dir := in.Params[control.ParamWarmUpSnapshotDir]
 	if dir == "" {
 		return nil
@@ -102,14 +140,16 @@ func checkWarmUp(config string, in workflows.ExperimentInput, builtBefore map[st
 	manifest := filepath.Join(dir, activities.SnapshotManifestFile)
 	_, err := os.Stat(manifest)
 	switch {
-	case in.Params[control.ParamLoadWarmUpData] == "true" && errors.Is(err, os.ErrNotExist) && builtBefore[dir]:
+	case in.Params[control.ParamLoadWarmUpData] == "true" && errors.Is(err, os.ErrNotExist) && o.builtBefore[dir] != "":
 		return nil // a warm-up earlier in the suite builds it
+	case in.Params[control.ParamIsWarmUp] == "true" && o.builtBefore[dir] != "":
+		return fmt.Errorf("field %q: the warm-up snapshot %s is built earlier in this suite (by %s); a second build would find it there and fail: leave one of them out", field, dir, o.builtBefore[dir])
 	case in.Params[control.ParamLoadWarmUpData] == "true" && errors.Is(err, os.ErrNotExist):
-		build := "`koala run` of the config with IsWarmUp true and the same " + field
-		if w := findWarmUpConfig(config, in.Params[paramWarmUpDataFolder]); w != "" {
-			build = "`koala run " + w + "`"
+		siblings := o.siblings
+		if siblings == nil {
+			siblings = func() []configFile { return filesBeside(config) }
 		}
-		return fmt.Errorf("field %q: no warm-up snapshot at %s (LoadWarmUpData is true); build it first with %s, using the same --scale", field, dir, build)
+		return &missingSnapshotError{field: field, dir: dir, warmUp: findWarmUpConfig(siblings(), in.Params[paramWarmUpDataFolder], in.StateBackend)}
 	case in.Params[control.ParamLoadWarmUpData] == "true" && err != nil:
 		return fmt.Errorf("field %q: warm-up snapshot %s: %w", field, dir, err)
 	case in.Params[control.ParamIsWarmUp] == "true" && err == nil:
@@ -118,34 +158,55 @@ func checkWarmUp(config string, in workflows.ExperimentInput, builtBefore map[st
 	return nil
 }
 
-// findWarmUpConfig looks in config's directory for the warm-up config
-// that builds folder (a WarmUpDataFolder as written): IsWarmUp true, or a
-// *_warmup QueryName, with an equal WarmUpDataFolder. "" when none is.
-func findWarmUpConfig(config, folder string) string {
-	if config == "" || folder == "" {
-		return ""
+// filesBeside reads the .json files in config's directory.
+func filesBeside(config string) []configFile {
+	if config == "" {
+		return nil
+	}
+	paths, _ := filepath.Glob(filepath.Join(filepath.Dir(config), "*.json"))
+	var out []configFile
+	for _, p := range paths {
+		if data, err := os.ReadFile(p); err == nil {
+			out = append(out, configFile{path: p, data: data})
+		}
+	}
+	return out
+}
+
+// findWarmUpConfig picks among files the warm-up config that builds folder
+// (a WarmUpDataFolder as written): IsWarmUp true, or a *_warmup
+// QueryName, with an equal WarmUpDataFolder; of several, the first with
+// the state backend the loading run uses (the artifact keeps a local and a
+// remote-pebble warm-up of one folder side by side). Its path is "" when
+// none is.
+func findWarmUpConfig(files []configFile, folder, backend string) configFile {
+	if folder == "" {
+		return configFile{}
 	}
 	var want any
 	if json.Unmarshal([]byte(folder), &want) != nil {
-		return ""
+		return configFile{}
 	}
-	paths, _ := filepath.Glob(filepath.Join(filepath.Dir(config), "*.json"))
-	for _, path := range paths {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
+	var found configFile
+	for _, f := range files {
 		var c struct {
 			QueryName        string
 			IsWarmUp         bool
+			StateBackendType string
 			WarmUpDataFolder any
 		}
-		if json.Unmarshal(data, &c) != nil || !(c.IsWarmUp || strings.HasSuffix(c.QueryName, "_warmup")) {
+		if json.Unmarshal(f.data, &c) != nil || !(c.IsWarmUp || strings.HasSuffix(c.QueryName, "_warmup")) {
 			continue
 		}
-		if fmt.Sprint(c.WarmUpDataFolder) == fmt.Sprint(want) {
-			return path
+		if fmt.Sprint(c.WarmUpDataFolder) != fmt.Sprint(want) {
+			continue
+		}
+		if c.StateBackendType == backend {
+			return f
+		}
+		if found.path == "" {
+			found = f
 		}
 	}
-	return ""
+	return found
 }

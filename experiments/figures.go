@@ -233,15 +233,10 @@ func WriteFigures(dir string, runs []FigureRun) ([]string, []Comparison, error) 
 	var cmps []Comparison
 	for _, g := range GroupRuns(runs) {
 		name := safeName(g.Experiment)
-		var src, lag []Series
+		src, lag := fig6Series(g.Runs)
 		markers := []Marker{{Sec: 0, Label: "reconfiguration start"}}
-		crop := func(pts []metrics.Point) []metrics.Point { return Window(pts, -FigSecondsBefore, FigSecondsAfter) }
 		cmp := Comparison{Experiment: g.Experiment, Config: "suite"}
 		for _, r := range g.Runs {
-			zero := r.ReconfigZero()
-			label := r.Entry.Keyword
-			src = append(src, Series{Label: label, Points: crop(Shift(r.Source, zero))})
-			lag = append(lag, Series{Label: label, Points: crop(Shift(r.Lag, zero))})
 			cmp.Rows = append(cmp.Rows, r.Row())
 		}
 		cmps = append(cmps, cmp)
@@ -280,6 +275,19 @@ func WriteFigures(dir string, runs []FigureRun) ([]string, []Comparison, error) 
 		}
 	}
 	return paths, cmps, nil
+}
+
+// fig6Series are Fig 6's lines, one per run: source throughput and Kafka
+// lag aligned on the reconfiguration start and cropped to the figure
+// window.
+func fig6Series(runs []FigureRun) (src, lag []Series) {
+	crop := func(pts []metrics.Point) []metrics.Point { return Window(pts, -FigSecondsBefore, FigSecondsAfter) }
+	for _, r := range runs {
+		zero := r.ReconfigZero()
+		src = append(src, Series{Label: r.Entry.Keyword, Points: crop(Shift(r.Source, zero))})
+		lag = append(lag, Series{Label: r.Entry.Keyword, Points: crop(Shift(r.Lag, zero))})
+	}
+	return src, lag
 }
 
 // WriteFigureTables prints each experiment's comparison table.

@@ -223,18 +223,38 @@ func WriteFig10(dir string, runs []RunData) ([]string, error) {
 			continue
 		}
 		ms := runMarkers(r.FigureRun)
+		tput, bytes := fig10Series(r)
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig10ThroughputFile, r.name())),
-			"Fig 10 "+r.Entry.Keyword+": sink throughput", "records/s", []Series{{Label: r.Entry.Keyword, Points: CleanPoints(r.Sink)}}, ms)
+			"Fig 10 "+r.Entry.Keyword+": sink throughput", "records/s", []Series{tput}, ms)
 		if err != nil {
 			return paths, err
 		}
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig10BytesFile, r.name())),
-			"Fig 10 "+r.Entry.Keyword+": state transferred to "+r.Target, "MB/s", []Series{{Label: r.Entry.Keyword, Points: scale(CleanPoints(r.Bytes), 1.0/mb)}}, ms)
+			"Fig 10 "+r.Entry.Keyword+": state transferred to "+r.Target, "MB/s", []Series{bytes}, ms)
 		if err != nil {
 			return paths, err
 		}
 	}
 	return paths, nil
+}
+
+// fig10Series are Fig 10's lines of run r over the whole run: sink
+// records/s and MB/s transferred to the reconfigured operator.
+func fig10Series(r RunData) (tput, bytes Series) {
+	return Series{Label: r.Entry.Keyword, Points: CleanPoints(r.Sink)}, Series{Label: r.Entry.Keyword, Points: scale(CleanPoints(r.Bytes), 1.0/mb)}
+}
+
+// lagSeries is run r's source Kafka lag over the whole run.
+func lagSeries(r RunData) Series { return Series{Label: r.Entry.Keyword, Points: CleanPoints(r.Lag)} }
+
+// operatorSeries are Fig 13's lines: each reconfigured operator's
+// records/s in.
+func operatorSeries(r RunData) []Series {
+	out := make([]Series, 0, len(r.OperatorIn))
+	for _, s := range r.OperatorIn {
+		out = append(out, Series{Label: s.Label, Points: CleanPoints(s.Points)})
+	}
+	return out
 }
 
 // WriteFig11 draws, per rebalanced run, the records/s of each task of the
@@ -253,7 +273,7 @@ func WriteFig11(dir string, runs []RunData) ([]string, error) {
 			return paths, err
 		}
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig11LagFile, r.name())),
-			"Fig 11 "+r.Entry.Keyword+": Kafka lag", "records", []Series{{Label: r.Entry.Keyword, Points: CleanPoints(r.Lag)}}, ms)
+			"Fig 11 "+r.Entry.Keyword+": Kafka lag", "records", []Series{lagSeries(r)}, ms)
 		if err != nil {
 			return paths, err
 		}
@@ -310,17 +330,13 @@ func WriteFig13(dir string, runs []RunData) ([]string, error) {
 			continue
 		}
 		ms := runMarkers(r.FigureRun)
-		series := make([]Series, 0, len(r.OperatorIn))
-		for _, s := range r.OperatorIn {
-			series = append(series, Series{Label: s.Label, Points: CleanPoints(s.Points)})
-		}
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig13OperatorsFile, r.name())),
-			"Fig 13 "+r.Entry.Keyword+": throughput of the reconfigured operators", "records/s", series, ms)
+			"Fig 13 "+r.Entry.Keyword+": throughput of the reconfigured operators", "records/s", operatorSeries(r), ms)
 		if err != nil {
 			return paths, err
 		}
 		paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig13LagFile, r.name())),
-			"Fig 13 "+r.Entry.Keyword+": Kafka lag", "records", []Series{{Label: r.Entry.Keyword, Points: CleanPoints(r.Lag)}}, ms)
+			"Fig 13 "+r.Entry.Keyword+": Kafka lag", "records", []Series{lagSeries(r)}, ms)
 		if err != nil {
 			return paths, err
 		}

@@ -114,19 +114,7 @@ func WriteFig14(dir string, runs []RunData) ([]string, error) {
 	var err error
 	for _, g := range fig14Groups(runs) {
 		name := safeName(g[0].Entry.Experiment)
-		var tput, moved []Series
-		for _, r := range g {
-			zero := r.ReconfigZero()
-			crop := func(pts []metrics.Point) []metrics.Point {
-				return Window(Shift(pts, zero), -FigSecondsBefore, Fig12SecondsAfter)
-			}
-			label := r.Entry.Keyword
-			if r.StateBytes > 0 {
-				label += " (" + BytesText(float64(r.StateBytes)) + ")"
-			}
-			tput = append(tput, Series{Label: label, Points: crop(r.Sink)})
-			moved = append(moved, Series{Label: label, Points: scale(crop(r.Bytes), 1.0/mb)})
-		}
+		tput, moved := fig14Series(g)
 		ms := []Marker{{Sec: 0, Label: "reconfiguration start"}}
 		if paths, err = writeChart(paths, filepath.Join(dir, fmt.Sprintf(Fig14ThroughputFile, name)),
 			"Fig 14a "+g[0].Entry.Experiment+": sink throughput", "records/s", tput, ms); err != nil {
@@ -147,6 +135,25 @@ func WriteFig14(dir string, runs []RunData) ([]string, error) {
 		}
 	}
 	return paths, nil
+}
+
+// fig14Series are Fig 14's lines, one per run labelled with its loaded
+// state's size: sink records/s and MB/s migrated, aligned on the
+// reconfiguration start.
+func fig14Series(runs []RunData) (tput, moved []Series) {
+	for _, r := range runs {
+		zero := r.ReconfigZero()
+		crop := func(pts []metrics.Point) []metrics.Point {
+			return Window(Shift(pts, zero), -FigSecondsBefore, Fig12SecondsAfter)
+		}
+		label := r.Entry.Keyword
+		if r.StateBytes > 0 {
+			label += " (" + BytesText(float64(r.StateBytes)) + ")"
+		}
+		tput = append(tput, Series{Label: label, Points: crop(r.Sink)})
+		moved = append(moved, Series{Label: label, Points: scale(crop(r.Bytes), 1.0/mb)})
+	}
+	return tput, moved
 }
 
 // Fig15Lines is the run's mean key lookup time and mean batch time in ms,

@@ -255,7 +255,7 @@ func writeChart(paths []string, path, title, y string, series []Series, markers 
 	return append(paths, path), nil
 }
 
-// SuiteInputs loads the suite file's configs by keyword (nil and the error
+// SuiteInputs loads the suite file's configs by RunKey (nil and the error
 // when the file cannot be loaded, e.g. it moved since the run).
 func SuiteInputs(path string) (map[string]*workflows.ExperimentInput, error) {
 	s, err := LoadSuite(path)
@@ -265,10 +265,15 @@ func SuiteInputs(path string) (map[string]*workflows.ExperimentInput, error) {
 	out := map[string]*workflows.ExperimentInput{}
 	for i := range s.Input.Entries {
 		e := s.Input.Entries[i]
-		out[e.Keyword] = &e.Input
+		out[RunKey(e.Input.Name, e.Keyword)] = &e.Input
 	}
 	return out, nil
 }
+
+// RunKey names a suite entry by experiment and keyword: the artifact's
+// suites reuse one ResultKeyword ("lazy") for every query, so the keyword
+// alone does not tell their configs apart.
+func RunKey(experiment, keyword string) string { return experiment + "\x00" + keyword }
 
 // SummaryTables are the section 5.3 and 5.4 summary tables (Markdown) of
 // the figures asked for; empty when neither section is.

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"koala/dataplane/control"
 	"koala/workflows"
 )
 
@@ -35,7 +34,10 @@ import (
 // the RunSuite workflow; an entry with "Skip": true is left out. WorkDir,
 // GitFetch, RestoreBranch, Branch, KeepFailedResults and _comment are
 // accepted and noted: every protocol lives in this one tree, so there is
-// no branch to switch to, and every result is kept.
+// no branch to switch to, and every result is kept. An entry's config that
+// is not in the tree is read from its Branch when the suite lies in a git
+// checkout that has it (suite_git.go); an entry whose warm-up snapshot is
+// not built yet gets its warm-up run first (suite_warmup.go).
 //
 // A config path is looked up relative to the suite file's directory and
 // then to each directory above it: the artifact's paths are relative to
@@ -82,12 +84,9 @@ func LoadSuite(path string) (Suite, error) {
 	if err != nil {
 		return Suite{}, fmt.Errorf("suite: %w", err)
 	}
-	return parseSuite(path, data, Scale{}, func(p string) (workflows.ExperimentInput, []string, error) {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return workflows.ExperimentInput{}, nil, fmt.Errorf("config: %w", err)
-		}
-		return ParseConfigNotes(p, data)
+	return parseSuite(path, data, Scale{}, func(src configSource) (loadedConfig, error) {
+		in, notes, err := ParseConfigNotes(src.path, src.data)
+		return loadedConfig{in: in, notes: notes}, err
 	})
 }
 
@@ -98,26 +97,37 @@ func LoadSuiteFor(path string, o RunOptions) (Suite, error) {
 	if err != nil {
 		return Suite{}, fmt.Errorf("suite: %w", err)
 	}
-	o.builtBefore = map[string]bool{}
-	return parseSuite(path, data, o.Scale, func(p string) (workflows.ExperimentInput, []string, error) {
-		in, notes, err := PrepareConfig(p, o)
-		if dir := in.Params[control.ParamWarmUpSnapshotDir]; err == nil && dir != "" && in.Params[control.ParamIsWarmUp] == "true" {
-			o.builtBefore[dir] = true
-		}
-		return in, notes, err
+	o.builtBefore = map[string]string{}
+	return parseSuite(path, data, o.Scale, func(src configSource) (loadedConfig, error) {
+		return prepareEntry(src, o)
 	})
 }
 
 // ParseSuite parses suite file data (named path, which also anchors relative
 // config paths) and loads each config with load.
 func ParseSuite(path string, data []byte, load func(string) (workflows.ExperimentInput, error)) (Suite, error) {
-	return parseSuite(path, data, Scale{}, func(p string) (workflows.ExperimentInput, []string, error) {
-		in, err := load(p)
-		return in, nil, err
+	return parseSuite(path, data, Scale{}, func(src configSource) (loadedConfig, error) {
+		in, err := load(src.path)
+		return loadedConfig{in: in}, err
 	})
 }
 
-func parseSuite(path string, data []byte, scale Scale, load func(string) (workflows.ExperimentInput, []string, error)) (Suite, error) {
+// configSource is a suite entry's config: a file in the tree, or one read
+// from a git branch (siblings then lists the files beside it there).
+type configSource struct {
+	configFile
+	siblings func() []configFile
+}
+
+// loadedConfig is a suite entry's config loaded, with the warm-ups the
+// suite runs before it (suite_warmup.go).
+type loadedConfig struct {
+	in      workflows.ExperimentInput
+	notes   []string
+	warmUps []loadedWarmUp
+}
+
+func parseSuite(path string, data []byte, scale Scale, load func(configSource) (loadedConfig, error)) (Suite, error) {
 	s := Suite{File: path}
 	var errs []error
 	fail := func(format string, args ...any) {
@@ -209,18 +219,18 @@ func parseSuite(path string, data []byte, scale Scale, load func(string) (workfl
 		if e.Config == "" {
 			continue
 		}
-		path, tried := findConfig(dir, e.Config)
-		if path == "" {
-			hint := ""
-			if branch != "" {
-				hint = fmt.Sprintf("; the artifact keeps it on branch %q: every protocol lives in one tree here, so put the file in the tree (e.g. `git -C <artifact checkout> show %s:scripts/%s > <artifact>/scripts/%s`)", branch, branch, e.Config, e.Config)
-			}
-			fail("%s.%s: config file %s does not exist (paths are relative to the suite file's directory %s, or a directory above it: looked in %s)%s", at, configField, e.Config, dir, abbreviate(tried, 3), hint)
+		src, err := locateConfig(dir, e.Config, branch)
+		if err != nil {
+			fail("%s.%s: %v", at, configField, err)
 			continue
 		}
-		e.Path = path
-		in, notes, err := load(e.Path)
-		s.Notes = append(s.Notes, notes...)
+		if src.siblings != nil {
+			note("%s (%s): %s is not in the tree; read from branch %q of the git checkout (git show %s)", at, orText(name, e.Config), e.Config, branch, src.path)
+		}
+		e.Path = src.path
+		l, err := load(src)
+		in := l.in
+		s.Notes = append(s.Notes, l.notes...)
 		if err != nil {
 			fail("%s.%s: %v", at, configField, err)
 			continue
@@ -246,12 +256,20 @@ func parseSuite(path string, data []byte, scale Scale, load func(string) (workfl
 		if es.cooldownSet {
 			cooldown = es.cooldown
 		}
+		for _, w := range l.warmUps {
+			kw := warmUpKeyword(w.path, seen)
+			seen[kw] = i
+			note("%s (%s): loads the warm-up snapshot %s, which is not built yet; the suite runs its warm-up config %s first (keyword %s)", at, orText(name, e.Config), w.dir, w.path, kw)
+			s.Entries = append(s.Entries, SuiteFileEntry{Config: w.path, Path: w.path, Keyword: kw})
+			s.Input.Entries = append(s.Input.Entries, workflows.SuiteEntry{Keyword: kw, Input: w.in, MaxAttempts: attempts,
+				CooldownSeconds: int(scaleInt(int64(cooldown), scale.time()))})
+		}
 		s.Entries = append(s.Entries, e)
 		s.Input.Entries = append(s.Input.Entries, workflows.SuiteEntry{Keyword: e.Keyword, Input: in, MaxAttempts: attempts,
 			CooldownSeconds: int(scaleInt(int64(cooldown), scale.time()))})
 	}
 	if len(branches) > 0 {
-		note("Branch %s: every protocol lives in one tree here; no branch is checked out", strings.Join(branches, ", "))
+		note("Branch %s: every protocol lives in one tree here; no branch is checked out (a config missing from the tree is read from its entry's branch with git show)", strings.Join(branches, ", "))
 	}
 	if len(entries) > 0 && len(s.Input.Entries) == 0 && len(errs) == 0 {
 		fail("every experiment is skipped (Skip true); nothing to run")

@@ -447,7 +447,7 @@ func TestRunExperimentValidatesKinds(t *testing.T) {
 		t.Errorf("a rebalance without BucketLoad was rejected: %v", err)
 	}
 	for _, want := range []string{
-		"Reconfigurations[1]: task-migration needs TaskID and TargetWorker",
+		"Reconfigurations[1]: task-migration needs TargetOperator (its task and worker are then chosen) or TaskID",
 		"Reconfigurations[2].TargetParrallelism 0 must be ≥ 1",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {

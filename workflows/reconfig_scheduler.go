@@ -154,9 +154,12 @@ func (s *reconfigScheduler) submit(spec ReconfigSpec) int {
 
 // launch starts spec as a child workflow planned from the current
 // deployment; on completion its result is merged in and the lane's next
-// queued spec starts.
+// queued spec starts. A task migration that leaves its task or worker out
+// gets them chosen here (task_migration_choice.go); the outcome records
+// the completed spec.
 func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
 	lane := s.lane(spec.TargetOperator)
+	spec, chooseErr := completeMigration(s.ctx, spec, s.dep, s.workers)
 	id := fmt.Sprintf("%s-reconfig-%d", s.jobID, len(s.outcomes)+1)
 	s.running[lane] = id
 	s.launched[ticket] = id
@@ -167,15 +170,19 @@ func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
 		ID: id, WorkflowID: id, Spec: spec, Protocol: s.in.ReconfigProtocol, StartSec: began.Sub(s.start).Seconds(),
 	})
 	input := ReconfigureInput{ReconfigID: id, Current: s.dep, Spec: spec, Workers: s.workers, NotifyRoutesSwapped: s.swapped != nil}
+	summary := migrationSummary(spec, s.dep, s.workers) // shown in the Temporal UI; no command compares it
 	gen := s.gen
 	workflow.Go(s.ctx, func(ctx workflow.Context) {
 		child, err := childFor(s.in.ReconfigProtocol)
+		if err == nil {
+			err = chooseErr
+		}
 		var out ReconfigureResult
 		if err == nil && s.hold != nil && s.hold() {
 			err = workflow.Await(ctx, func() bool { return !s.hold() })
 		}
 		if err == nil {
-			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id, StaticSummary: summary})
 			err = workflow.ExecuteChildWorkflow(cctx, child, input).Get(ctx, &out)
 		}
 		o := &s.outcomes[slot]

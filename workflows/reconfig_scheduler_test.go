@@ -48,7 +48,8 @@ type childRun struct {
 }
 
 // mockedChildren runs every reconfiguration child as a real plan.Scale
-// that takes childDuration of workflow time.
+// (plan.MigrateTask for a task migration) that takes childDuration of
+// workflow time.
 type mockedChildren struct {
 	mu   sync.Mutex
 	runs []childRun
@@ -67,7 +68,13 @@ func (m *mockedChildren) register(env *testsuite.TestWorkflowEnvironment, wf any
 			m.mu.Lock()
 			m.runs = append(m.runs, childRun{in: in, start: start, end: workflow.Now(ctx)})
 			m.mu.Unlock()
-			p, err := plan.Scale(in.Current, in.Spec.TargetOperator, in.Spec.TargetParallelism, in.Workers)
+			var p plan.Plan
+			var err error
+			if in.Spec.Type == plan.KindTaskMigration {
+				p, err = plan.MigrateTask(in.Current, in.Spec.TaskID, in.Spec.TargetWorker, in.Workers)
+			} else {
+				p, err = plan.Scale(in.Current, in.Spec.TargetOperator, in.Spec.TargetParallelism, in.Workers)
+			}
 			if err != nil {
 				return ReconfigureResult{}, err
 			}

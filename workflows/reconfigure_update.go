@@ -27,7 +27,9 @@ import (
 // task migration to a worker the job does not use, and an operator whose
 // reconfiguration is still running ("operator X is being reconfigured
 // (workflow ID …)"; see reconfigScheduler for why requests are rejected
-// where config-scheduled reconfigurations queue).
+// where config-scheduled reconfigurations queue). A task migration without
+// task_id or target_worker gets them chosen when it starts
+// (task_migration_choice.go).
 const UpdateReconfigure = "reconfigure"
 
 // ReconfigureUpdateResult is what the "reconfigure" update returns.
@@ -152,8 +154,14 @@ func (s *reconfigScheduler) validateRequest(spec ReconfigSpec) error {
 			return reject("rebalance of operator %s: it has a single task, there is nothing to rebalance", op)
 		}
 	case plan.KindTaskMigration:
-		if spec.TaskID == "" || spec.TargetWorker == "" {
-			return reject("task-migration needs task_id and target_worker")
+		if needsChoice(spec) {
+			// Chosen again when the migration starts (completeMigration);
+			// this checks that a choice exists now.
+			c, err := plan.ChooseMigration(s.dep, op, spec.TaskID, spec.TargetWorker, s.workers)
+			if err != nil {
+				return reject("task-migration of operator %s: %v", op, err)
+			}
+			spec.TaskID, spec.TargetWorker = c.TaskID, c.To
 		}
 		if !slices.ContainsFunc(s.workers, func(w control.WorkerInfo) bool { return w.ID == spec.TargetWorker }) {
 			return reject("task-migration: worker %q is not one of the job's workers (%s)", spec.TargetWorker, strings.Join(workerIDs(s.workers), ", "))

@@ -435,8 +435,10 @@ func validateInput(in ExperimentInput) error {
 		case plan.KindRebalance:
 			// Without BucketLoad the plan step measures the load.
 		case plan.KindTaskMigration:
-			if r.TaskID == "" || r.TargetWorker == "" {
-				problems = append(problems, fmt.Sprintf("Reconfigurations[%d]: task-migration needs TaskID and TargetWorker", i))
+			// A missing TaskID or TargetWorker is chosen when the
+			// migration starts (task_migration_choice.go).
+			if r.TaskID == "" && r.TargetOperator == "" {
+				problems = append(problems, fmt.Sprintf("Reconfigurations[%d]: task-migration needs TargetOperator (its task and worker are then chosen) or TaskID", i))
 			}
 		default:
 			if r.TargetParallelism <= 0 {

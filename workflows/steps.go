@@ -38,7 +38,7 @@ func (r *stepRunner) info(step string) activities.StepInfo {
 
 func (r *stepRunner) run(step string, fn, arg, result any) error {
 	start := workflow.Now(r.ctx)
-	f := workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, withSummary(r.ctx, step)), fn, arg)
+	f := workflow.ExecuteActivity(workflow.WithActivityOptions(r.ctx, withSummary(r.ctx, r.summary(step))), fn, arg)
 	var err error
 	if result != nil {
 		err = f.Get(r.ctx, result)
@@ -50,6 +50,18 @@ func (r *stepRunner) run(step string, fn, arg, result any) error {
 		return fmt.Errorf("reconfiguration %s step %s: %w", r.in.ReconfigID, step, err)
 	}
 	return nil
+}
+
+// summary is the line the Temporal UI shows for step: its name, and for
+// a task migration's plan step which task moves where. A summary is user
+// metadata that replay does not compare, so it may change freely.
+func (r *stepRunner) summary(step string) string {
+	if step == "plan" {
+		if s := migrationSummary(r.in.Spec, r.in.Current, r.in.Workers); s != "" {
+			return "plan: " + s
+		}
+	}
+	return step
 }
 
 // resumeOld is the compensation when the new tasks cannot start: the old

@@ -43,7 +43,20 @@ Which figures are drawn comes from the suite file's "Figures" list
 
 For 10-16 a summary table is printed and written to summary.md.
 With several result directories their runs are merged (e.g. a remote
-suite run separately): runs of the same experiment share a figure.`,
+suite run separately): runs of the same experiment share a figure.
+
+Beside the results (RESULTDIR, or --out) it also writes the paper's
+figures under the Koala artifact's file names, each from the runs the
+artifact's figure script reads (result folder <QueryName>_<ResultKeyword>,
+or the ResultKeyword) and drawn with the koala figure that shows the same:
+
+  Figure6/{azure,borg,taxi,twitch,q3,q6mod}.png   Fig 6 (lazy, SAR, DRRS)
+  Figure8/{azure,...,q6mod}_latency.png           Fig 8 (lazy, Remote)
+  Figure9.png                                     Fig 6 of parallelism_16_to_32
+  Figure10.png ... Figure16.png                   Fig 10 ... Fig 16
+
+A note per figure says which koala figure it is and how it differs from
+the paper's; figures whose runs are not in the results are listed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if clickhouse == "" || clickhouse == "none" {

@@ -51,8 +51,8 @@ func init() {
 	fl.StringVar(&f.operator, "operator", "", "operator to reconfigure")
 	fl.IntVar(&f.parallelism, "parallelism", 0, "target parallelism (scaleup, scaledown)")
 	fl.StringVar(&f.kind, "type", "", "scaleup, scaledown, rebalance or task-migration (default: scale to --parallelism)")
-	fl.IntVar(&f.task, "task", -1, "task index to move (task-migration)")
-	fl.StringVar(&f.worker, "worker", "", "worker to move the task to (task-migration)")
+	fl.IntVar(&f.task, "task", -1, "task index to move (task-migration; default: a task on the worker holding the most tasks)")
+	fl.StringVar(&f.worker, "worker", "", "worker to move the task to (task-migration; default: the worker holding the fewest tasks)")
 	fl.StringVar(&f.bucketLoad, "bucket-load", "", "comma-separated load per bucket, NumBuckets values (rebalance)")
 	fl.IntVar(&f.at, "at", 0, "second of the run to start at (default: now)")
 	rootCmd.AddCommand(cmd)
@@ -84,10 +84,15 @@ func (f reconfigureFlags) spec() (workflows.ReconfigSpec, error) {
 			spec.BucketLoad = append(spec.BucketLoad, v)
 		}
 	case plan.KindTaskMigration:
-		if f.task < 0 || f.worker == "" {
-			return spec, errors.New("--type task-migration needs --task INDEX and --worker ID")
+		// Left out, the workflow chooses them: a task on the worker
+		// holding the most tasks, the worker holding the fewest.
+		if f.task < -1 {
+			return spec, fmt.Errorf("--task %d: must be a task index ≥ 0 (or left out to let the workflow choose)", f.task)
 		}
-		spec.TaskID, spec.TargetWorker = control.TaskID(f.operator, f.task), f.worker
+		if f.task >= 0 {
+			spec.TaskID = control.TaskID(f.operator, f.task)
+		}
+		spec.TargetWorker = f.worker
 	default:
 		return spec, fmt.Errorf("--type %q is unknown (allowed: %s, %s, %s, %s)", f.kind, plan.KindScaleUp, plan.KindScaleDown, plan.KindRebalance, plan.KindTaskMigration)
 	}

@@ -22,7 +22,11 @@ func TestReconfigureFlags(t *testing.T) {
 		{"no operator", reconfigureFlags{job: "j", parallelism: 2, task: -1}, workflows.ReconfigSpec{}, "--operator is required"},
 		{"parallelism 0", reconfigureFlags{job: "j", operator: "counter", task: -1}, workflows.ReconfigSpec{}, "--parallelism 0: must be ≥ 1"},
 		{"unknown type", reconfigureFlags{job: "j", operator: "counter", kind: "shuffle", task: -1}, workflows.ReconfigSpec{}, `--type "shuffle" is unknown`},
-		{"migration without worker", reconfigureFlags{job: "j", operator: "counter", kind: "task-migration", task: 1}, workflows.ReconfigSpec{}, "needs --task INDEX and --worker ID"},
+		{"migration without worker", reconfigureFlags{job: "j", operator: "counter", kind: "task-migration", task: 1},
+			workflows.ReconfigSpec{Type: "task-migration", TargetOperator: "counter", TaskID: "counter-1"}, ""},
+		{"migration choosing both", reconfigureFlags{job: "j", operator: "counter", kind: "task-migration", task: -1},
+			workflows.ReconfigSpec{Type: "task-migration", TargetOperator: "counter"}, ""},
+		{"migration with a negative task", reconfigureFlags{job: "j", operator: "counter", kind: "task-migration", task: -3}, workflows.ReconfigSpec{}, "--task -3: must be a task index ≥ 0"},
 		{"bad bucket load", reconfigureFlags{job: "j", operator: "counter", kind: "rebalance", bucketLoad: "1,x", task: -1}, workflows.ReconfigSpec{}, `--bucket-load value 1 "x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

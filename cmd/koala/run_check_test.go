@@ -55,9 +55,11 @@ func TestCheckFlags(t *testing.T) {
 	checkSuite := func() error {
 		return execute(append([]string{"suite", "--check", "--scale", "1", "--time-scale", "1", "--map-hosts=true", suite}, noTemporal...)...)
 	}
-	err = checkSuite()
-	if err == nil || !strings.Contains(err.Error(), "q3Lazy.json") || !strings.Contains(err.Error(), "q6ModLazy.json") {
-		t.Errorf("suite --check without snapshots: error %v, want both missing snapshots", err)
+	// Without the snapshots the suite runs the warm-up configs beside its
+	// entries first (experiments/suite_warmup.go); `run --check` above
+	// names the missing snapshot instead.
+	if err := checkSuite(); err != nil {
+		t.Errorf("suite --check without snapshots: %v (want the warm-ups found and run first)", err)
 	}
 	for _, dir := range []string{"warmups/q3/64_consistent", "warmups/q6mod/64_consistent"} {
 		if err := os.MkdirAll(filepath.Join(home, dir), 0o755); err != nil {

@@ -36,6 +36,13 @@ suite goes on; --attach SUITE-ID follows it again. A controller restart
 neither loses nor repeats a finished experiment. Plot it with
 'koala figures RESULTS/suite_TIMESTAMP'.
 
+An entry whose config is not in the tree but on its "Branch" of the git
+checkout the suite file lies in (the artifact keeps its DRRS, skew and
+task-migration configs on branches) is read from that branch with
+'git show', read-only, and noted. An entry that loads a warm-up snapshot
+not built yet gets the warm-up config beside it (same directory, same
+branch) run right before it, and noted.
+
 --check loads and validates the suite and every config it names as a run
 would, prints every problem and starts nothing. --scale and --time-scale
 apply to every config (see README).`,

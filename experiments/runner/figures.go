@@ -18,7 +18,9 @@ type FiguresOptions struct {
 	ClickHouse *metrics.ClickHouse
 	Dirs       []string // suite result directories (summary.json), merged
 	Figures    []string // empty: each suite file's list, else DefaultFigures
-	OutDir     string   // empty: Dirs[0]/figures
+	// OutDir is where the figures go (empty: Dirs[0]/figures, and the
+	// artifact-named ones into Dirs[0]).
+	OutDir string
 }
 
 // Figures reads the succeeded runs of the suites in Dirs from ClickHouse and
@@ -60,7 +62,10 @@ func Figures(ctx context.Context, o FiguresOptions) error {
 			continue
 		}
 		fr := experiments.ReadFigureRun(ctx, ch, e)
-		r := experiments.ReadRunData(ctx, ch, fr, inputs[e.Keyword], figs)
+		in := inputs[experiments.RunKey(e.Experiment, e.Keyword)]
+		// The artifact-named figures may need series figs does not.
+		need := experiments.ArtifactFigureData(experiments.RunData{FigureRun: fr, Input: in})
+		r := experiments.ReadRunData(ctx, ch, fr, in, mergeFigures(slices.Clone(figs), need))
 		for _, msg := range r.Errors {
 			fmt.Printf("%s -> %s: %s\n", e.Experiment, e.Keyword, msg)
 		}
@@ -68,6 +73,10 @@ func Figures(ctx context.Context, o FiguresOptions) error {
 	}
 	if len(runs) == 0 {
 		return fmt.Errorf("no succeeded run in %s", strings.Join(o.Dirs, ", "))
+	}
+	artDir := o.OutDir // the artifact-named figures go beside the results unless --out is given
+	if artDir == "" {
+		artDir = o.Dirs[0]
 	}
 	if o.OutDir == "" {
 		o.OutDir = filepath.Join(o.Dirs[0], "figures")
@@ -84,6 +93,16 @@ func Figures(ctx context.Context, o FiguresOptions) error {
 			err = werr
 		}
 		paths = append(paths, p)
+	}
+	// The paper's figures under the artifact's file names.
+	apaths, notes, aerr := experiments.WriteArtifactFigures(artDir, runs)
+	paths = append(paths, apaths...)
+	if aerr != nil && err == nil {
+		err = aerr
+	}
+	fmt.Println()
+	for _, n := range notes {
+		fmt.Println("artifact figure", n)
 	}
 	fmt.Println()
 	for _, p := range paths {
