@@ -42,10 +42,13 @@ down: build
 status: build
 	./$(KOALA) stack status
 
-# Benchmarks against the local stack (under 20 min on 2 cores): go test
-# hot-path benchmarks, steady state per core (hello, counter, nexmark-q5),
-# component ceilings, disruption per protocol, scaling with state (in-process),
-# RSS under backpressure; writes BENCHMARKS.md and results/bench/.
+# Benchmarks against the local stack (about 25 min on 2 cores): go test
+# hot-path benchmarks, steady state per core (hello, counter, nexmark-q5,
+# Nexmark q1, the counter over 10 M keys; tuned variants labelled), component
+# ceilings, disruption per protocol at 70 % of a probed rate, scaling with
+# state (in-process), RSS under backpressure, q6* over 2 GB of state
+# (large-state); writes BENCHMARKS.md and results/bench/. One row alone:
+# BENCH_FLAGS='--phases large-state --rows q6-1task'.
 # BENCH_RUN_DIR is the stack's run directory (worker PID files); BENCH_FLAGS go
 # to `koala bench`, e.g. BENCH_FLAGS='--phases ceilings,rss' (koala bench --help).
 # CPU profiles: `make bench-profile` or `make bench BENCH_FLAGS=--profile`

@@ -487,6 +487,12 @@ func (t *task) status(req control.TasksRequest) control.TaskStatus {
 		}
 		st.BytesMoved = t.keyed.bytesMoved.Load()
 		st.Migrated = t.keyed.lastMigrated.Load()
+		// Only once started: a snapshot load replaces the store of a task
+		// that has not started yet, while this reads it.
+		if cs, ok := t.keyed.store.(interface{ CacheStats() statesvc.CacheStats }); ok && st.Running {
+			c := cs.CacheStats()
+			st.StateCache = &control.StateCacheStats{Lookups: c.Lookups, Hits: c.Hits, LimitBytes: c.LimitBytes}
+		}
 	}
 	if t.source != nil {
 		st.Paused = t.source.paused.Load()

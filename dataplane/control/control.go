@@ -379,6 +379,9 @@ type TaskStatus struct {
 	SinkLatency *Latency `json:"sink_latency,omitempty"`
 	// Keyed state: entries still in the key lookup table, keys fetched so far.
 	KLTSize int `json:"klt_size,omitempty"`
+	// StateCache is the keyed state's value-cache counters since the
+	// store opened (nil: no keyed state, or a backend without the cache).
+	StateCache *StateCacheStats `json:"state_cache,omitempty"`
 	// RouteBarriers lists the route barriers this task aligned (forwarding done).
 	RouteBarriers []string `json:"route_barriers,omitempty"`
 	// KLTInstalled lists the handoffs this task received: "reconfig/fromTask".
@@ -396,6 +399,14 @@ type TaskStatus struct {
 	// Source positions: next offset to read per partition.
 	Offsets map[int32]int64 `json:"offsets,omitempty"`
 	Error   string          `json:"error,omitempty"`
+}
+
+// StateCacheStats are a keyed task's value-cache counters: keys looked
+// up, those the cache answered, and the cache's capacity in bytes.
+type StateCacheStats struct {
+	Lookups    uint64 `json:"lookups"`
+	Hits       uint64 `json:"hits"`
+	LimitBytes int64  `json:"limit_bytes"`
 }
 
 // StatusReply answers VerbStatus.

@@ -48,9 +48,11 @@ type Ceiling struct {
 // pass through (every record crosses Kafka twice, is framed and decoded at
 // least once, and the keyed counter reads and writes Pebble per batch).
 var PipelineComponents = map[string][]string{
-	"hello":      {CeilKafkaProduce, CeilKafkaConsume, CeilCodec, CeilExchange},
-	"counter":    {CeilKafkaProduce, CeilKafkaConsume, CeilCodec, CeilExchange, CeilPebble},
-	"nexmark-q5": {CeilKafkaProduce, CeilKafkaConsume, CeilCodec, CeilExchange},
+	"hello":                   {CeilKafkaProduce, CeilKafkaConsume, CeilCodec, CeilExchange},
+	"counter":                 {CeilKafkaProduce, CeilKafkaConsume, CeilCodec, CeilExchange, CeilPebble},
+	"nexmark-q5":              {CeilKafkaProduce, CeilKafkaConsume, CeilCodec, CeilExchange},
+	"nexmark-q1":              {CeilKafkaProduce, CeilKafkaConsume, CeilCodec, CeilExchange},
+	"nexmark_query6_modified": {CeilKafkaProduce, CeilKafkaConsume, CeilCodec, CeilExchange, CeilPebble},
 }
 
 // CeilingFraction is a pipeline's sink events/s as a fraction of the slowest
@@ -79,7 +81,7 @@ func CeilingFractions(steady []Steady, ceilings []Ceiling) []CeilingFraction {
 		if !ok || s.Status != experiments.StatusOK || s.EventsPerSec <= 0 {
 			continue
 		}
-		f := CeilingFraction{Query: s.Query, EventsPerSec: s.EventsPerSec, SlowestRate: math.Inf(1)}
+		f := CeilingFraction{Query: s.label(), EventsPerSec: s.EventsPerSec, SlowestRate: math.Inf(1)}
 		for _, c := range comps {
 			r, ok := rate[c]
 			if !ok {

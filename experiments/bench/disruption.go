@@ -11,25 +11,46 @@ import (
 	"syscall"
 	"time"
 
-	"koala/dataplane/metrics"
 	"koala/experiments"
 	"koala/experiments/runner"
-
-	"go.temporal.io/sdk/client"
 )
 
-// benchDisruption runs the protocol comparison with the compare machinery,
-// starting a remote state server for the remote protocol.
-func benchDisruption(ctx context.Context, o Options, tc client.Client, ch *metrics.ClickHouse, stamp string, notes *[]string) (*experiments.Comparison, string, error) {
+// benchDisruption probes the rate the disruption config's pipeline
+// sustains (probe.go), then runs the protocol comparison with the compare
+// machinery at DisruptionShare of it, starting a remote state server for
+// the remote protocol.
+func benchDisruption(ctx context.Context, e steadyEnv, notes *[]string) (*experiments.Comparison, *RateProbe, string, error) {
+	o, tc, ch, stamp := e.o, e.tc, e.ch, e.stamp
 	variants, err := experiments.ParseVariants(o.Protocols)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	base, err := experiments.LoadConfig(o.DisruptionConfig)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	runner.DefaultBrokers(&base, o.Kafka)
+	if _, ok := base.Params["RateLimiterConfig"]; ok {
+		// The probe and the runs set the rate; a schedule would override it.
+		delete(base.Params, "RateLimiterConfig")
+		*notes = append(*notes, "disruption: the config's RateLimiterConfig was left out; the runs offer the probed rate")
+	}
+	rates, err := ProbeRates(o.ProbeFrom, o.ProbeFactor, o.ProbeMax)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("--probe-from/--probe-factor/--probe-max: %w", err)
+	}
+	probe := benchProbe(ctx, e, base, rates, o.ProbeStepSec)
+	probe.runRate(base.Producer.RatePerSec)
+	if probe.Error != "" {
+		fmt.Printf("disruption: probe: %s; the protocols run at the config's %d ev/s\n", probe.Error, probe.RunRate)
+	} else {
+		fmt.Printf("disruption: probed sustainable rate %d ev/s (%s); the protocols run at %.0f %% of it, %d ev/s\n", probe.Sustainable, probe.Limit, 100*DisruptionShare, probe.RunRate)
+	}
+	base.Producer.RatePerSec = probe.RunRate
+	if ctx.Err() != nil {
+		return nil, &probe, "", ctx.Err()
+	}
+	runner.Sleep(ctx, o.Gap)
 	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
 	cmp := &experiments.Comparison{Experiment: base.Name, Config: o.DisruptionConfig, Started: time.Now()}
 	remote := ""
@@ -73,9 +94,9 @@ func benchDisruption(ctx context.Context, o Options, tc client.Client, ch *metri
 	fmt.Println()
 	_ = cmp.WriteTable(os.Stdout)
 	if _, err := cmp.WriteFiles(dir); err != nil {
-		return cmp, dir, err
+		return cmp, &probe, dir, err
 	}
-	return cmp, dir, nil
+	return cmp, &probe, dir, nil
 }
 
 // startStateSvc starts `koala statesvc` (self, or this binary when empty) on

@@ -14,10 +14,14 @@ const (
 	PhaseDisruption = "disruption"
 	PhaseState      = "state"
 	PhaseRSS        = "rss"
+	// PhaseLargeState runs the rows that first build gigabytes of state
+	// (a warm-up run per row), apart from steady so they can be run or
+	// left out on their own.
+	PhaseLargeState = "large-state"
 )
 
 // BenchPhases are all phases, in run order.
-var BenchPhases = []string{PhaseMicro, PhaseSteady, PhaseCeilings, PhaseDisruption, PhaseState, PhaseRSS}
+var BenchPhases = []string{PhaseMicro, PhaseSteady, PhaseCeilings, PhaseDisruption, PhaseState, PhaseRSS, PhaseLargeState}
 
 // ParsePhases parses a comma-separated phase list ("all" selects every
 // phase). Unknown or repeated names are errors naming the allowed values.

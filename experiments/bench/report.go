@@ -30,7 +30,12 @@ type BenchReport struct {
 	Steady    []Steady `json:"steady"`
 	SteadySec float64  `json:"steady_sec"`
 
+	// LargeStateSec is the large-state phase's time; its rows are in
+	// Steady (Phase PhaseLargeState).
+	LargeStateSec float64 `json:"large_state_sec"`
+
 	Disruption    *experiments.Comparison `json:"disruption,omitempty"`
+	Probe         *RateProbe              `json:"disruption_probe,omitempty"`
 	DisruptionDir string                  `json:"disruption_dir,omitempty"`
 	DisruptionSec float64                 `json:"disruption_sec"`
 
@@ -44,7 +49,9 @@ type BenchReport struct {
 	RSS    *RSSRun `json:"rss,omitempty"`
 	RSSSec float64 `json:"rss_sec"`
 
-	Phases []string `json:"phases"` // the phases that were selected
+	Phases    []string        `json:"phases"` // the phases that were selected
+	Rows      string          `json:"rows,omitempty"`
+	Estimates []PhaseEstimate `json:"estimates,omitempty"` // expected phase durations, printed before they ran
 
 	Profiles *BenchProfiles `json:"profiles,omitempty"` // --profile (profile.go)
 }
@@ -85,32 +92,12 @@ func (r BenchReport) row(p string) (experiments.CompareRow, bool) {
 	return experiments.CompareRow{}, false
 }
 
-func (r BenchReport) steady(query string) (Steady, bool) {
-	for _, s := range r.Steady {
-		if s.Query == query && s.Status == experiments.StatusOK && s.EventsPerCPUSec > 0 {
-			return s, true
-		}
-	}
-	return Steady{}, false
-}
-
 // Targets evaluates the issue's targets against the measurements.
 func (r BenchReport) Targets() []TargetRow {
 	var out []TargetRow
 	add := func(t, m, v, src string) { out = append(out, TargetRow{t, m, v, src}) }
 
-	for _, c := range []struct {
-		query, label string
-		target       float64
-	}{{"hello", "q1 / stateless (hello) ≥ 500 K events/s per core", TargetStatelessPerCore},
-		{"counter", "keyed counter on Pebble ≥ 150 K events/s per core", TargetKeyedPerCore}} {
-		if s, ok := r.steady(c.query); ok {
-			add(c.label, fmt.Sprintf("%.0f ev/s per CPU-s (%.0f ev/s on %.2f cores)", s.EventsPerCPUSec, s.EventsPerSec, s.CoresUsed),
-				verdict(s.EventsPerCPUSec >= c.target), "steady "+c.query)
-		} else {
-			add(c.label, "n/a", VerdictUnknown, "steady "+c.query)
-		}
-	}
+	out = append(out, r.rowTargets()...)
 
 	lazy, okL := r.row(experiments.VariantLazy)
 	sr, okS := r.row(experiments.VariantStopAndRestart)
@@ -248,75 +235,35 @@ func (r BenchReport) Markdown() string {
 	fmt.Fprintf(&b, "- run: %s → %s (%.1f min)\n", r.Started.UTC().Format(time.RFC3339), r.Finished.UTC().Format(time.RFC3339), r.Finished.Sub(r.Started).Minutes())
 	fmt.Fprintf(&b, "- machine: %s\n", r.Machine)
 	fmt.Fprintf(&b, "- load average before / after: %s / %s\n", r.Load, r.LoadEnd)
-	fmt.Fprintf(&b, "- phases: %s; micro-benchmarks %.0f s, steady state %.0f s, ceilings %.0f s, disruption %.0f s, state %.0f s, RSS %.0f s\n",
-		strings.Join(r.Phases, ","), r.MicroSec, r.SteadySec, r.CeilingsSec, r.DisruptionSec, r.StateSec, r.RSSSec)
+	fmt.Fprintf(&b, "- phases: %s; %s\n", strings.Join(r.Phases, ","), r.phaseTimesText())
+	if r.Rows != "" && r.Rows != "all" {
+		fmt.Fprintf(&b, "- rows: %s (--rows)\n", r.Rows)
+	}
+	if len(r.Estimates) > 0 {
+		fmt.Fprintf(&b, "- expected before the run: %s\n", EstimateText(r.Estimates))
+	}
 	for _, n := range r.Notes {
 		b.WriteString("- " + n + "\n")
 	}
 
-	b.WriteString("\n## Targets (issue 8)\n\n| target | measured | verdict | from |\n|---|---|---|---|\n")
+	b.WriteString("\n## Targets (issues 8 and 19)\n\nA steady-state verdict is read from a headline row only (round-robin placement, default fetch sizes); each states how it was counted, the placement, the fetch sizes and the state next to its number. *Sustained* means the Kafka lag (produced minus processed, records read ahead included) grew by less than one second of the offered rate over the window.\n\n| target | measured | verdict | from |\n|---|---|---|---|\n")
 	for _, t := range r.Targets() {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", esc(t.Target), esc(t.Measured), t.Verdict, t.Source)
 	}
 
-	b.WriteString("\n## Steady state per core\n\n")
-	b.WriteString("Each query ran without reconfiguration at a fixed producer rate through a `RunExperiment` workflow on the local stack. " +
-		"Events/s are the sink's `records_in` from ClickHouse over the window; CPU-seconds are utime+stime from `/proc/<pid>/stat` of the worker processes that host the query's tasks (`<run-dir>/worker-w*.pid`), sampled every 0.5 s and interpolated at the window's bounds. " +
-		"The producers (Kafka clients generating the input, standing in for the original artifact's producer machines) run on a worker that hosts no task (the config's `ProducerWorkers`, by default the stack's last worker): its CPU is not counted against the pipeline but shown in *producer cores* (cores, worker ids) over the same window. " +
-		"A run whose producers shared the task workers (*in worker CPU*, e.g. a single-worker stack) counts their CPU in the worker CPU-s. " +
-		"A config's `TaskPlacement` \"co-locate\" (named below the table) puts task i of every operator on one worker, so records pass between its tasks in memory instead of through the gRPC exchange; round robin (the default) spreads consecutive operators over workers. Kafka, ClickHouse, Temporal and NATS are not counted; *machine cores busy* is the whole machine's busy CPU (/proc/stat) over the same window, i.e. everything else that ran at the time. " +
-		"*batch p50 / p99* are the processing time of individual batches of the named operator: every task records each batch's time into an HDR histogram (1 µs – 10 min, 3 significant digits) and writes each second's histogram to ClickHouse (`batch_time_hdr`); the histograms of all its tasks over the window are merged and the percentiles read from the merge. " +
-		"*e2e* is producer → sink latency per record: the producer stamps each record (its Kafka timestamp, the record's event time) and the sink task records now − that stamp into an HDR histogram (1 µs – 10 min, 3 significant digits) over the whole job, warm-up and drain included; it includes the producer's batching and Kafka. With several sink tasks the largest of each percentile is shown. Not reported for queries whose sink gets results rather than input records.\n\n")
-	b.WriteString("| query | operator | target rate | produced ev/s | events/s at sink (or *) | sustained | worker CPU-s | worker cores | producer cores | machine cores busy | ev/s per CPU-s | target | verdict | batch p50 (HDR) | batch p99 (HDR) | e2e p50 / p99 / p999 / max | max lag | lost | dup |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, s := range r.Steady {
-		if s.Status != experiments.StatusOK {
-			fmt.Fprintf(&b, "| %s | %s | %d | %s: %s ||||||||||||| \n", s.Query, s.Operator, s.Rate, s.Status, esc(s.Reason))
-			continue
-		}
-		v := VerdictUnknown
-		if s.EventsPerCPUSec > 0 {
-			v = verdict(s.EventsPerCPUSec >= s.Target)
-		}
-		target, lost, dup := "—", fmt.Sprint(s.Lost), fmt.Sprint(s.Duplicated)
-		if s.Target > 0 {
-			target = fmt.Sprintf("%.0f", s.Target)
-		} else {
-			v = VerdictUnknown
-		}
-		if s.ExactnessUnchecked != "" {
-			lost, dup = "unchecked", "unchecked"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %s | %.0f %% | %.1f | %.2f | %s | %.2f | %.0f | %s | %s | %s | %s | %s | %.0f | %s | %s |\n",
-			s.Query, s.Operator, s.Rate, s.ProducedPerSec, s.eventsText(), 100*s.SustainedRatio, s.CPUSeconds, s.CoresUsed, s.producerText(), s.MachineCores, s.EventsPerCPUSec, target, v,
-			s.batchText(s.BatchP50Us), s.batchText(s.BatchP99Us), s.E2EText(), s.MaxLag, lost, dup)
-	}
-	for _, s := range r.Steady {
-		if s.Status == experiments.StatusOK {
-			fmt.Fprintf(&b, "\n- %s: workflow `%s`, window [%.0f s, %.0f s) of the job, %d batches of %s (longest %s).", s.Query, s.WorkflowID, s.WindowFrom, s.WindowTo, s.BatchCount, s.Operator, s.batchText(s.BatchMaxUs))
-			if s.TaskPlacement != "" {
-				fmt.Fprintf(&b, " Task placement %s.", s.TaskPlacement)
-			}
-			if len(s.ProducerWorkers) > 0 {
-				fmt.Fprintf(&b, " Producers on %s: %.1f CPU-s (%.2f cores) over the window, not in the worker CPU-s; with them the pipeline and its input generator took %.0f ev/s per CPU-s.",
-					strings.Join(s.ProducerWorkers, ", "), s.ProducerCPUSeconds, s.ProducerCores, s.perCPUWithProducers())
-			}
-			if s.BatchError != "" {
-				fmt.Fprintf(&b, " Batch histograms: %s.", esc(s.BatchError))
-			}
-		}
-	}
-	b.WriteString("\n\nFor queries that do not deliver every source record to the sink (aggregations such as nexmark-q5's sliding-window count), events/s are the `records_in` of the operator marked * (the aggregation's input: one per input event), since its sink receives window results; and `lost`/`dup` are *unchecked*: the run's sink ledger counts source records reaching the sink, which such a query does not deliver one to one (the query declares this; its oracle tests check it instead).\n")
+	b.WriteString(r.steadyMarkdown(PhaseSteady))
 	b.WriteString(r.ceilingsMarkdown())
 	if r.State != nil {
 		b.WriteString(r.State.markdown())
 	}
 	b.WriteString(r.rssMarkdown())
+	b.WriteString(r.steadyMarkdown(PhaseLargeState))
 	b.WriteString("\n\n## Disruption per protocol (2 → 4 scale-out of the keyed counter)\n\n")
+	b.WriteString(r.probeMarkdown())
 	if r.Disruption == nil {
 		b.WriteString("Not run.\n")
 	} else {
-		fmt.Fprintf(&b, "Config `%s`, one run per protocol, one after another (full table, plots and per-run JSON in `%s`). Definitions as in `koala compare`.\n\n", r.Disruption.Config, r.DisruptionDir)
+		fmt.Fprintf(&b, "Config `%s`, one run per protocol, one after another, at the rate above (full table, plots and per-run JSON in `%s`). Definitions as in `koala compare`.\n\n", r.Disruption.Config, r.DisruptionDir)
 		md := r.Disruption.Markdown()
 		// Reuse the comparison's own table and sections, without its title.
 		if i := strings.Index(md, "\n| protocol"); i >= 0 {

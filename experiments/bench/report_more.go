@@ -21,8 +21,8 @@ func (r BenchReport) ceilingsMarkdown() string {
 	for _, c := range r.Ceilings {
 		fmt.Fprintf(&b, "| %s | %.0f | %d | %.1f | %s | %s |\n", c.Component, c.EventsPerSec, c.Events, c.Seconds, esc(c.What), esc(c.Error))
 	}
-	b.WriteString("\nPipeline figure (sink events/s of the steady-state run) as a fraction of its slowest measured component:\n\n")
-	b.WriteString("| query | sink ev/s | slowest component | its ev/s | fraction | not measured |\n|---|---|---|---|---|---|\n")
+	b.WriteString("\nPipeline figure (events/s of each steady-state or large-state row) as a fraction of its slowest measured component:\n\n")
+	b.WriteString("| row | counted ev/s | slowest component | its ev/s | fraction | not measured |\n|---|---|---|---|---|---|\n")
 	for _, f := range r.Fractions {
 		frac := "n/a"
 		if f.Slowest != "" {

@@ -110,8 +110,8 @@ func TestBenchReportTargets(t *testing.T) {
 	r := BenchReport{
 		Micro: ParseGoBench(goBenchOut),
 		Steady: []Steady{
-			{Query: "hello", Status: experiments.StatusOK, EventsPerCPUSec: 600_000, EventsPerSec: 50_000, CoresUsed: 0.1, Target: TargetStatelessPerCore},
-			{Query: "counter", Status: experiments.StatusOK, EventsPerCPUSec: 100_000, EventsPerSec: 20_000, CoresUsed: 0.2, Target: TargetKeyedPerCore},
+			{Row: RowHello, Query: "hello", Status: experiments.StatusOK, EventsPerCPUSec: 600_000, EventsPerSec: 50_000, CoresUsed: 0.1, Target: TargetStatelessPerCore},
+			{Row: RowCounter, Query: "counter", Status: experiments.StatusOK, EventsPerCPUSec: 100_000, EventsPerSec: 20_000, CoresUsed: 0.2, Target: TargetKeyedPerCore},
 		},
 		Disruption: &experiments.Comparison{Config: "c.json", Rows: []experiments.CompareRow{
 			{Protocol: experiments.VariantLazy, Status: experiments.StatusOK, RunMetrics: experiments.RunMetrics{PreThroughput: f(100), MinThroughput: f(95), MinRatio: f(0.95), PeakBatchUs: f(4000), PreBatchP99Us: f(1000), LagRecoverySec: f(1)}},
@@ -119,14 +119,15 @@ func TestBenchReportTargets(t *testing.T) {
 		}},
 	}
 	want := map[string]string{
-		"q1":               VerdictMet,
-		"keyed counter":    VerdictMissed,
-		"min 1 s":          VerdictMet,
-		"p99 batch":        VerdictMissed,
-		"lag recovery":     VerdictMet,
-		"KLT lookup ≤ 40":  VerdictMet,
-		"KLT lookup share": VerdictUnknown, // no BenchmarkStatefulBatchKLTShare in the output
-		"KLT size":         VerdictMissed,
+		"q1 / stateless":    VerdictMet,
+		"counter on Pebble": VerdictMissed,
+		"over 10 M keys":    VerdictUnknown, // the row did not run
+		"min 1 s":           VerdictMet,
+		"p99 batch":         VerdictMissed,
+		"lag recovery":      VerdictMet,
+		"KLT lookup ≤ 40":   VerdictMet,
+		"KLT lookup share":  VerdictUnknown, // no BenchmarkStatefulBatchKLTShare in the output
+		"KLT size":          VerdictMissed,
 	}
 	got := r.Targets()
 	for key, v := range want {
@@ -198,7 +199,7 @@ func TestSteadyProducerCPUApart(t *testing.T) {
 	}
 	// Task workers 0.5 cores, producer worker 0.25 cores.
 	cpu := []CPUSample{{At: start}, {At: start.Add(20 * time.Second), Seconds: 10, Producer: 5, MachineBusy: 30}}
-	s := ComputeSteady(Steady{Query: "hello", Status: experiments.StatusOK, ProducerWorkers: []string{"w3"}, TaskPlacement: "co-locate"},
+	s := ComputeSteady(Steady{Row: RowHelloTuned, Query: "hello", Status: experiments.StatusOK, ProducerWorkers: []string{"w3"}, TaskPlacement: "co-locate", Tuned: tunedFetchColocate},
 		SteadyInputs{Sink: sink, JobStart: start, CPU: cpu, From: 5, To: 15, TargetRate: 1000})
 	if math.Abs(s.CPUSeconds-5) > 1e-9 || math.Abs(s.EventsPerCPUSec-2000) > 1e-6 {
 		t.Fatalf("pipeline CPU %v, per CPU-s %v; want 5 and 2000", s.CPUSeconds, s.EventsPerCPUSec)
@@ -210,7 +211,8 @@ func TestSteadyProducerCPUApart(t *testing.T) {
 		t.Errorf("with producers %v ev/s per CPU-s, want %v", got, 10000/7.5)
 	}
 	md := BenchReport{Steady: []Steady{s}}.Markdown()
-	for _, want := range []string{"| producer cores |", "| 0.25 (w3) |", "Task placement co-locate.", "Producers on w3: 2.5 CPU-s (0.25 cores) over the window, not in the worker CPU-s; with them the pipeline and its input generator took 1333 ev/s per CPU-s."} {
+	for _, want := range []string{"| producer cores |", "| 0.25 (w3) |", "| co-locate |", "| — (tuned: co-located, 1 MB fetches) |",
+		"Producers on w3: 2.5 CPU-s (0.25 cores) over the window, not in the worker CPU-s; with them the pipeline and its input generator took 1333 ev per CPU-s."} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -317,4 +319,30 @@ func markdownHas(t *testing.T, md string, want ...string) {
 			t.Errorf("markdown lacks %q", s)
 		}
 	}
+}
+
+// The large-state rows have their own section: the warm-up that built
+// each row's state, and a verdict cell that says why a row whose state did
+// not prove itself is not measured.
+func TestMarkdownLargeState(t *testing.T) {
+	good := q6Run()
+	good.WorkflowID = "q6mod-large-1task-s"
+	good.WarmUp = &WarmUpRun{Config: "experiments/bench/q6mod-warmup-1task.json", WorkflowID: "q6mod-warmup-1task-s", Events: 1_000_000, Keys: 1_000_000, Bytes: 2_190_000_000, Seconds: 71}
+	small := q6Run()
+	small.Row, small.State.DiskBytes = RowQ6Two, 1.2e9
+	failed := Steady{Row: RowQ6Two, Phase: PhaseLargeState, Query: "nexmark_query6_modified", Status: experiments.StatusFailed, Reason: "warm-up: run exceeded its time limit"}
+	md := BenchReport{Steady: []Steady{q1Run(), good, small, failed}}.Markdown()
+	steady, large, ok := strings.Cut(md, "## Large state (q6* over ≥ 2 GB)")
+	if !ok {
+		t.Fatalf("no large-state section:\n%s", md)
+	}
+	if strings.Contains(steady, "| q6-1task |") || !strings.Contains(steady, "| q1-1src | nexmark-q1 | round robin, 1 source + 1 q1-currency | 64 KiB / 25 ms |") {
+		t.Errorf("steady section holds the wrong rows:\n%s", steady)
+	}
+	markdownHas(t, large,
+		"| q6-1task | nexmark_query6_modified | round robin, 1 source + 1 statefulMapper | 64 KiB / 25 ms | 2.20 GB on disk at the window's start, value caches 33.6 MB, hit rate 1.0 % of 860000 lookups | 27000 |",
+		"| yes (+500) |", "| 22000 | 20000 | met |",
+		"| not measured: 1.20 GB of state on disk at the window's start, under the 2.00 GB the row needs |",
+		"State built by `experiments/bench/q6mod-warmup-1task.json` (workflow `q6mod-warmup-1task-s`): 1000000 records, 1000000 keys, 2.19 GB of checkpoint, in 71 s.",
+		"| q6-2tasks | nexmark_query6_modified | failed: warm-up: run exceeded its time limit |")
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -236,27 +235,11 @@ func stateReconfigure(acts *activities.Activities, dep control.Deployment, worke
 	return res.Deployment, nil
 }
 
-// stateStatus asks the task's worker for its status over NATS, as the
-// activities do (their request helper is internal to that package).
+// stateStatus asks the task's worker for its status over NATS.
 func stateStatus(ctx context.Context, acts *activities.Activities, dep control.Deployment, task control.TaskRef) (control.TaskStatus, error) {
-	data, err := control.NewEnvelope(dep.Job.JobID, "", control.TasksRequest{TaskIDs: []string{task.ID}})
+	st, err := requestStatus(ctx, acts.NC, dep.Job.JobID, task.WorkerID, []string{task.ID})
 	if err != nil {
-		return control.TaskStatus{}, fmt.Errorf("status request of %s: %w", task.ID, err)
-	}
-	msg, err := acts.NC.RequestWithContext(ctx, control.WorkerSubject(task.WorkerID, control.VerbStatus), data)
-	if err != nil {
-		return control.TaskStatus{}, fmt.Errorf("status of %s on worker %s: %w", task.ID, task.WorkerID, err)
-	}
-	var r control.Reply
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		return control.TaskStatus{}, fmt.Errorf("status reply of %s: %w", task.ID, err)
-	}
-	if r.Error != "" {
-		return control.TaskStatus{}, fmt.Errorf("status of %s: worker %s: %s", task.ID, task.WorkerID, r.Error)
-	}
-	var st control.StatusReply
-	if err := json.Unmarshal(r.Body, &st); err != nil {
-		return control.TaskStatus{}, fmt.Errorf("status body of %s: %w", task.ID, err)
+		return control.TaskStatus{}, fmt.Errorf("status of %s: %w", task.ID, err)
 	}
 	if len(st.Tasks) != 1 {
 		return control.TaskStatus{}, fmt.Errorf("status of %s: %d tasks", task.ID, len(st.Tasks))

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"koala/dataplane/control"
+	"koala/dataplane/kafkaio"
 	"koala/dataplane/metrics"
 	"koala/experiments"
 	"koala/experiments/runner"
@@ -17,26 +19,52 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
-// benchSteady runs one query without reconfiguration and measures it.
-func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.ClickHouse, cfg, op, countAt string, rate int, target float64, stamp string) Steady {
-	s := Steady{Operator: op, Target: target, Status: experiments.StatusFailed}
-	in, err := experiments.LoadConfig(cfg)
+// steadyEnv is what a measured run needs besides its row: the clients and
+// the run's stamp. nats may be nil (the value-cache counters are then
+// reported as not read).
+type steadyEnv struct {
+	o     Options
+	tc    client.Client
+	ch    *metrics.ClickHouse
+	nats  natsRequester
+	stamp string
+}
+
+// benchSteady runs one row's query without reconfiguration and measures
+// it. snapshot, when set, is the warm-up snapshot the run loads (a
+// large-state row; its config has LoadWarmUpData).
+func benchSteady(ctx context.Context, e steadyEnv, row Row, snapshot string) Steady {
+	o := e.o
+	s := Steady{Row: row.Name, Phase: row.Phase, Operator: row.Operator, Unit: row.Unit, Tuned: row.Tuned,
+		Target: row.PerCore, SustainedTarget: row.Sustained, MinStateBytes: row.MinStateBytes, Status: experiments.StatusFailed}
+	in, err := experiments.LoadConfig(row.Config)
 	if err != nil {
 		s.Reason = err.Error()
-		fmt.Println("steady:", s.Reason)
+		fmt.Printf("[steady %s] %s\n", row.Name, s.Reason)
 		return s
 	}
 	runner.DefaultBrokers(&in, o.Kafka)
-	if rate > 0 {
-		in.Producer.RatePerSec = rate
+	if row.Rate > 0 {
+		in.Producer.RatePerSec = row.Rate
 	}
 	if o.SteadySec > 0 {
 		in.TotalRuntimeSeconds = o.SteadySec
 	}
 	in.Reconfigurations = nil
+	if snapshot != "" {
+		if in.Params == nil {
+			in.Params = map[string]string{}
+		}
+		in.Params[control.ParamWarmUpSnapshotDir] = snapshot
+	}
 	s.Query, s.Backend, s.Rate, s.RuntimeSec = in.QueryName, in.StateBackend, in.Producer.RatePerSec, in.TotalRuntimeSeconds
-	label := "[steady " + in.QueryName + "]"
-	if ch == nil {
+	s.SourceTasks, s.OperatorTasks = in.Parallelism["source"], in.Parallelism[row.Operator]
+	if s.FetchMinBytes, s.FetchMaxWaitMs, err = fetchSizes(in.Params); err != nil {
+		s.Reason = err.Error()
+		return s
+	}
+	label := "[" + row.Phase + " " + row.Name + "]"
+	if e.ch == nil {
 		s.Reason = "no ClickHouse"
 		return s
 	}
@@ -53,10 +81,14 @@ func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.C
 	pids := s.WorkerPIDs
 	sampler := startCPUSampler(s.WorkerPIDs, s.ProducerPIDs, 500*time.Millisecond)
 
-	id := fmt.Sprintf("%s-%s", in.Name, stamp)
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
+	id := fmt.Sprintf("%s-%s", in.Name, e.stamp)
+	// The state sampler needs the job id before the workflow reports it:
+	// RunExperiment derives it from the workflow id.
+	states := startStateSampler(o.RunDir, workflows.JobIDFor(id), row.Operator, tasks, e.nats, time.Second)
+	run, err := e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
 	if err != nil {
 		sampler.stop()
+		states.stop()
 		s.Reason = fmt.Sprintf("start workflow %s: %v", id, err)
 		fmt.Println(label, s.Reason)
 		return s
@@ -64,19 +96,20 @@ func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.C
 	s.WorkflowID = run.GetID()
 	fmt.Printf("%s started %s: %s at %d ev/s for %d s, %d task worker processes %v, producers on %v %v\n", label, id, in.QueryName, s.Rate, s.RuntimeSec, len(pids), pids, in.ProducerWorkers, s.ProducerPIDs)
 	limit := runner.RunLimit(in, o.Margin)
-	prof := startSteadyProfile(ctx, o, tc, run, in.QueryName, in.TotalRuntimeSeconds) // --profile (profile.go)
+	prof := startSteadyProfile(ctx, o, e.tc, run, row.Name, in.TotalRuntimeSeconds) // --profile (profile.go)
 	res, err := runner.Follow(ctx, run, label, in.TotalRuntimeSeconds, limit)
 	samples := sampler.stop()
+	stateSamples := states.stop()
 	prof.wait()
 	if err != nil {
 		if errors.Is(err, runner.ErrGaveUp) {
-			_ = runner.Terminate(tc, run, "koala bench: run exceeded its time limit")
+			_ = runner.Terminate(e.tc, run, "koala bench: run exceeded its time limit")
 		}
 		s.Reason = err.Error()
 		fmt.Println(label, "failed:", s.Reason)
 		return s
 	}
-	runner.WriteRawResult(o.ResultsDir, "steady-"+in.QueryName, res)
+	runner.WriteRawResult(o.ResultsDir, "steady-"+row.Name, res)
 	s.JobID, s.Produced, s.Lost, s.Duplicated = res.JobID, res.Produced, res.Lost, res.Duplicated
 	s.ExactnessUnchecked = res.ExactnessUnchecked
 	if s.ExactnessUnchecked == "" {
@@ -87,16 +120,16 @@ func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.C
 	}
 	runner.Sleep(ctx, o.FlushWait)
 
-	jobStart, err := ch.JobStart(ctx, res.JobID)
+	jobStart, err := e.ch.JobStart(ctx, res.JobID)
 	if err != nil {
 		s.Reason = "job start: " + err.Error()
 		return s
 	}
 	sink := runner.SinkOperator(res)
-	if countAt != "" {
+	if row.CountAt != "" {
 		// An aggregation's sink receives results, not events: count the
 		// events where they enter the aggregation instead.
-		sink = countAt
+		sink = row.CountAt
 	}
 	s.CountedAt = sink
 	var sin SteadyInputs
@@ -106,11 +139,11 @@ func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.C
 			errs = append(errs, what+": "+err.Error())
 		}
 	}
-	sin.Sink, err = ch.Throughput(ctx, res.JobID, sink)
+	sin.Sink, err = e.ch.Throughput(ctx, res.JobID, sink)
 	note("sink", err)
-	sin.Lag, err = ch.Lag(ctx, res.JobID)
+	sin.Lag, err = e.ch.Lag(ctx, res.JobID)
 	note("lag", err)
-	sin.Batches, err = ch.BatchHists(ctx, res.JobID, op)
+	sin.Batches, err = e.ch.BatchHists(ctx, res.JobID, row.Operator)
 	note("batch-time histograms", err)
 	if len(errs) > 0 {
 		s.Reason = strings.Join(errs, "; ")
@@ -129,7 +162,11 @@ func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.C
 		samples = sampler.only(keep)
 		s.WorkerPIDs = pidsOf(hosting)
 	}
-	sin.JobStart, sin.CPU, sin.TargetRate = jobStart, samples, s.Rate
+	s.TaskWorkers = workerNames(tasks)
+	if len(hosting) > 0 {
+		s.TaskWorkers = workerNames(hosting)
+	}
+	sin.JobStart, sin.CPU, sin.TargetRate, sin.State = jobStart, samples, s.Rate, stateSamples
 	sin.From = float64(int(offset + experiments.CompareWarmupSec + 2)) // whole seconds
 	sin.To = float64(int(offset + float64(in.TotalRuntimeSeconds) - 1))
 	s = ComputeSteady(s, sin)
@@ -137,10 +174,26 @@ func benchSteady(ctx context.Context, o Options, tc client.Client, ch *metrics.C
 	if s.CPUSeconds <= 0 {
 		s.Reason = "no CPU samples over the window"
 	}
-	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at %s (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; producers %.2f cores; batch p50 %.2f ms p99 %.2f ms (HDR, %d batches); e2e p50/p99/p999/max %s; lost=%d dup=%d\n",
+	fmt.Printf("%s produced %.0f ev/s, %.0f ev/s at %s (%.0f %% of %d), %.1f worker CPU-s over %.0f s = %.2f cores (machine busy %.2f cores) → %.0f ev/s per CPU-s; producers %.2f cores; lag %s; state %s; batch p50 %.2f ms p99 %.2f ms (HDR, %d batches); e2e p50/p99/p999/max %s; lost=%d dup=%d\n",
 		label, s.ProducedPerSec, s.EventsPerSec, s.CountedAt, 100*s.SustainedRatio, s.Rate, s.CPUSeconds, s.WindowTo-s.WindowFrom, s.CoresUsed, s.MachineCores, s.EventsPerCPUSec, s.ProducerCores,
-		s.BatchP50Us/1000, s.BatchP99Us/1000, s.BatchCount, s.E2EText(), s.Lost, s.Duplicated)
+		s.lagText(), s.stateText(), s.BatchP50Us/1000, s.BatchP99Us/1000, s.BatchCount, s.E2EText(), s.Lost, s.Duplicated)
 	return s
+}
+
+// fetchSizes are the source's fetch sizes a job with params gets: its
+// SourceFetchMinBytes and SourceFetchMaxWaitMs, or the defaults.
+func fetchSizes(params map[string]string) (minBytes, maxWaitMs int, err error) {
+	minBytes, maxWaitMs = kafkaio.DefaultSourceFetchMinBytes, kafkaio.DefaultSourceFetchMaxWaitMs
+	for name, dst := range map[string]*int{control.ParamSourceFetchMinBytes: &minBytes, control.ParamSourceFetchMaxWaitMs: &maxWaitMs} {
+		if v, ok := params[name]; ok && v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return 0, 0, fmt.Errorf("%s %q: want a positive whole number", name, v)
+			}
+			*dst = n
+		}
+	}
+	return minBytes, maxWaitMs, nil
 }
 
 // placeProducers decides where a steady run's input generators run. The
@@ -170,6 +223,14 @@ func pidsOf(ws []workerFile) []int {
 	out := make([]int, 0, len(ws))
 	for _, w := range ws {
 		out = append(out, w.pid)
+	}
+	return out
+}
+
+func workerNames(ws []workerFile) []string {
+	out := make([]string, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, w.name)
 	}
 	return out
 }

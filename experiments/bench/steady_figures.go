@@ -13,19 +13,39 @@ import (
 // Steady is one steady-state run: a query without reconfiguration at a fixed
 // input rate.
 type Steady struct {
+	Row        string  `json:"row"`   // the row's name (rows.go)
+	Phase      string  `json:"phase"` // PhaseSteady or PhaseLargeState
 	Query      string  `json:"query"`
 	Operator   string  `json:"operator"` // whose batch latency is reported
+	Unit       string  `json:"unit,omitempty"`
 	Backend    string  `json:"state_backend"`
 	Rate       int     `json:"rate_per_sec"` // producer's target rate
 	RuntimeSec int     `json:"runtime_sec"`
 	Target     float64 `json:"target_events_per_cpu_sec"`
+	// SustainedTarget is the rate the row must sustain (0: none).
+	SustainedTarget float64 `json:"sustained_target,omitempty"`
+	// MinStateBytes > 0: the targets need this much state on disk at the
+	// window's start, read past the value caches (stateProof).
+	MinStateBytes float64 `json:"min_state_bytes,omitempty"`
+	// Tuned says what a tuned row changes from a user's defaults; such a
+	// row is never judged.
+	Tuned string `json:"tuned,omitempty"`
+	// The shape the row ran with: tasks of the source and of Operator,
+	// and the source's Kafka fetch sizes (the defaults unless tuned).
+	SourceTasks    int `json:"source_tasks"`
+	OperatorTasks  int `json:"operator_tasks"`
+	FetchMinBytes  int `json:"fetch_min_bytes"`
+	FetchMaxWaitMs int `json:"fetch_max_wait_ms"`
+	// WarmUp is the run that built a large-state row's state.
+	WarmUp *WarmUpRun `json:"warm_up,omitempty"`
 
 	WorkflowID string `json:"workflow_id,omitempty"`
 	JobID      string `json:"job_id,omitempty"`
 	Status     string `json:"status"`
 	Reason     string `json:"reason,omitempty"`
 
-	WorkerPIDs []int `json:"worker_pids,omitempty"` // the workers whose CPU is the pipeline's
+	WorkerPIDs  []int    `json:"worker_pids,omitempty"` // the workers whose CPU is the pipeline's
+	TaskWorkers []string `json:"task_workers,omitempty"`
 	// ProducerWorkers run the input generators and host no task; their
 	// processes (ProducerPIDs) are sampled apart. Empty: the producers ran
 	// inside the task workers and their CPU is part of CPUSeconds.
@@ -54,6 +74,16 @@ type Steady struct {
 	ProducedPerSec     float64 `json:"produced_per_sec"` // records the producer got acknowledged ÷ runtime
 	MaxLag             float64 `json:"max_kafka_lag"`
 	EndLag             float64 `json:"end_kafka_lag"`
+	// LagRead says the window has at least two lag points; LagGrowth is
+	// their least-squares slope × the window's length, in records: how
+	// far the pipeline fell behind its producers over the window.
+	LagRead   bool    `json:"lag_read"`
+	StartLag  float64 `json:"start_kafka_lag"`
+	LagGrowth float64 `json:"lag_growth"`
+
+	// State is the keyed state at the window's start and what the
+	// operator's value caches answered over it.
+	State StateWindow `json:"state"`
 
 	// Per-batch processing time of the operator's tasks over the window:
 	// percentiles of one HDR histogram of every batch (merged from the
@@ -88,6 +118,7 @@ type SteadyInputs struct {
 	CPU        []CPUSample
 	From, To   float64 // window on the metric axis
 	TargetRate int
+	State      []StateSample // the run's state readings (nil: none)
 }
 
 // ComputeSteady fills the measured figures of s from in. Events are the sink
@@ -135,12 +166,21 @@ func ComputeSteady(s Steady, in SteadyInputs) Steady {
 	if okm0 && okm1 && m1 > m0 && span > 0 {
 		s.MachineCores = (m1 - m0) / span
 	}
+	var lagX, lagY []float64
 	for _, p := range experiments.CleanPoints(in.Lag) {
 		if p.Sec >= in.From && p.Sec+1 <= in.To {
+			if len(lagX) == 0 {
+				s.StartLag = p.Value
+			}
 			s.MaxLag = max(s.MaxLag, p.Value)
 			s.EndLag = p.Value
+			lagX, lagY = append(lagX, p.Sec), append(lagY, p.Value)
 		}
 	}
+	if slope, ok := Slope(lagX, lagY); ok && span > 0 {
+		s.LagRead, s.LagGrowth = true, slope*span
+	}
+	s.State = StateAtWindow(in.State, at(in.From), at(in.To))
 	p, ok, err := metrics.BatchHistWindow(in.Batches, in.From, in.To)
 	switch {
 	case err != nil:
