@@ -34,6 +34,8 @@ var fuzzTargets = []struct {
 	{"./statesvc", "FuzzDecodeKLT", 10 * time.Second},
 	{"./statesvc", "FuzzKLTOps", 10 * time.Second},
 	{"./statesvc", "FuzzParseStateKey", 10 * time.Second},
+	{"./queries/nexmark", "FuzzParse", 10 * time.Second},
+	{"./queries/nexmark", "FuzzDecodeResults", 10 * time.Second},
 }
 
 // TestFaultFuzzTargets runs each fuzz target for its time in fuzzTargets
