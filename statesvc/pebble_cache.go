@@ -473,21 +473,31 @@ func (c *valueCache) dropRange(start, end []byte) {
 	c.gen++
 	dropped := false
 	for k, e := range c.m {
-		if !inRange(k, start, end) {
-			continue
-		}
-		delete(c.m, k)
-		e.gone = true
-		c.bytes -= e.size()
-		if e.dirty {
-			e.dirty = false
-			c.dirtyBytes -= e.size()
-			dropped = true
+		if inRange(k, start, end) {
+			dropped = c.dropLocked(e) || dropped
 		}
 	}
+	c.afterDropLocked(dropped)
+}
+
+// dropLocked removes e from the cache, dirty or not, and reports whether
+// it was dirty (the dirty list then needs afterDropLocked).
+func (c *valueCache) dropLocked(e *cachedValue) bool {
+	delete(c.m, e.key)
+	e.gone = true
+	c.bytes -= e.size()
+	if !e.dirty {
+		return false
+	}
+	e.dirty = false
+	c.dirtyBytes -= e.size()
+	return true
+}
+
+// afterDropLocked takes dropped dirty entries off the dirty list, keeping
+// the others' order (write-back takes the oldest first).
+func (c *valueCache) afterDropLocked(dropped bool) {
 	if dropped {
-		// Keep the order of the dirty entries left: write-back takes the
-		// oldest first.
 		kept := c.dirty[:0]
 		for _, e := range c.dirty[c.dirtyHead:] {
 			if e.dirty {
@@ -509,34 +519,15 @@ func (c *valueCache) forget(buffered []bufferedKV, onDisk [][]byte) {
 	defer c.mu.Unlock()
 	c.gen++
 	dropped := false
-	drop := func(e *cachedValue) {
-		if e == nil {
-			return
-		}
-		delete(c.m, e.key)
-		e.gone = true
-		c.bytes -= e.size()
-		if e.dirty {
-			e.dirty = false
-			c.dirtyBytes -= e.size()
-			dropped = true
-		}
-	}
 	for _, b := range buffered {
-		drop(c.m[b.key])
+		if e := c.m[b.key]; e != nil {
+			dropped = c.dropLocked(e) || dropped
+		}
 	}
 	for _, k := range onDisk {
-		drop(c.m[string(k)])
-	}
-	if dropped {
-		kept := c.dirty[:0]
-		for _, e := range c.dirty[c.dirtyHead:] {
-			if e.dirty {
-				kept = append(kept, e)
-			}
+		if e := c.m[string(k)]; e != nil {
+			dropped = c.dropLocked(e) || dropped
 		}
-		clear(c.dirty[len(kept):])
-		c.dirty, c.dirtyHead = kept, 0
 	}
-	c.forgetRecentLocked()
+	c.afterDropLocked(dropped)
 }
