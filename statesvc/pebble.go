@@ -394,40 +394,66 @@ func (p *Pebble) Export(start, end []byte, fn func(k, v []byte) bool) error {
 		return err
 	}
 	defer p.exit()
+	_, _, _, err := p.exportRange(start, end, false, fn)
+	return err
+}
+
+// exportRange hands every live key of [start, end) to fn: the range's
+// buffered writes (copied under wmu, with an iterator made at the same
+// moment), then Pebble's keys they do not supersede; the set of superseded
+// keys is built only when Pebble holds any of the range. With keepKeys it
+// also returns Pebble's keys of the range (MoveOut drops their cache
+// entries). stopped says fn returned false. The caller holds enter.
+func (p *Pebble) exportRange(start, end []byte, keepKeys bool, fn func(k, v []byte) bool) (buffered []bufferedKV, onDisk [][]byte, stopped bool, err error) {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
-		return nil
+		return nil, nil, false, nil
 	}
 	p.wmu.Lock()
-	buffered := p.cache.dirtyInRange(start, end)
+	buffered = p.cache.dirtyInRange(start, end)
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	p.wmu.Unlock()
 	if err != nil {
-		return fmt.Errorf("statesvc: pebble export: %w", err)
+		return nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
 	}
 	defer it.Close()
+	for _, b := range buffered {
+		if b.present && !fn(b.k, b.v) {
+			return buffered, nil, true, nil
+		}
+	}
+	if !it.First() {
+		if err := it.Error(); err != nil {
+			return nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
+		}
+		return buffered, nil, false, nil
+	}
 	newer := make(map[string]struct{}, len(buffered))
 	for _, b := range buffered {
 		newer[b.key] = struct{}{}
-		if b.present && !fn(b.k, b.v) {
-			return nil
-		}
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		if _, skip := newer[string(it.Key())]; skip {
+	var arena []byte
+	for ok := true; ok; ok = it.Next() {
+		k := it.Key()
+		if keepKeys {
+			s := len(arena)
+			arena = append(arena, k...)
+			onDisk = append(onDisk, arena[s:len(arena):len(arena)])
+		}
+		if _, skip := newer[string(k)]; skip {
 			continue
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return fmt.Errorf("statesvc: pebble export at %q: %w", it.Key(), err)
+			return nil, nil, false, fmt.Errorf("statesvc: pebble export at %q: %w", k, err)
 		}
-		if !fn(it.Key(), v) {
-			return nil
+		if !fn(k, v) {
+			return buffered, onDisk, true, nil
 		}
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("statesvc: pebble export: %w", err)
+		return nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
 	}
-	return nil
+	return buffered, onDisk, false, nil
 }
 
 // DeleteRange implements Store with one range tombstone.

@@ -27,47 +27,9 @@ func (p *Pebble) MoveOut(start, end []byte, fn func(k, v []byte) bool) error {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	p.wmu.Lock()
-	buffered := p.cache.dirtyInRange(start, end)
-	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
-	p.wmu.Unlock()
-	if err != nil {
-		return fmt.Errorf("statesvc: pebble move out: %w", err)
-	}
-	for _, b := range buffered {
-		if b.present && !fn(b.k, b.v) {
-			_ = it.Close()
-			return nil
-		}
-	}
-	var onDisk [][]byte // Pebble's keys of the range: clean cache entries may hold them
-	if it.First() {
-		newer := make(map[string]struct{}, len(buffered))
-		for _, b := range buffered {
-			newer[b.key] = struct{}{}
-		}
-		var arena []byte
-		for ok := true; ok; ok = it.Next() {
-			k := it.Key()
-			s := len(arena)
-			arena = append(arena, k...)
-			onDisk = append(onDisk, arena[s:len(arena):len(arena)])
-			if _, skip := newer[string(k)]; skip {
-				continue
-			}
-			v, err := it.ValueAndErr()
-			if err != nil {
-				_ = it.Close()
-				return fmt.Errorf("statesvc: pebble move out at %q: %w", k, err)
-			}
-			if !fn(k, v) {
-				_ = it.Close()
-				return nil
-			}
-		}
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("statesvc: pebble move out: %w", err)
+	buffered, onDisk, stopped, err := p.exportRange(start, end, true, fn)
+	if err != nil || stopped {
+		return err
 	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
