@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"koala/dataplane/control"
-	"koala/dataplane/produce"
 	"koala/statesvc"
 )
 
@@ -22,41 +19,7 @@ const pushBuckets = 64
 // inbox.
 func newPushPair(tb testing.TB, keys int) (owner, gainer *task, kvs []statesvc.KV) {
 	tb.Helper()
-	q := NewQuery("push")
-	q.Source("source", 1).KeyedStateful("count", []string{"count"}, func(r Record, st *State, emit Emit) error {
-		return nil
-	}).Parallelism(2).SinkFunc("sink", func([]Record) error { return nil })
-	ops, err := q.Build()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w := &Worker{opts: Options{ID: "w1", DataDir: tb.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
-	job := control.JobSpec{JobID: "push", Operators: ops, NumBuckets: pushBuckets, BatchSize: 100, StateBackend: statesvc.BackendPebble}
-	dep := control.Deployment{Job: job, Epoch: 1}
-	for _, op := range ops {
-		for i := range max(1, op.Parallelism) {
-			dep.Tasks = append(dep.Tasks, control.TaskRef{ID: control.TaskID(op.Name, i), Operator: op.Name, Index: i, WorkerID: "w1"})
-		}
-		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 1, Buckets: make([]int, pushBuckets)})
-	}
-	var made []*task
-	for _, ref := range dep.Tasks {
-		if ref.Operator != "count" {
-			continue
-		}
-		tk, err := w.createTask(dep, ref, nil)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		w.tasks[tk.key()] = tk
-		made = append(made, tk)
-	}
-	tb.Cleanup(func() {
-		for _, tk := range made {
-			_ = tk.stop(context.Background())
-		}
-	})
-	owner, gainer = made[0], made[1]
+	owner, gainer = newCounterPair(tb, "push", pushBuckets, statesvc.BackendPebble, nil)
 	// Written in batches, as a task does: most values stay buffered in the
 	// store's write-back cache.
 	for i := 0; i < keys; i += 1000 {

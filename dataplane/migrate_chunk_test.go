@@ -114,19 +114,27 @@ func TestProgressiveMigrationBatchSize(t *testing.T) {
 // with batch size gradual.
 func newMigrationPair(t *testing.T, buckets, gradual int) (owner, gainer *task) {
 	t.Helper()
-	q := NewQuery("gradual")
+	return newCounterPair(t, "gradual", buckets, statesvc.BackendMemory,
+		map[string]string{control.ParamMigrationMode: control.ModeEventual, control.ParamGradualBatchSize: strconv.Itoa(gradual)})
+}
+
+// newCounterPair creates (without starting) the two tasks of a keyed
+// counter named job on one worker, with state in backend (a Pebble store
+// lives under the test's temporary directory).
+func newCounterPair(tb testing.TB, job string, buckets int, backend string, params map[string]string) (owner, gainer *task) {
+	tb.Helper()
+	q := NewQuery(job)
 	q.Source("source", 1).KeyedStateful("count", []string{"count"}, func(r Record, st *State, emit Emit) error {
 		emit(r)
 		return nil
 	}).Parallelism(2).SinkFunc("sink", func([]Record) error { return nil })
 	ops, err := q.Build()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	w := &Worker{opts: Options{ID: "w1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
-	job := control.JobSpec{JobID: "gradual", Operators: ops, NumBuckets: buckets, BatchSize: 100, StateBackend: statesvc.BackendMemory,
-		Params: map[string]string{control.ParamMigrationMode: control.ModeEventual, control.ParamGradualBatchSize: strconv.Itoa(gradual)}}
-	dep := control.Deployment{Job: job, Epoch: 1}
+	w := &Worker{opts: Options{ID: "w1", DataDir: tb.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
+	spec := control.JobSpec{JobID: job, Operators: ops, NumBuckets: buckets, BatchSize: 100, StateBackend: backend, Params: params}
+	dep := control.Deployment{Job: spec, Epoch: 1}
 	for _, op := range ops {
 		for i := range max(1, op.Parallelism) {
 			dep.Tasks = append(dep.Tasks, control.TaskRef{ID: control.TaskID(op.Name, i), Operator: op.Name, Index: i, WorkerID: "w1"})
@@ -140,12 +148,12 @@ func newMigrationPair(t *testing.T, buckets, gradual int) (owner, gainer *task) 
 		}
 		tk, err := w.createTask(dep, ref, nil)
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		w.tasks[tk.key()] = tk
 		made = append(made, tk)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		for _, tk := range made {
 			_ = tk.stop(context.Background())
 		}
