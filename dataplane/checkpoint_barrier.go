@@ -191,16 +191,25 @@ func (t *task) writeCheckpointPart(ctx context.Context, view *taskView, id strin
 	}
 	ack.Kind = ""
 	if t.keyed != nil {
-		snap, err := t.saveSnapshotTo(dir, false)
-		if err != nil {
-			return fail(fmt.Errorf("keyed state: %w", err))
-		}
-		served, err := t.keyed.saveServed(dir, id)
+		// No background commit between the store's capture, the table's
+		// and the new last checkpoint (migrator.go).
+		var snap control.TaskSnapshot
+		var served uint64
+		err := t.keyed.mig.holdCommits(func() error {
+			var err error
+			if snap, err = t.saveSnapshotTo(dir, false); err != nil {
+				return err
+			}
+			if served, err = t.keyed.saveServed(dir, id); err != nil {
+				return err
+			}
+			t.keyed.setLastCheckpoint(id)
+			return nil
+		})
 		if err != nil {
 			return fail(fmt.Errorf("keyed state: %w", err))
 		}
 		ack.Kind, ack.Bytes = "keyed", snap.Bytes+served
-		t.keyed.lastCheckpoint = id
 	}
 	if t.ledger != nil {
 		n, err := t.saveSinkState(dir)

@@ -147,7 +147,7 @@ func (w *Worker) restoreCheckpoint(ctx context.Context, jobID string, req contro
 			if copied > 0 {
 				w.log.Info("restored keys still remote at the checkpoint", "task", t.id, "checkpoint", req.CheckpointID, "keys", copied)
 			}
-			t.keyed.lastCheckpoint = req.CheckpointID
+			t.keyed.setLastCheckpoint(req.CheckpointID)
 		}
 		if t.ledger != nil {
 			if err := t.loadSinkState(dir); err != nil {

@@ -37,7 +37,10 @@
 // handoff.go and handoff_ack.go (the lookup-table handoff from old to new
 // owners), route_drain.go (route gates and drain markers that keep each
 // key's order across a routing swap), statefetch.go (serving and making
-// state fetches).
+// state fetches), migrator.go (background migration beside the batches,
+// under a byte-rate budget, hottest buckets first), migrate.go (migration
+// steps on the task goroutine and the "migrated" report), handoff_push.go
+// (bulk moves).
 //
 // Checkpoints and snapshots: checkpoint_barrier.go (aligned barriers and
 // the rule that no checkpoint captures a half-moved key), checkpoint_klt.go

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -89,12 +90,13 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 		var remote []Record
 		if t.keyed != nil {
 			// Entries pointing at third tasks leave this table now, before
-			// any progressive migration here could fetch them.
+			// any progressive migration here could fetch them; a background
+			// chunk in flight ends first (migrator.go), so none of these
+			// buckets' keys is half moved here.
 			var err error
-			if remote, err = t.keyed.remoteEntries(gained[toID]); err != nil {
+			if remote, err = t.keyed.giveAwayEntries(gained[toID]); err != nil {
 				return fmt.Errorf("handoff on %s: %w", t.id, err)
 			}
-			t.keyed.klt.RemoveBuckets(gained[toID])
 			t.handoffs.sent(reconfigID, toID) // until the new owner acks (handoff_ack.go)
 		}
 		q := &handoffQueue{}
@@ -220,44 +222,68 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 	}
 }
 
+// giveAwayEntries takes the lookup entries of buckets out of the table and
+// returns them as KLT frame records (remoteEntries), after any background
+// chunk in flight ended; the migrator forgets where it stood in them.
+func (ks *keyedState) giveAwayEntries(buckets []int) ([]Record, error) {
+	ks.mig.chunkMu.Lock()
+	defer ks.mig.chunkMu.Unlock()
+	remote, err := ks.remoteEntries(buckets)
+	if err != nil {
+		return nil, err
+	}
+	ks.klt.RemoveBuckets(buckets)
+	ks.mig.forgetBuckets(buckets)
+	return remote, nil
+}
+
 // localEntries lists, as KLT frame records, every key of buckets whose
 // value is stored here. Only the first record names the owner (me); the
 // rest inherit it, which keeps a handoff of millions of keys small.
+//
+// It lists keys only (statesvc.ExportKeys), all buckets in one listing:
+// the buckets' buffered writes are read where they are,
+// neither written back with the rest of the write-back cache under the
+// store's write lock (as a scan would, which held up this task's batches
+// for tens of milliseconds) nor copied with their values.
 func (ks *keyedState) localEntries(buckets []int, me control.TaskRef) ([]Record, error) {
 	var out []Record
 	if ks.shared {
 		return nil, nil // the new owner reads the same state service
 	}
 	meVal := []byte(encodeOwner(me))
-	// State keys of one user key are adjacent only per state name, so with
-	// several states the same user key shows up once per state.
+	// The listing has no order, and a user key has one state key per
+	// state name: with several states the same user key shows up once per
+	// state.
 	var seen map[string]bool
 	if len(ks.names) > 1 {
 		seen = map[string]bool{}
 	}
-	for _, b := range buckets {
-		start, end := statesvc.BucketRange(ks.opName, b, b+1)
-		err := ks.store.Scan(start, end, func(k, _ []byte) bool {
-			_, _, _, user, err := statesvc.ParseStateKey(k)
-			if err != nil {
+	var ranges []statesvc.KeyRange
+	for _, run := range bucketRuns(slices.Compact(slices.Sorted(slices.Values(buckets)))) {
+		start, end := statesvc.BucketRange(ks.opName, run[0], run[1])
+		ranges = append(ranges, statesvc.KeyRange{Start: start, End: end})
+	}
+	err := statesvc.ExportKeys(ks.store, ranges, func(k []byte) bool {
+		_, _, _, user, err := statesvc.ParseStateKey(k)
+		if err != nil {
+			return true
+		}
+		if seen != nil {
+			if seen[string(user)] {
 				return true
 			}
-			if seen != nil {
-				if seen[string(user)] {
-					return true
-				}
-				seen[string(user)] = true
-			}
-			r := Record{Key: append([]byte(nil), user...), Offset: -1}
-			if len(out) == 0 {
-				r.Value = meVal
-			}
-			out = append(out, r)
-			return true
-		})
-		if err != nil {
-			return nil, fmt.Errorf("scan bucket %d: %w", b, err)
+			seen[string(user)] = true
 		}
+		r := Record{Key: append([]byte(nil), user...), Offset: -1}
+		if len(out) == 0 {
+			r.Value = meVal
+		}
+		out = append(out, r)
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the keys of buckets %v: %w", buckets, err)
 	}
 	return out, nil
 }

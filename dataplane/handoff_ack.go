@@ -85,7 +85,7 @@ func (t *task) ackKLT(ctx context.Context, from control.TaskRef, reconfigID stri
 		return
 	}
 	f := &wire.Frame{Kind: wire.FrameKLTAck, JobID: t.jobID, FromTask: t.id, ToTask: from.ID, BarrierID: reconfigID,
-		Records: []Record{{Key: []byte(t.keyed.lastCheckpoint), Offset: -1}}}
+		Records: []Record{{Key: []byte(t.keyed.lastCheckpoint()), Offset: -1}}}
 	go func() {
 		if err := t.w.deliver(ctx, from, f); err != nil && ctx.Err() == nil {
 			t.w.log.Warn("handoff ack not delivered; the old owner refuses its checkpoint parts", "task", t.id, "to", from.ID, "reconfig", reconfigID, "err", err)

@@ -19,7 +19,7 @@ const pushBuckets = 64
 // inbox.
 func newPushPair(tb testing.TB, keys int) (owner, gainer *task, kvs []statesvc.KV) {
 	tb.Helper()
-	owner, gainer = newCounterPair(tb, "push", pushBuckets, statesvc.BackendPebble, nil)
+	owner, gainer = newCounterPair(tb, "push", pushBuckets, statesvc.BackendPebble, false, nil)
 	// Written in batches, as a task does: most values stay buffered in the
 	// store's write-back cache.
 	for i := 0; i < keys; i += 1000 {

@@ -106,7 +106,15 @@ func (t *task) ownedBuckets() []int {
 // dir/task.json. dir must not exist: a snapshot is never overwritten in
 // place (a retried save after a completed one fails and says so).
 func (t *task) saveSnapshot(dir string) (control.TaskSnapshot, error) {
-	return t.saveSnapshotTo(dir, true)
+	var snap control.TaskSnapshot
+	// No background commit between the store's capture and the table's
+	// (migrator.go).
+	err := t.keyed.mig.holdCommits(func() error {
+		var err error
+		snap, err = t.saveSnapshotTo(dir, true)
+		return err
+	})
+	return snap, err
 }
 
 // saveSnapshotTo is saveSnapshot; count false leaves Keys and Entries at 0

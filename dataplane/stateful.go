@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"koala/dataplane/control"
-	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -52,9 +51,12 @@ type keyedState struct {
 	// buckets).
 	pullPage int
 
-	lookupBuf []uint32 // KLT refs of a batch's keys (0 = local), reused
-	batch     *State   // processKeyed's State, reset and reused per batch
-	local     []int    // key numbers of a batch read from the local store, reused
+	lookupBuf  []uint32 // KLT refs of a batch's keys (0 = local), reused
+	batch      *State   // processKeyed's State, reset and reused per batch
+	splitLocal *State   // processSplit's State of the local keys, reused
+	// splitRecs are processSplit's local and held records, reused.
+	splitRecs [2][]Record
+	local     []int // key numbers of a batch read from the local store, reused
 	kvs       []statesvc.KV
 
 	// installed remembers completed handoffs ("reconfig/fromTask") so a
@@ -65,11 +67,21 @@ type keyedState struct {
 	// so a bucket's values need no moving — only its ownership changes.
 	shared bool
 
-	// lastCheckpoint is the last checkpoint this task wrote its part of
-	// (task goroutine only; sent with fetches), served what this task
-	// handed out to tasks ahead of it (checkpoint_klt.go).
-	lastCheckpoint string
-	served         servedLog
+	// lastCkpt is the last checkpoint this task wrote its part of (set by
+	// the task goroutine, read by the migrator too; sent with fetches),
+	// served what this task handed out to tasks ahead of it
+	// (checkpoint_klt.go).
+	lastCkpt atomic.Pointer[string]
+	served   servedLog
+
+	// mig moves the table's keys in the background (migrator.go).
+	mig *migrator
+
+	// frozen lists the operator's keys as of the view frozenView, for the
+	// pulls of the buckets' new owners (statefetch.go).
+	frozenMu   sync.Mutex
+	frozen     statesvc.KeyLister
+	frozenView *taskView
 
 	keysFetched  atomic.Uint64
 	bytesMoved   atomic.Uint64
@@ -126,7 +138,28 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 		store.Close()
 		return nil, err
 	}
+	if ks.mig, err = newMigrator(job, ks); err != nil {
+		store.Close()
+		return nil, err
+	}
 	return ks, nil
+}
+
+// lastCheckpoint is the last checkpoint this task wrote its part of ("":
+// none).
+func (ks *keyedState) lastCheckpoint() string {
+	if p := ks.lastCkpt.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (ks *keyedState) setLastCheckpoint(id string) { ks.lastCkpt.Store(&id) }
+
+// close stops the background migration, then closes the store.
+func (ks *keyedState) close() error {
+	ks.mig.close()
+	return ks.store.Close()
 }
 
 func (ks *keyedState) stateKey(name string, key []byte) []byte {
@@ -174,7 +207,7 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 	lookStart := time.Now()
 	var remote map[string][][]byte
 	local := ks.local[:0]
-	refs, owners := ks.klt.LookupBatchRefs(st.keys, ks.lookupBuf[:0])
+	refs, owners := ks.mig.lookupBatch(st.keys, ks.lookupBuf[:0])
 	ks.lookupBuf = refs
 	for ki, k := range st.keys {
 		if refs[ki] == 0 {
@@ -191,6 +224,10 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 	ks.local = local
 	ks.lookupNanos.Add(uint64(time.Since(lookStart).Nanoseconds()))
 	ks.lookupCount.Add(1)
+	if remote != nil && len(local) > 0 {
+		// Only the remote keys' records wait for their fetch (keyed_split.go).
+		return t.processSplit(ctx, recs, st, refs, remote)
+	}
 	fetched, taken, err := t.fetchKeys(ctx, remote)
 	if err != nil {
 		return err
@@ -206,15 +243,10 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 	if err := ks.op.ProcessKeyed(recs, st, t.out.emit); err != nil {
 		return fmt.Errorf("operator %s: %w", t.opName, err)
 	}
-	putStart := time.Now()
-	kvs := ks.writes(st, ks.kvs[:0])
-	if err := ks.store.MultiPut(kvs); err != nil {
-		return fmt.Errorf("task %s: write state: %w", t.id, err)
+	if err := t.writeState(st); err != nil {
+		return err
 	}
-	clear(kvs) // drop the references to this batch's keys and values
-	ks.kvs = kvs[:0]
-	ks.putNanos.Add(uint64(time.Since(putStart).Nanoseconds()))
-	ks.forgetTaken(taken)
+	ks.forgetTaken(remote, taken)
 	return nil
 }
 
@@ -233,11 +265,10 @@ func (ks *keyedState) writes(st *State, kvs []statesvc.KV) []statesvc.KV {
 }
 
 // forgetTaken drops the lookup entries of keys whose values were taken
-// from their owners (once those values are stored here).
-func (ks *keyedState) forgetTaken(taken map[string][][]byte) {
-	for owner, keys := range taken {
-		ks.klt.RemoveKeys(owner, keys)
-	}
+// from their owners (once those values are stored here) and ends the
+// claims on every key looked up as remote (migrator.release).
+func (ks *keyedState) forgetTaken(remote, taken map[string][][]byte) {
+	ks.mig.release(remote, taken)
 }
 
 // loadLocal reads the values of key numbers kis of st from the local
@@ -292,7 +323,7 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 		err   error
 	}
 	results := make(chan result, len(byOwner))
-	after := ks.lastCheckpoint
+	after := ks.lastCheckpoint()
 	for owner, keys := range byOwner {
 		ref, ok := ks.owners.Load(owner)
 		if !ok {
@@ -379,139 +410,4 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 		}
 	}
 	return out, taken, nil
-}
-
-// allAtOncePage is the page size of an all-at-once bucket pull. A reply
-// carries the page's keys with every state value, and the exchange refuses
-// messages over 64 MiB; 4096 keys keep a page under it for values up to
-// about 16 KB, where a whole bucket of a GB-sized state would not fit.
-const allAtOncePage = 4096
-
-// nextSegment is the first (bucket, owner) pair the lookup table still
-// lists, with the owner's address; ok is false when nothing is left.
-func (t *task) nextSegment() (bucket int, owner string, ref control.TaskRef, ok bool, err error) {
-	bucket, owner, ok = t.keyed.klt.Next()
-	if !ok {
-		return 0, "", control.TaskRef{}, false, nil
-	}
-	r, known := t.keyed.owners.Load(owner)
-	if !known {
-		return 0, "", control.TaskRef{}, false, fmt.Errorf("task %s: key lookup table names owner %q with no known address", t.id, owner)
-	}
-	return bucket, owner, r.(control.TaskRef), true, nil
-}
-
-// migrateChunk moves keys here from an old owner in the background of
-// normal processing (progressive migration): it pulls keys of the first
-// (bucket, owner) pair the lookup table still lists, and drops that pair
-// once the owner has no more keys of the bucket. n > 0 pulls up to n keys,
-// one pull per call, so the next chunk waits for the next batch or idle
-// tick; n < 0 ("all at once") takes every key the owner still has of the
-// bucket.
-func (t *task) migrateChunk(ctx context.Context, n int) error {
-	ks := t.keyed
-	bucket, owner, ref, ok, err := t.nextSegment()
-	if !ok {
-		return err
-	}
-	limit := n
-	if n < 0 {
-		limit = ks.pullPage
-	}
-	for {
-		got, _, err := t.pullBucket(ctx, ref, owner, bucket, limit, 0)
-		if err != nil {
-			return err
-		}
-		if got < limit {
-			ks.klt.DropSegment(bucket, owner)
-			return nil
-		}
-		if n > 0 {
-			return nil
-		}
-		// A bucket holding more than a page comes in pages, back to
-		// back: all at once means the bucket does not wait for further
-		// batches or idle ticks.
-	}
-}
-
-// bulkMigrate copies every key the lookup table still lists from its old
-// owners, bucket by bucket, in pulls of about chunkBytes each, back to back
-// on the task goroutine: stop-and-restart has paused the sources and DRRS
-// holds the subscale's records, so nothing waits for this task meanwhile.
-// Different new owners copy in parallel, each on its own goroutine.
-func (t *task) bulkMigrate(ctx context.Context) error {
-	ks := t.keyed
-	for ks.klt.Len() > 0 {
-		bucket, owner, ref, ok, err := t.nextSegment()
-		if !ok {
-			return err
-		}
-		for more := true; more; {
-			if _, more, err = t.pullBucket(ctx, ref, owner, bucket, wire.MaxFrameRecords, ks.chunkBytes); err != nil {
-				return err
-			}
-		}
-		ks.klt.DropSegment(bucket, owner)
-	}
-	return nil
-}
-
-// pullBucket takes up to limit keys of bucket from owner into the local
-// store, with maxBytes > 0 about that many bytes of their state, and
-// reports how many it got and whether the owner stopped at a bound.
-func (t *task) pullBucket(ctx context.Context, ref control.TaskRef, owner string, bucket, limit, maxBytes int) (int, bool, error) {
-	ks := t.keyed
-	keys, vals, more, err := t.w.pullState(ctx, t.jobID, ref, bucket, limit, maxBytes, len(ks.names), ks.lastCheckpoint)
-	if err != nil {
-		return 0, false, err
-	}
-	var kvs []statesvc.KV
-	for i, k := range keys {
-		for si, name := range ks.names {
-			if v := vals[i*len(ks.names)+si]; v != nil {
-				kvs = append(kvs, statesvc.KV{Key: ks.stateKey(name, k), Value: v})
-				ks.keysFetched.Add(1)
-				ks.bytesMoved.Add(uint64(len(k) + len(v)))
-			}
-		}
-	}
-	if err := ks.store.MultiPut(kvs); err != nil {
-		return 0, false, fmt.Errorf("task %s: store migrated keys: %w", t.id, err)
-	}
-	ks.klt.RemoveKeys(owner, keys)
-	return len(keys), more, nil
-}
-
-// wantsMigration says whether background migration should run now.
-func (ks *keyedState) wantsMigration() bool {
-	return ks.klt.Len() > 0 && (ks.mode == control.ModeEventual || ks.eager)
-}
-
-// afterBatch runs progressive migration and reports completion.
-func (t *task) afterBatch(ctx context.Context) error {
-	ks := t.keyed
-	switch {
-	case ks.bulk && ks.klt.Len() > 0:
-		if err := t.bulkMigrate(ctx); err != nil {
-			return err
-		}
-	case ks.wantsMigration():
-		if err := t.migrateChunk(ctx, ks.gradual); err != nil {
-			return err
-		}
-	}
-	if ks.pending != "" && ks.klt.Len() == 0 {
-		// Bytes are this reconfiguration's: moved since the last report.
-		moved := ks.bytesMoved.Load()
-		ev := control.MigrationProgress{JobID: t.jobID, ReconfigID: ks.pending, TaskID: t.id, Event: control.EventMigrated,
-			Bytes: moved - ks.reportedMoved, At: time.Now().UnixNano()}
-		ks.reportedMoved = moved
-		ks.lastMigrated.Store(&ev)
-		t.w.announceProgress(ev)
-		ks.pending = ""
-		ks.eager, ks.bulk = false, false
-	}
-	return nil
 }

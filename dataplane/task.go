@@ -233,7 +233,7 @@ func (t *task) closeResources() error {
 		t.source.Close()
 	}
 	if t.keyed != nil {
-		if err := t.keyed.store.Close(); err != nil {
+		if err := t.keyed.close(); err != nil {
 			return fmt.Errorf("task %s: close state: %w", t.id, err)
 		}
 	}

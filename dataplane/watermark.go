@@ -477,7 +477,7 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 		if view.self != nil && view.self.owner(statesvc.BucketOf(k, ks.buckets)).ID != t.id {
 			continue // moved away: its new owner fires it
 		}
-		if owner, ok := ks.klt.Lookup(k); ok {
+		if owner, ok := ks.mig.lookupKey(k); ok {
 			for o := range strings.SplitSeq(owner, statesvc.OwnerSep) {
 				remote[o] = append(remote[o], k)
 			}
@@ -502,7 +502,7 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 	if err := ks.store.MultiPut(kvs); err != nil {
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}
-	ks.forgetTaken(taken)
+	ks.forgetTaken(remote, taken)
 	return nil
 }
 

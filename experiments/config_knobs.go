@@ -99,6 +99,9 @@ var artifactKnobs = map[string]knob{
 
 	// The source's read-ahead bound (dataplane/source_credit.go).
 	control.ParamSourceMaxInFlightRecords: {kind: knobInt, min: 1, max: control.MaxSourceMaxInFlightRecords},
+
+	// The lazy protocol's background migration budget per task (dataplane/migrator.go).
+	control.ParamMigrationRate: {kind: knobInt, min: control.MinMigrationRate, max: control.MaxMigrationRate},
 }
 
 // knob validates a pass-through field and renders it for Params.
@@ -264,7 +267,7 @@ func rangeText(lo, hi int64) string {
 	switch {
 	case lo == math.MinInt64:
 		return "must be a 64-bit integer"
-	case hi >= math.MaxInt32:
+	case hi == math.MaxInt32 || hi == math.MaxInt64: // the "no upper bound" of an int or int64 field
 		return fmt.Sprintf("must be at least %d", lo)
 	default:
 		return fmt.Sprintf("must be between %d and %d", lo, hi)

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,8 +17,8 @@ import (
 )
 
 // TestRecoverFromCheckpointDuringEventualMigration: a lazy 2→4 scale-out
-// under eventual migration, paced so the background migration outlasts
-// a checkpoint, runs as a workflow; right after its routing swap (the
+// under eventual migration, paced (small pulls at the lowest byte rate) so
+// the background migration outlasts a checkpoint, runs as a workflow; right after its routing swap (the
 // moment RunExperiment may start checkpoints again) a checkpoint of the
 // new deployment completes while its migration step still waits for keys.
 // Once the reconfiguration is done, a worker is killed and the job is
@@ -28,7 +29,8 @@ func TestRecoverFromCheckpointDuringEventualMigration(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	j := startCheckpointedJob(t, ctx, "ckpt-eventual", 40000, map[string]string{control.ParamMigrationMode: control.ModeEventual, control.ParamGradualBatchSize: "5"})
+	j := startCheckpointedJob(t, ctx, "ckpt-eventual", 40000, map[string]string{control.ParamMigrationMode: control.ModeEventual, control.ParamGradualBatchSize: "5",
+		control.ParamMigrationRate: strconv.Itoa(control.MinMigrationRate)})
 	waitForSink(t, ctx, j.acts, j.dep, 3000)
 	j.checkpoint(t, 1)
 	st := sinkStatus(t, ctx, j.acts, j.dep)

@@ -28,6 +28,18 @@ import (
 // After is the last checkpoint the requesting task wrote its part of ("" =
 // none): the owner keeps what it hands out to a task that is ahead of it
 // in a checkpoint, for its own part of that checkpoint (see servedLog).
+//
+// A bucket pull starts at From, a state key of Bucket (empty: the bucket's
+// start), where the previous pull of the bucket stopped (the reply's
+// Next): a bucket comes in chunks, and scanning each from the bucket's
+// start would walk the deletes of every key already taken.
+//
+// Mode says what the owner does with the state: FetchTake (the default)
+// returns and deletes it; FetchPeek (bucket pulls only) returns it and
+// keeps it, for a background migrator that stores a copy first and then
+// deletes with FetchDrop (keyed fetches only), which deletes the keys and
+// returns no values. Between the two the keys stay where they are, so a
+// batch that needs one of them meanwhile takes it from the owner as usual.
 type FetchRequest struct {
 	JobID  string
 	Task   string
@@ -37,7 +49,18 @@ type FetchRequest struct {
 	After  string
 	// MaxBytes bounds a bucket pull's state bytes (0: only Limit).
 	MaxBytes int
+	From     []byte
+	Mode     FetchMode
 }
+
+// FetchMode is what a fetch does with the owner's state (see FetchRequest).
+type FetchMode uint8
+
+const (
+	FetchTake FetchMode = iota
+	FetchPeek
+	FetchDrop
+)
 
 // FetchReply holds values aligned with the request's keys (nil = absent).
 // For a bucket pull, Keys are the user keys taken and Values hold, per
@@ -46,8 +69,9 @@ type FetchReply struct {
 	Values [][]byte
 	Keys   [][]byte
 	// More: a bucket pull stopped at its Limit or MaxBytes, so the owner
-	// may hold more keys of the bucket.
+	// may hold more keys of the bucket; the next pull starts at Next.
 	More bool
+	Next []byte
 }
 
 const fetchMethod = "/koala.Exchange/Fetch"
@@ -103,7 +127,9 @@ func AppendFetchRequest(buf []byte, r *FetchRequest) []byte {
 	buf = wire.AppendUvarint(buf, uint64(r.Bucket))
 	buf = wire.AppendUvarint(buf, uint64(r.Limit))
 	buf = wire.AppendString(buf, r.After)
-	return wire.AppendUvarint(buf, uint64(r.MaxBytes))
+	buf = wire.AppendUvarint(buf, uint64(r.MaxBytes))
+	buf = wire.AppendBytes(buf, r.From)
+	return append(buf, byte(r.Mode))
 }
 
 func DecodeFetchRequest(data []byte) (*FetchRequest, error) {
@@ -113,6 +139,11 @@ func DecodeFetchRequest(data []byte) (*FetchRequest, error) {
 	bucket, limit := d.Uvarint(), d.Uvarint()
 	r.After = d.Str()
 	maxBytes := d.Uvarint()
+	r.From = d.Bytes()
+	if len(r.From) == 0 {
+		r.From = nil
+	}
+	r.Mode = FetchMode(d.Byte())
 	switch {
 	case d.Err() != nil:
 		return nil, fmt.Errorf("decode fetch request: %w", d.Err())
@@ -124,6 +155,12 @@ func DecodeFetchRequest(data []byte) (*FetchRequest, error) {
 		return nil, fmt.Errorf("decode fetch request: pull limit %d, at most %d allowed", limit, wire.MaxFrameRecords)
 	case maxBytes > maxMessageBytes:
 		return nil, fmt.Errorf("decode fetch request: pull of %d bytes, at most %d allowed", maxBytes, maxMessageBytes)
+	case r.Mode > FetchDrop:
+		return nil, fmt.Errorf("decode fetch request: mode %d, allowed %d (take), %d (peek), %d (drop)", r.Mode, FetchTake, FetchPeek, FetchDrop)
+	case r.Mode == FetchPeek && limit == 0:
+		return nil, fmt.Errorf("decode fetch request: a peek must be a bucket pull (limit > 0)")
+	case r.Mode == FetchDrop && limit > 0:
+		return nil, fmt.Errorf("decode fetch request: a drop must name keys, not pull a bucket")
 	}
 	r.Bucket, r.Limit, r.MaxBytes = int(bucket), int(limit), int(maxBytes)
 	return r, nil
@@ -136,13 +173,17 @@ func AppendFetchReply(buf []byte, r *FetchReply) []byte {
 	if r.More {
 		more = 1
 	}
-	return append(buf, more)
+	buf = append(buf, more)
+	return wire.AppendBytes(buf, r.Next)
 }
 
 func DecodeFetchReply(data []byte) (*FetchReply, error) {
 	d := wire.NewDecoder(data)
 	r := &FetchReply{Values: d.ByteSlices(), Keys: d.ByteSlices()}
 	r.More = d.Byte() == 1
+	if r.Next = d.Bytes(); len(r.Next) == 0 {
+		r.Next = nil
+	}
 	if d.Err() == nil && len(d.Rest()) != 0 {
 		d.Fail(fmt.Errorf("%d trailing bytes", len(d.Rest())))
 	}

@@ -49,3 +49,32 @@ func TestFetchPullBoundsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A pull's resume key and mode, and the reply's next key, survive the
+// codec; modes that do not fit the request's kind are refused.
+func TestFetchResumeAndModeRoundTrip(t *testing.T) {
+	req := &FetchRequest{JobID: "j", Task: "t", Bucket: 3, Limit: 100, From: []byte("op\x00\x03count\x00k17"), Mode: FetchPeek}
+	got, err := DecodeFetchRequest(AppendFetchRequest(nil, req))
+	if err != nil || string(got.From) != string(req.From) || got.Mode != FetchPeek {
+		t.Fatalf("peek round trip: %+v, %v", got, err)
+	}
+	drop := &FetchRequest{JobID: "j", Task: "t", Keys: [][]byte{[]byte("a")}, Mode: FetchDrop, After: "cp-000002"}
+	if got, err := DecodeFetchRequest(AppendFetchRequest(nil, drop)); err != nil || got.Mode != FetchDrop || got.From != nil || got.After != "cp-000002" {
+		t.Fatalf("drop round trip: %+v, %v", got, err)
+	}
+	for name, bad := range map[string]*FetchRequest{
+		"unknown mode": {Mode: FetchDrop + 1},
+		"keyed peek":   {Keys: [][]byte{[]byte("a")}, Mode: FetchPeek},
+		"bucket drop":  {Bucket: 1, Limit: 10, Mode: FetchDrop},
+	} {
+		if _, err := DecodeFetchRequest(AppendFetchRequest(nil, bad)); err == nil {
+			t.Errorf("%s decoded", name)
+		}
+	}
+	for _, next := range [][]byte{nil, []byte("op\x00\x03count\x00k99")} {
+		rep, err := DecodeFetchReply(AppendFetchReply(nil, &FetchReply{Keys: [][]byte{[]byte("k")}, Values: [][]byte{[]byte("v")}, More: next != nil, Next: next}))
+		if err != nil || string(rep.Next) != string(next) || (rep.Next == nil) != (next == nil) {
+			t.Errorf("reply Next=%q round trip: %+v, %v", next, rep, err)
+		}
+	}
+}
