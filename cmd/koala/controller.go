@@ -110,6 +110,9 @@ func openClickHouse(ctx context.Context, url, native string, log *slog.Logger) (
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if err := ch.PingHTTP(sctx); err != nil {
+		return nil, fmt.Errorf("ClickHouse at %s: %w (set --clickhouse=none to run without metrics)", url, err)
+	}
 	if err := ch.EnsureSchema(sctx); err != nil {
 		return nil, fmt.Errorf("ClickHouse at %s (native %s): %w (set --clickhouse=none to run without metrics)", url, native, err)
 	}

@@ -183,3 +183,33 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// PingHTTP checks the HTTP interface the inserts use (ClickHouse answers
+// GET /ping with "Ok."). EnsureSchema alone talks to the native port, so a
+// wrong --clickhouse URL beside a reachable native port would otherwise
+// surface only as failed inserts, long after start.
+func (ch *ClickHouse) PingHTTP(ctx context.Context) error {
+	if ch.baseErr != nil {
+		return ch.baseErr
+	}
+	u := *ch.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/ping"
+	u.RawQuery = ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("metrics: clickhouse ping: %w", err)
+	}
+	resp, err := ch.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("metrics: clickhouse ping: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if err != nil {
+		return fmt.Errorf("metrics: clickhouse ping: reading response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(data)) != "Ok." {
+		return fmt.Errorf("metrics: clickhouse ping: HTTP %d %q, want 200 \"Ok.\" (is this ClickHouse's HTTP port?)", resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	return nil
+}
