@@ -140,7 +140,10 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 		slots++
 		moved += uint64(len(user) + len(v))
 	}
-	if err := ks.store.MultiPut(kvs); err != nil {
+	// Cold: the moved keys go to Pebble, not through the value cache,
+	// where tens of thousands of them would evict this task's own working
+	// set and each cost a cache entry (statesvc.PutCold).
+	if err := statesvc.PutCold(ks.store, kvs); err != nil {
 		return fmt.Errorf("store state chunk from %s, bucket %d: %w", from, bucket, err)
 	}
 	ks.keysFetched.Add(slots)

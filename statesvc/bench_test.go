@@ -130,7 +130,7 @@ func BenchmarkPebbleMultiGetVariants(b *testing.B) {
 		misses := benchStateKeys(2 * benchPreload)[benchPreload:]
 		batches := benchBatches(append(pool[:benchPreload/2:benchPreload/2], misses[:benchPreload/2]...), 64)
 		for name, get := range map[string]func([][]byte) ([][]byte, error){
-			"point": p.multiGetPoint, "iter": p.multiGetIter,
+			"point": p.multiGetPoint, "iter": p.multiGetIter, "prefix": p.multiGetPrefix,
 		} {
 			b.Run(fmt.Sprintf("flushed=%v/%s", flushed, name), func(b *testing.B) {
 				b.ReportAllocs()

@@ -75,12 +75,23 @@ func OpenPebble(o Options) (*Pebble, error) {
 		// a crash (see Options.Volatile), and Checkpoint and Close flush the
 		// memtable to sstables before they copy or leave the directory.
 		DisableWAL: o.Volatile,
+		Comparer:   &wholeKeyComparer,
 	}
 	for i := range opts.Levels {
 		// Bloom filters make gets of absent keys (first sight of a key, very
-		// common in stateful operators) skip sstables.
+		// common in stateful operators) skip sstables, and prefix seeks
+		// (multiGetPrefix) skip the sstables of other levels.
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
+		// Files double in size per level (2 MiB in L0, 128 MiB in L6), as
+		// Pebble intends but does not do for explicitly listed levels: at 2
+		// MiB everywhere, q6* over 2.3 GB kept ~1150 sstables, more than the
+		// table cache's 1000 open files, and profiling showed reads
+		// reopening sstables (table cache misses) on most lookups.
+		opts.Levels[i].TargetFileSize = 2 << 20 << i
+	}
+	if o.tune != nil {
+		o.tune(opts)
 	}
 	db, err := pebble.Open(o.Dir, opts)
 	if err != nil {
@@ -114,7 +125,11 @@ func (p *Pebble) exit() {
 // and walks one iterator instead of doing point gets. Measured with
 // BenchmarkPebbleMultiGetVariants (1000 keys, half absent): the iterator is
 // 10-25% faster on sstables, on par in the memtable, and allocates ~50x less;
-// a single key is cheaper as a point get.
+// a single key is cheaper as a point get. The iterator seeks by prefix
+// (multiGetPrefix): on sstables 25 % faster than plain seeks (bloom filters
+// skip files), and 10 % faster on state 33 times the block cache
+// (BenchmarkPebbleLargeStateGet); 14 % slower in the memtable, where the
+// value cache answers most reads.
 const pebbleIterMultiGetMin = 4
 
 // valueCacheShare sizes the value cache at CacheBytes/valueCacheShare (on
@@ -125,6 +140,16 @@ const pebbleIterMultiGetMin = 4
 // a working set within the dirty budget (3/4 of the cache) is written to
 // Pebble only when something reads Pebble directly.
 const valueCacheShare = 2
+
+// wholeKeyComparer is Pebble's default ordering, under its name (stores
+// written before stay readable), with Split saying that a key is its own
+// prefix: the bloom filters hash whole keys either way, and with Split
+// set an iterator's SeekPrefixGE can consult them.
+var wholeKeyComparer = func() pebble.Comparer {
+	c := *pebble.DefaultComparer
+	c.Split = func(k []byte) int { return len(k) }
+	return c
+}()
 
 // MultiGet implements Store. Keys the value cache knows skip Pebble.
 func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
@@ -165,7 +190,7 @@ func (p *Pebble) readPebble(keys [][]byte) ([][]byte, error) {
 	if len(keys) < pebbleIterMultiGetMin {
 		return p.multiGetPoint(keys)
 	}
-	return p.multiGetIter(keys)
+	return p.multiGetPrefix(keys)
 }
 
 // valueCollector gathers values into one buffer and slices it at the end, so
@@ -247,6 +272,44 @@ func (p *Pebble) multiGetIter(keys [][]byte) ([][]byte, error) {
 	for _, i := range order {
 		k := keys[i]
 		if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				_ = it.Close()
+				return nil, fmt.Errorf("statesvc: pebble multiget %q: %w", k, err)
+			}
+			c.add(v, true)
+		} else {
+			c.add(nil, false)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("statesvc: pebble multiget: close iterator: %w", err)
+	}
+	return c.finish(out, order), nil
+}
+
+// multiGetPrefix is multiGetIter with prefix seeks: every key is its own
+// prefix (the default comparer's Split), so each seek consults the bloom
+// filters and skips the sstables that lack the key instead of reading an
+// index and a data block of every level.
+func (p *Pebble) multiGetPrefix(keys [][]byte) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
+	it, err := p.db.NewIter(nil)
+	if err != nil {
+		return nil, fmt.Errorf("statesvc: pebble multiget: new iterator: %w", err)
+	}
+	c := valueCollector{ends: make([]int, 0, len(keys))}
+	for _, i := range order {
+		k := keys[i]
+		if it.SeekPrefixGE(k) && bytes.Equal(it.Key(), k) {
 			v, err := it.ValueAndErr()
 			if err != nil {
 				_ = it.Close()

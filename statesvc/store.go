@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/cockroachdb/pebble"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -90,6 +91,10 @@ type Options struct {
 	// Logger receives Pebble's messages (informational ones at debug level,
 	// background errors at warn); nil means slog.Default().
 	Logger *slog.Logger
+
+	// tune, when set (benchmarks of this package), adjusts Pebble's
+	// options after OpenPebble chose them, to measure alternatives.
+	tune func(*pebble.Options)
 }
 
 // Validate checks the options, naming the offending field and its allowed values.

@@ -45,7 +45,7 @@ type benchProfiles struct {
 // newBenchProfiles prepares the profiles directory and finds the workers'
 // endpoints. With the steady phase selected and no worker serving one, it
 // is an error that names the flag the stack needs.
-func newBenchProfiles(o Options, stamp string, steady bool) (*benchProfiles, error) {
+func newBenchProfiles(o Options, stamp string, workers bool) (*benchProfiles, error) {
 	p := &benchProfiles{dir: filepath.Join(o.ResultsDir, "run-"+stamp, "profiles"), maxSec: o.ProfileSec}
 	if o.ProfileSec < 0 {
 		return nil, fmt.Errorf("--profile-seconds %d: allowed: 0 (the whole measurement window) or more", o.ProfileSec)
@@ -53,7 +53,7 @@ func newBenchProfiles(o Options, stamp string, steady bool) (*benchProfiles, err
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
-	if !steady {
+	if !workers { // no phase profiles workers: the micro-benchmarks only
 		return p, nil
 	}
 	eps, err := local.WorkerPprofEndpoints(o.RunDir)

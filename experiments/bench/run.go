@@ -129,7 +129,7 @@ func Run(ctx context.Context, o Options) error {
 	fmt.Printf("koala bench %s: run dir %s, results %s\n", stamp, o.RunDir, o.ResultsDir)
 	fmt.Println("expected:", EstimateText(rep.Estimates))
 	if o.Profile {
-		if o.profiles, err = newBenchProfiles(o, stamp, phases[PhaseSteady]); err != nil {
+		if o.profiles, err = newBenchProfiles(o, stamp, phases[PhaseSteady] || phases[PhaseLargeState]); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,172 @@
+package statesvc
+
+import (
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// Large state: the q6* shape (one 2136-byte value per key, pseudo-random so
+// nothing compresses) with the state tens of times the block cache, so
+// reads go past every cache in the process. The point of the benchmark is
+// which MultiGet path and which Pebble options keep a stateful batch cheap
+// there; BenchmarkPebbleMultiGetVariants covers small, mostly cached state.
+const (
+	largeBenchKeys   = 250_000
+	largeBenchValue  = 2136
+	largeBenchBatch  = 256
+	largeBenchCacheB = 16 << 20 // block cache: state / 33, as 2.3 GB over 64 MiB
+)
+
+func openLargeBench(b *testing.B, o Options) (*Pebble, [][]byte) {
+	b.Helper()
+	o.Dir = b.TempDir()
+	o.Volatile = true
+	p, err := OpenPebble(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	pool := benchStateKeys(largeBenchKeys)
+	rng := rand.New(rand.NewPCG(1, 2))
+	val := make([]byte, largeBenchValue)
+	for i := 0; i < len(pool); i += 2000 {
+		var kvs []KV
+		for _, k := range pool[i:min(i+2000, len(pool))] {
+			for j := range val {
+				val[j] = byte(rng.Uint32())
+			}
+			kvs = append(kvs, KV{k, append([]byte(nil), val...)})
+		}
+		if err := p.MultiPut(kvs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	waitCompactions(b, p)
+	return p, pool
+}
+
+// BenchmarkPebbleLargeStateGet reads batches of uniformly drawn keys from a
+// store 33 times its block cache, through each read path.
+func BenchmarkPebbleLargeStateGet(b *testing.B) {
+	p, pool := openLargeBench(b, Options{CacheBytes: largeBenchCacheB})
+	rng := rand.New(rand.NewPCG(3, 4))
+	batch := make([][]byte, largeBenchBatch)
+	for _, v := range []struct {
+		name string
+		get  func([][]byte) ([][]byte, error)
+	}{{"point", p.multiGetPoint}, {"iter", p.multiGetIter}, {"prefix", p.multiGetPrefix}} {
+		b.Run(v.name, func(b *testing.B) {
+			for range b.N {
+				for i := range batch {
+					batch[i] = pool[rng.IntN(len(pool))]
+				}
+				vals, err := v.get(batch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i, val := range vals {
+					if len(val) != largeBenchValue {
+						b.Fatalf("key %d: %d bytes", i, len(val))
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*largeBenchBatch), "ns/key")
+		})
+	}
+}
+
+// BenchmarkPebbleLargeStateGetPut is a stateful batch on large state: a
+// MultiGet of uniformly drawn keys and a MultiPut of new values for them
+// (whole values rewritten, as q6*'s mapper does), under several Pebble
+// sizings. cpu-ns/key is the process's CPU (user + system, compactions
+// included) per key over the timed loop: on 2 cores Pebble's background
+// compactions take CPU the task would otherwise have, so wall time alone
+// would hide them.
+func BenchmarkPebbleLargeStateGetPut(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		o    Options
+	}{
+		{"default", Options{CacheBytes: largeBenchCacheB}},
+		{"memtable=64MiB", Options{CacheBytes: largeBenchCacheB, MemTableBytes: 64 << 20}},
+		{"memtable=64MiB,L0=8", Options{CacheBytes: largeBenchCacheB, MemTableBytes: 64 << 20, tune: func(po *pebble.Options) {
+			po.L0CompactionThreshold, po.L0StopWritesThreshold = 8, 32
+		}}},
+		{"memtable=64MiB,nocompress", Options{CacheBytes: largeBenchCacheB, MemTableBytes: 64 << 20, tune: func(po *pebble.Options) {
+			for i := range po.Levels {
+				po.Levels[i].Compression = pebble.NoCompression
+			}
+		}}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			p, pool := openLargeBench(b, v.o)
+			rng := rand.New(rand.NewPCG(3, 4))
+			batch := make([][]byte, largeBenchBatch)
+			kvs := make([]KV, largeBenchBatch)
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			for range b.N {
+				for i := range batch {
+					batch[i] = pool[rng.IntN(len(pool))]
+				}
+				vals, err := p.MultiGet(batch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i, v := range vals {
+					nv := append([]byte(nil), v...)
+					nv[0]++
+					kvs[i] = KV{batch[i], nv}
+				}
+				if err := p.MultiPut(kvs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			keys := float64(b.N * largeBenchBatch)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/keys, "ns/key")
+			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/keys, "cpu-ns/key")
+		})
+	}
+}
+
+// processCPU is the process's user + system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// waitCompactions polls until Pebble has run no compaction for a second,
+// so reads meet the settled shape of the tree rather than the pile of L0
+// files the load left.
+func waitCompactions(b *testing.B, p *Pebble) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	idleSince := time.Time{}
+	for {
+		m := p.db.Metrics()
+		switch {
+		case m.Compact.NumInProgress > 0:
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+		case time.Since(idleSince) >= time.Second:
+			b.Logf("settled: L0 %d files, %d sstables in all, %.0f MB", m.Levels[0].NumFiles, m.Total().NumFiles, float64(m.Total().Size)/1e6)
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("compactions still running after 5 min: %d in progress", m.Compact.NumInProgress)
+		}
+		time.Sleep(100 * time.Millisecond) // polling Pebble's metrics, with a deadline
+	}
+}
