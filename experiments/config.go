@@ -124,7 +124,7 @@ var topFields = []string{
 	"ReconfigProtocol", "StateBackendType", "NumBuckets", "BatchSize",
 	"NumPartitions", "RatePerSecond", "NumKeys", "Seed", "ValueSize",
 	"Generator", "Skew", "NumProducers", "MinWorkers", "Workers", "ProducerWorkers",
-	"DrainTimeoutSeconds", "KafkaBrokers", "CheckpointIntervalSeconds",
+	"DrainTimeoutSeconds", "KafkaBrokers", "CheckpointIntervalSeconds", "Autoscaler",
 }
 
 var (
@@ -243,6 +243,8 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 			if v, ok := p.strs(raw, at, false); ok {
 				in.KafkaBrokers = v
 			}
+		case "Autoscaler":
+			in.Autoscaler = p.autoscaler(raw) // config_autoscaler.go
 		default:
 			if k, ok := artifactKnobs[f]; ok {
 				if v, ok := p.knob(k, raw, at); ok {
@@ -296,6 +298,7 @@ func (p *parser) parse(data []byte) workflows.ExperimentInput {
 	p.resolveReconfigTargets(in.QueryName, reconfigs, reconfigMeta)
 	p.artifactFields(&in, seen)
 	p.artifactExtras(&in, seen, len(reconfigs) > 0)
+	p.resolveAutoscaler(&in, seen)
 
 	// Cross-field checks, in a fixed order.
 	for _, op := range sortedKeys(parallelismFrom) {

@@ -11,4 +11,5 @@ func Register(w worker.WorkflowRegistry) {
 	w.RegisterWorkflow(RunSuite)
 	w.RegisterWorkflow(CheckpointJob)
 	w.RegisterWorkflow(RecoverJob)
+	w.RegisterWorkflow(Autoscale)
 }

@@ -99,6 +99,9 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		if err := sched.registerReconfigureUpdate(ctx); err != nil {
 			return res, err
 		}
+		if err := sched.registerJobStateQuery(ctx); err != nil { // run_experiment_state.go; a query adds no command
+			return res, err
+		}
 	}
 
 	workers, producerWorkers, err := discoverWorkers(ctx, actx, in) // producer_placement.go
@@ -161,6 +164,7 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		}
 	case sched != nil:
 		sched.goLive(dep, workers, start)
+		startAutoscaler(ctx, in) // autoscale_child.go; only with an Autoscaler policy
 		var ckpt *checkpointer
 		if checkpoints {
 			ckpt = newCheckpointer(in, job)
@@ -449,6 +453,7 @@ func validateInput(in ExperimentInput) error {
 			problems = append(problems, fmt.Sprintf("Reconfigurations[%d].TriggerTimeSeconds %d must be in [0, TotalRuntimeSeconds=%d)", i, r.TriggerTimeSeconds, in.TotalRuntimeSeconds))
 		}
 	}
+	problems = append(problems, autoscalerProblems(in)...) // autoscale_child.go
 	if len(problems) > 0 {
 		msg := "invalid experiment: " + strings.Join(problems, "; ")
 		return temporal.NewNonRetryableApplicationError(msg, "BadConfig", nil)

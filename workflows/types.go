@@ -7,6 +7,7 @@ package workflows
 import (
 	"koala/activities"
 	"koala/dataplane/control"
+	"koala/workflows/autoscale"
 )
 
 // TaskQueue is the Temporal task queue served by `koala controller`.
@@ -88,6 +89,9 @@ type ExperimentInput struct {
 	// at this interval and recovers from the latest one when a worker is
 	// lost (run_checkpoints.go); 0 takes none and a lost worker fails the run.
 	CheckpointIntervalSeconds int `json:"checkpoint_interval_seconds,omitempty"`
+	// Autoscaler, when set, runs the Autoscale workflow as a child once
+	// the job's tasks run (autoscale_child.go).
+	Autoscaler *autoscale.Policy `json:"autoscaler,omitempty"`
 }
 
 // ReconfigureInput starts one reconfiguration of a running job.

@@ -58,6 +58,7 @@ func init() {
 			w := worker.New(tc, workflows.TaskQueue, worker.Options{})
 			workflows.Register(w)
 			w.RegisterActivity(acts)
+			w.RegisterActivity(newAutoscalerActivities(tc, acts.Metrics, log)) // autoscale.go
 			if err := w.Start(); err != nil {
 				return fmt.Errorf("start Temporal worker on task queue %s: %w", workflows.TaskQueue, err)
 			}
