@@ -1,9 +1,11 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"koala/dataplane/control"
 	"koala/dataplane/wire"
@@ -142,7 +144,13 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 	}
 	// Cold: the moved keys go to Pebble, not through the value cache,
 	// where tens of thousands of them would evict this task's own working
-	// set and each cost a cache entry (statesvc.PutCold).
+	// set and each cost a cache entry (statesvc.PutCold). Sorted first: the
+	// old owner's buffered writes come in write order, and the memtable
+	// inserts keys in ascending order from where the last one went instead
+	// of searching its skiplist from the top (BenchmarkBulkPush). A chunk
+	// holds each key once (it is one store's export), so the order among
+	// equal keys does not matter.
+	slices.SortFunc(kvs, func(a, b statesvc.KV) int { return bytes.Compare(a.Key, b.Key) })
 	if err := statesvc.PutCold(ks.store, kvs); err != nil {
 		return fmt.Errorf("store state chunk from %s, bucket %d: %w", from, bucket, err)
 	}

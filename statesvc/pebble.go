@@ -76,6 +76,12 @@ func OpenPebble(o Options) (*Pebble, error) {
 		// memtable to sstables before they copy or leave the directory.
 		DisableWAL: o.Volatile,
 		Comparer:   &wholeKeyComparer,
+		// L0 is compacted from 8 files, not 4: the base level is rewritten
+		// half as often, and L0's extra files cost a read little, since
+		// prefix seeks and gets skip them by their bloom filters. Writes
+		// stop at 32 files, not 12, so a burst waits less on compactions.
+		L0CompactionThreshold: 8,
+		L0StopWritesThreshold: 32,
 	}
 	for i := range opts.Levels {
 		// Bloom filters make gets of absent keys (first sight of a key, very
@@ -97,7 +103,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 	if err != nil {
 		return nil, fmt.Errorf("statesvc: open pebble in %s: %w", o.Dir, err)
 	}
-	p := &Pebble{db: db, cache: newValueCache(o.CacheBytes / valueCacheShare), volatile: o.Volatile}
+	p := &Pebble{db: db, cache: newValueCache(min(o.CacheBytes/valueCacheShare, maxValueCacheBytes)), volatile: o.Volatile}
 	p.cond.L = &p.mu
 	return p, nil
 }
@@ -132,14 +138,21 @@ func (p *Pebble) exit() {
 // value cache answers most reads.
 const pebbleIterMultiGetMin = 4
 
-// valueCacheShare sizes the value cache at CacheBytes/valueCacheShare (on
-// top of the block cache): 32 MB by default, room for about 250 K hot keys
+// valueCacheShare sizes the value cache at CacheBytes/valueCacheShare, at
+// most maxValueCacheBytes (on top of the block cache): 32 MB by default,
+// room for about 250 K hot keys
 // of a task (an entry costs about 130 bytes). A working set that did not
 // fit sent a large share of reads to memtable seeks, the keyed counter's
 // main cost with 100 K keys per task at 1/8; with write-back (Volatile),
 // a working set within the dirty budget (3/4 of the cache) is written to
 // Pebble only when something reads Pebble directly.
 const valueCacheShare = 2
+
+// maxValueCacheBytes caps the value cache where the block cache is larger
+// than the default: beyond a task's hot keys the value cache only adds
+// copies and evictions (it switches itself off at low hit rates), while
+// the block cache keeps the index and filter blocks every read needs.
+const maxValueCacheBytes = 32 << 20
 
 // wholeKeyComparer is Pebble's default ordering, under its name (stores
 // written before stay readable), with Split saying that a key is its own

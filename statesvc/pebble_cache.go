@@ -171,6 +171,9 @@ func (c *valueCache) switchOffLocked() {
 	}
 	c.off, c.wantOff = true, false
 	c.gen++
+	for _, e := range c.m {
+		e.gone = true // an entry held elsewhere (bufferedKV.e) must not be dropped again
+	}
 	clear(c.m)
 	c.bytes = 0
 	c.forgetRecentLocked()
@@ -357,6 +360,9 @@ func (c *valueCache) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
+	for _, e := range c.m {
+		e.gone = true // an entry held elsewhere (bufferedKV.e) must not be dropped again
+	}
 	clear(c.m)
 	c.bytes = 0
 	clear(c.dirty)
@@ -424,6 +430,7 @@ type bufferedKV struct {
 	key     string
 	k, v    []byte
 	present bool
+	e       *cachedValue // the entry copied, so forget need not look it up
 }
 
 // inRange says whether k lies in [start, end); a nil end is unbounded.
@@ -458,7 +465,7 @@ func (c *valueCache) dirtyInRange(start, end []byte) []bufferedKV {
 		k := buf[s:len(buf):len(buf)]
 		s = len(buf)
 		buf = append(buf, e.v...)
-		out = append(out, bufferedKV{key: e.key, k: k, v: buf[s:len(buf):len(buf)], present: e.present})
+		out = append(out, bufferedKV{key: e.key, k: k, v: buf[s:len(buf):len(buf)], present: e.present, e: e})
 	}
 	return out
 }
@@ -520,7 +527,11 @@ func (c *valueCache) forget(buffered []bufferedKV, onDisk [][]byte) {
 	c.gen++
 	dropped := false
 	for _, b := range buffered {
-		if e := c.m[b.key]; e != nil {
+		e := b.e
+		if e == nil || e.gone { // evicted since, and perhaps cached again
+			e = c.m[b.key]
+		}
+		if e != nil {
 			dropped = c.dropLocked(e) || dropped
 		}
 	}

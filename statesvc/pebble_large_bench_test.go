@@ -90,19 +90,17 @@ func BenchmarkPebbleLargeStateGet(b *testing.B) {
 // compactions take CPU the task would otherwise have, so wall time alone
 // would hide them.
 func BenchmarkPebbleLargeStateGetPut(b *testing.B) {
+	// Measured here before the defaults moved (µs of CPU per key):
+	// memtable 16 MiB, L0 compactions from 4 files 67; memtable 64 MiB 64;
+	// and L0 from 8 files 52; and no compression 67.
 	for _, v := range []struct {
 		name string
 		o    Options
 	}{
-		{"default", Options{CacheBytes: largeBenchCacheB}},
-		{"memtable=64MiB", Options{CacheBytes: largeBenchCacheB, MemTableBytes: 64 << 20}},
-		{"memtable=64MiB,L0=8", Options{CacheBytes: largeBenchCacheB, MemTableBytes: 64 << 20, tune: func(po *pebble.Options) {
-			po.L0CompactionThreshold, po.L0StopWritesThreshold = 8, 32
-		}}},
-		{"memtable=64MiB,nocompress", Options{CacheBytes: largeBenchCacheB, MemTableBytes: 64 << 20, tune: func(po *pebble.Options) {
-			for i := range po.Levels {
-				po.Levels[i].Compression = pebble.NoCompression
-			}
+		{"defaults", Options{CacheBytes: largeBenchCacheB}},
+		{"cache=4x", Options{CacheBytes: 4 * largeBenchCacheB}},
+		{"memtable=16MiB,L0=4", Options{CacheBytes: largeBenchCacheB, MemTableBytes: 16 << 20, tune: func(po *pebble.Options) {
+			po.L0CompactionThreshold, po.L0StopWritesThreshold = 4, 12
 		}}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
