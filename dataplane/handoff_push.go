@@ -1,11 +1,9 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"koala/dataplane/control"
 	"koala/dataplane/wire"
@@ -142,16 +140,13 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 		slots++
 		moved += uint64(len(user) + len(v))
 	}
-	// Cold: the moved keys go to Pebble, not through the value cache,
-	// where tens of thousands of them would evict this task's own working
-	// set and each cost a cache entry (statesvc.PutCold). Sorted first: the
-	// old owner's buffered writes come in write order, and the memtable
-	// inserts keys in ascending order from where the last one went instead
-	// of searching its skiplist from the top (BenchmarkBulkPush). A chunk
-	// holds each key once (it is one store's export), so the order among
-	// equal keys does not matter.
-	slices.SortFunc(kvs, func(a, b statesvc.KV) int { return bytes.Compare(a.Key, b.Key) })
-	if err := statesvc.PutCold(ks.store, kvs); err != nil {
+	// Through the value cache, as the task's own writes: the new owner's
+	// first batches read these keys, and BenchmarkBulkPush moved the
+	// counter's state faster this way (8.2-8.6 against 5.1-7.5 MB/s on a
+	// busy machine) than writing each chunk straight to Pebble, sorted
+	// (statesvc.PutCold), as lazy migration does to spare a running task's
+	// working set.
+	if err := ks.store.MultiPut(kvs); err != nil {
 		return fmt.Errorf("store state chunk from %s, bucket %d: %w", from, bucket, err)
 	}
 	ks.keysFetched.Add(slots)
