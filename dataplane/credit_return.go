@@ -76,12 +76,19 @@ func (w *Worker) creditLocal(jobID, source, from string, seq uint64) {
 	}
 }
 
-type creditKey struct{ job, source, from string }
+// creditKey names an acknowledgement from task from to source task source,
+// or with hold set a hold from receiver from on sender source
+// (route_hold.go).
+type creditKey struct {
+	job, source, from string
+	hold              bool
+}
 
 type creditAck struct {
-	key creditKey
-	ref control.TaskRef
-	seq uint64
+	key   creditKey
+	ref   control.TaskRef
+	seq   uint64
+	pause bool // a hold: put (else lifted)
 }
 
 type sentCredit struct {
@@ -113,12 +120,22 @@ func (c *creditReturns) signal() <-chan struct{} {
 
 // add queues an acknowledgement without blocking.
 func (c *creditReturns) add(key creditKey, ref control.TaskRef, seq uint64) {
+	c.queue(creditAck{key: key, ref: ref, seq: seq})
+}
+
+// addHold queues a hold signal of generation gen without blocking.
+func (c *creditReturns) addHold(key creditKey, ref control.TaskRef, gen uint64, pause bool) {
+	c.queue(creditAck{key: key, ref: ref, seq: gen, pause: pause})
+}
+
+// queue keeps a unless a newer one of its key waits already.
+func (c *creditReturns) queue(a creditAck) {
 	c.mu.Lock()
 	if c.pending == nil {
 		c.pending = map[creditKey]creditAck{}
 	}
-	if p, ok := c.pending[key]; !ok || p.seq < seq {
-		c.pending[key] = creditAck{key: key, ref: ref, seq: seq}
+	if p, ok := c.pending[a.key]; !ok || p.seq < a.seq {
+		c.pending[a.key] = a
 	}
 	wake := c.wakeLocked()
 	c.mu.Unlock()
@@ -201,6 +218,12 @@ func (w *Worker) returnCredits(ctx context.Context) {
 		}
 		for _, a := range c.take() {
 			f := &wire.Frame{Kind: wire.FrameCredit, JobID: a.key.job, FromTask: a.key.from, ToTask: a.key.source, Seq: a.seq}
+			if a.key.hold {
+				f.BarrierID = holdRelease
+				if a.pause {
+					f.BarrierID = holdPause
+				}
+			}
 			sctx, cancel := context.WithTimeout(ctx, creditSendTimeout)
 			err := w.peers.Get(a.ref.DataAddr).Send(sctx, f)
 			cancel()

@@ -306,10 +306,19 @@ func (w *Worker) onTaskGoroutines(ctx context.Context, jobID string, ids []strin
 			}
 			continue
 		}
-		item := &controlItem{fn: fn, reply: make(chan error, 1)}
+		// Counted before it queues: a task that waits on a hold sends on
+		// until it has run it (route_hold.go), which may be what makes
+		// room in its inbox.
+		t.ctlQueued.Add(1)
+		t.nudgeControl()
+		item := &controlItem{fn: func(ctx context.Context, t *task) error {
+			t.ctlQueued.Add(-1)
+			return fn(ctx, t)
+		}, reply: make(chan error, 1)}
 		select {
 		case t.inbox <- &wire.Frame{Kind: wire.FrameControl, Ctl: item}:
 		case <-ctx.Done():
+			t.ctlQueued.Add(-1)
 			return fmt.Errorf("task %s: %w", t.id, ctx.Err())
 		}
 		select {
@@ -368,6 +377,7 @@ func (w *Worker) stopTasks(ctx context.Context, jobID string, ids []string) erro
 	}
 	delete(w.known, jobID) // the job has no task left here
 	w.mu.Unlock()
+	w.holds.forgetJob(jobID)
 	return w.removeJobDir(jobID)
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"koala/dataplane/control"
 	"koala/dataplane/wire"
@@ -88,7 +87,10 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 	}
 	for _, toID := range order {
 		var remote []Record
+		var timers *handoffTimers
 		if t.keyed != nil {
+			// The buckets' timers leave with them (timer_sync.go).
+			timers = t.takeTimers(gained[toID])
 			// Entries pointing at third tasks leave this table now, before
 			// any progressive migration here could fetch them; a background
 			// chunk in flight ends first (migrator.go), so none of these
@@ -99,7 +101,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			}
 			t.handoffs.sent(reconfigID, toID) // until the new owner acks (handoff_ack.go)
 		}
-		q := &handoffQueue{}
+		q := &handoffQueue{limit: t.holdBytes()}
 		t.out.divert(toID, q)
 		var gate []int
 		if ordered {
@@ -107,7 +109,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			t.drainTo = append(t.drainTo, next.self.byID[toID])
 		}
 		t.handoffSends.Go(func() {
-			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, reconfigID, eager, bulk, push, gate, wmNow, q)
+			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, timers, reconfigID, eager, bulk, push, gate, wmNow, q)
 		})
 	}
 	return nil
@@ -134,28 +136,10 @@ func (t *task) awaitHandoffSends(ctx context.Context) error {
 	}
 }
 
-// handoffQueue holds records forwarded to a new owner while its lookup
-// entries are still being sent.
-type handoffQueue struct {
-	mu      sync.Mutex
-	pending []*wire.Frame
-	done    bool
-}
-
-// offer queues f unless the handoff finished; it reports whether it did.
-func (q *handoffQueue) offer(f *wire.Frame) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.done {
-		return false
-	}
-	q.pending = append(q.pending, f)
-	return true
-}
-
 // sendHandoff streams the lookup entries of buckets to the new owner, then
-// the KLT end, then the records forwarded meanwhile.
-func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, reconfigID string, eager, bulk, push bool, gate []int, wm int64, q *handoffQueue) {
+// the buckets' timers, then the KLT end, then the records forwarded
+// meanwhile.
+func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, timers *handoffTimers, reconfigID string, eager, bulk, push bool, gate []int, wm int64, q *handoffQueue) {
 	err := func() error {
 		var entries []Record
 		switch {
@@ -183,6 +167,15 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 				return err
 			}
 		}
+		if timers != nil {
+			for start := 0; start < len(timers.records); start += kltChunk {
+				f := &wire.Frame{Kind: wire.FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID,
+					Records: timers.records[start:min(start+kltChunk, len(timers.records))]}
+				if err := t.w.deliver(ctx, target, f); err != nil {
+					return err
+				}
+			}
+		}
 		// The end names this task's address: the new owner acks there.
 		end := &wire.Frame{Kind: wire.FrameKLTEnd, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID,
 			Records: []Record{{Key: []byte(kltFromKey), Value: []byte(encodeOwner(me)), Offset: -1}}}
@@ -196,17 +189,12 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 			end.Records = append(end.Records, Record{Key: []byte(kltBucketsKey), Value: encodeBuckets(gate), Offset: -1},
 				Record{Key: []byte(kltWatermarkKey), EventTime: wm, Offset: -1})
 		}
+		end.Records = append(end.Records, timers.endRecords()...)
 		if err := t.w.deliver(ctx, target, end); err != nil {
 			return err
 		}
 		for {
-			q.mu.Lock()
-			batch := q.pending
-			q.pending = nil
-			if len(batch) == 0 {
-				q.done = true
-			}
-			q.mu.Unlock()
+			batch := q.take()
 			if len(batch) == 0 {
 				return nil
 			}
@@ -367,6 +355,10 @@ func (t *task) installKLT(f *wire.Frame) error {
 	var ref control.TaskRef
 	for i := range f.Records {
 		r := &f.Records[i]
+		if r.Offset == kltTimerOffset {
+			t.installTimer(r) // timer frames carry nothing else (sendHandoff)
+			continue
+		}
 		if len(r.Value) > 0 || i == 0 {
 			var err error
 			if ref, err = decodeOwner(r.Value); err != nil {
@@ -422,6 +414,10 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 			t.openGate(f.FromTask, buckets)
 		case kltWatermarkKey:
 			t.setGateWatermark(f.FromTask, r.EventTime)
+		case kltTimersKey, kltUntimedKey:
+			if err := t.coverTimers(&r, string(r.Key) == kltTimersKey); err != nil {
+				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
+			}
 		}
 	}
 	t.keyed.pending = f.BarrierID

@@ -280,6 +280,7 @@ func (w *windowedJoin) OnWatermark(wm int64, st *State, _ Emit) error {
 
 func (w *windowedJoin) indexedStates() []string { return []string{JoinLeftState, JoinRightState} }
 func (w *windowedJoin) resetIndex()             { w.index.Reset() }
+func (w *windowedJoin) Timers() *TimerIndex     { return &w.index }
 func (w *windowedJoin) indexValue(_ string, key, value []byte) {
 	items, _ := DecodeList(value)
 	for _, it := range items {

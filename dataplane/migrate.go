@@ -14,8 +14,9 @@ import (
 // Migration steps the task goroutine runs itself, and its completion.
 // Background (eventual) migration is the migrator's (migrator.go); what
 // is here moves keys while nothing else needs the task: stop-and-restart's
-// and DRRS's bulk copy (sources paused or records held), the window
-// index's full migration at a watermark, and tests.
+// and DRRS's bulk copy (sources paused or records held), the pull of
+// buckets a timer index does not cover at a watermark (timer_sync.go),
+// and tests.
 
 // allAtOncePage is the page size of an all-at-once bucket pull. A reply
 // carries the page's keys with every state value, and the exchange refuses

@@ -80,16 +80,16 @@ type drainGate struct {
 //
 // Held frames stay in memory: the task has one inbox for all senders, so
 // it cannot stop reading one sender without also stopping the old owner's
-// marker. The number held is logged when it grows past heldWarn.
+// marker. Past limit bytes it holds the senders instead (route_hold.go).
 type routeGates struct {
-	from   map[string]*drainGate    // old owner → gate
-	held   map[string][]*wire.Frame // sender → frames held, in arrival order
-	n      int                      // records held
-	warned bool
+	from  map[string]*drainGate    // old owner → gate
+	held  map[string][]*wire.Frame // sender → frames held, in arrival order
+	n     int                      // records held
+	bytes int                      // their recordsBytes
+	limit int                      // ReconfigHoldMaxBytes
+	// paused: the senders this task holds (route_hold.go).
+	paused map[string]control.TaskRef
 }
-
-// heldWarn is the number of held records past which a new owner logs.
-const heldWarn = 100_000
 
 // openGate starts holding direct records for buckets gained from oldOwner.
 // A gate already open for oldOwner (opened when the task learnt its new
@@ -100,7 +100,7 @@ func (t *task) openGate(oldOwner string, buckets map[int]bool) {
 		return
 	}
 	if t.gates == nil {
-		t.gates = &routeGates{from: map[string]*drainGate{}, held: map[string][]*wire.Frame{}}
+		t.gates = &routeGates{from: map[string]*drainGate{}, held: map[string][]*wire.Frame{}, limit: t.holdBytes()}
 	}
 	if g := t.gates.from[oldOwner]; g != nil {
 		for b := range buckets {
@@ -168,7 +168,7 @@ func (t *task) openGainedGates(dep control.Deployment) {
 // subject to the gates: frames of the task's own operator (forwarded
 // records, lookup entries, markers) never are.
 func (t *task) gateable(view *taskView, f *wire.Frame) bool {
-	if t.gates == nil || (len(t.gates.from) == 0 && t.gates.n == 0 && len(t.gates.held) == 0) {
+	if t.gates == nil || (len(t.gates.from) == 0 && len(t.gates.held) == 0) {
 		return false
 	}
 	switch f.Kind {
@@ -214,13 +214,11 @@ func (t *task) admit(view *taskView, f *wire.Frame) *wire.Frame {
 	g := t.gates
 	s := f.FromTask
 	if len(g.held[s]) > 0 {
-		g.held[s] = append(g.held[s], f)
-		g.n += len(f.Records)
+		t.holdFrame(view, s, f)
 		return nil
 	}
 	if f.Kind == wire.FrameWatermark && g.undrained(s) {
-		g.held[s] = append(g.held[s], f)
-		g.n += len(f.Records)
+		t.holdFrame(view, s, f)
 		return nil
 	}
 	if f.Kind != wire.FrameData || view.self == nil {
@@ -239,12 +237,7 @@ func (t *task) admit(view *taskView, f *wire.Frame) *wire.Frame {
 	}
 	h := *f
 	h.Records = later
-	g.held[s] = append(g.held[s], &h)
-	g.n += len(later)
-	if g.n > heldWarn && !g.warned {
-		g.warned = true
-		t.w.log.Warn("many direct records held until old owners drain", "task", t.id, "held", g.n)
-	}
+	t.holdFrame(view, s, &h)
 	if len(now) == 0 {
 		return nil
 	}
@@ -267,10 +260,10 @@ func (t *task) onRouteDrained(ctx context.Context, f *wire.Frame) error {
 	}
 	for _, r := range f.Records {
 		if string(r.Key) == drainAll {
+			// Records it forwarded that joined windows already due here
+			// (taken under its watermark) were indexed as they were
+			// processed: those windows fire at the next watermark.
 			delete(t.gates.from, f.FromTask)
-			// Records it forwarded may have joined windows already due here
-			// (taken under its watermark): index them before the next fires.
-			t.wm.ixDone = false
 			break
 		}
 		gate.drained[string(r.Key)] = true
@@ -291,6 +284,7 @@ func (t *task) releaseHeld(ctx context.Context) error {
 		delete(g.held, s)
 		for _, f := range frames {
 			g.n -= len(f.Records)
+			g.bytes -= recordsBytes(f.Records)
 		}
 		for _, f := range frames {
 			view := t.view.Load()
@@ -301,6 +295,7 @@ func (t *task) releaseHeld(ctx context.Context) error {
 			}
 		}
 	}
+	t.releaseSenders(false)
 	return nil
 }
 
@@ -332,13 +327,20 @@ func (t *task) sendRouteDrained(ctx context.Context, barrierID, sender string, a
 }
 
 // send delivers one frame to target behind the frames already sent or
-// waiting in target's handoff queue.
+// waiting in target's handoff queue; records wait while target holds this
+// task (route_hold.go).
 func (o *outputs) send(ctx context.Context, w *Worker, target control.TaskRef, f *wire.Frame) error {
 	if q := o.diverted[target.ID]; q != nil {
-		if q.offer(f) {
-			return nil
+		queued, err := q.offer(ctx, f)
+		if err != nil || queued {
+			return err
 		}
 		delete(o.diverted, target.ID)
+	}
+	if f.Kind == wire.FrameData {
+		if err := w.awaitSend(ctx, o.jobID, o.taskID, target.ID); err != nil {
+			return err
+		}
 	}
 	return w.deliver(ctx, target, f)
 }

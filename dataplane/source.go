@@ -55,6 +55,7 @@ func (t *task) command(ctx context.Context, cmd sourceCmd) error {
 	cmd.reply = make(chan error, 1)
 	select {
 	case t.source.cmds <- cmd:
+		t.nudgeControl() // it may wait on a hold (route_hold.go)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -147,8 +147,15 @@ type task struct {
 	// the task is stopped only once they delivered their queues.
 	handoffSends sync.WaitGroup
 	// srcRefs finds the sources whose frames this task acknowledges
-	// (credit_return.go).
+	// (credit_return.go) and the senders it holds (route_hold.go).
 	srcRefs sourceRefs
+	// holdLimit is the job's ReconfigHoldMaxBytes (route_hold.go).
+	holdLimit int
+	// ctlQueued counts control requests on their way to the task
+	// goroutine; ctlNudge wakes it when it waits on a hold
+	// (route_hold.go).
+	ctlQueued atomic.Int32
+	ctlNudge  chan struct{}
 
 	// Owned by the worker's metrics loop.
 	lastIn, lastOut, lastFetched, lastMoved uint64
@@ -222,6 +229,7 @@ func (t *task) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("task %s did not stop: %w", t.id, ctx.Err())
 	}
+	t.releaseSenders(true) // the goroutine that owned the gates has ended
 	return t.closeResources()
 }
 
@@ -585,13 +593,7 @@ func (o *outputs) flush(ctx context.Context, w *Worker) (int, error) {
 	for _, id := range o.order {
 		f := o.pending[id]
 		delete(o.pending, id)
-		if q := o.diverted[id]; q != nil {
-			if q.offer(f) {
-				continue
-			}
-			delete(o.diverted, id)
-		}
-		if err := w.deliver(ctx, o.targets[id], f); err != nil {
+		if err := o.send(ctx, w, o.targets[id], f); err != nil {
 			o.order = o.order[:0]
 			return n, err
 		}

@@ -64,3 +64,34 @@ func (x *TimerIndex) Reset() { x.at, x.times = nil, nil }
 
 // Len is the number of distinct timer times.
 func (x *TimerIndex) Len() int { return len(x.times) }
+
+// timer is one entry of a TimerIndex.
+type timer struct {
+	at  int64
+	key string
+}
+
+// take removes the timers of every key match accepts and returns them in
+// time order. An old owner hands them to the new owner of the keys with
+// the keys' lookup entries, so the new owner knows when each key is due
+// without reading its value.
+func (x *TimerIndex) take(match func(key string) bool) []timer {
+	var out []timer
+	keep := x.times[:0]
+	for _, t := range x.times {
+		keys := x.at[t]
+		for k := range keys {
+			if match(k) {
+				out = append(out, timer{at: t, key: k})
+				delete(keys, k)
+			}
+		}
+		if len(keys) == 0 {
+			delete(x.at, t)
+			continue
+		}
+		keep = append(keep, t)
+	}
+	x.times = keep
+	return out
+}

@@ -108,9 +108,10 @@ type TimerKeys interface {
 
 // stateIndexer is implemented by the runtime's own timer-driven operators
 // (windows, windowed joins). Their in-memory index of pending timers is
-// derived from state: the runtime rebuilds it from the local store whenever
-// the keys this task owns may have changed (first watermark, a new routing
-// epoch, keys arriving by migration), so the pending windows of keys that
+// derived from state: the runtime indexes the values of the buckets whose
+// timers it does not know (at the task's first watermark, and for buckets
+// gained without their timers), while timers of keys that move here come
+// with their handoff (timer_sync.go), so the pending windows of keys that
 // moved to this task fire here.
 type stateIndexer interface {
 	indexedStates() []string
@@ -120,9 +121,13 @@ type stateIndexer interface {
 
 // StateTimers is stateIndexer for operators outside this package (e.g.
 // queries whose timers are per key, like an auction's expiry): the runtime
-// calls ResetTimers and then IndexTimers with every value of TimerStates
-// this task owns whenever its keys may have changed, so timers of keys that
-// arrived by migration fire here.
+// calls IndexTimers with the values of TimerStates of the buckets whose
+// timers it does not know — all of the task's buckets at its first
+// watermark, and buckets that arrived without their timers — so timers of
+// keys that arrived by migration fire here. An operator that also
+// implements TimerIndexOwner gets its timers handed over with its keys;
+// otherwise a new owner pulls the keys of its new buckets at its first
+// watermark after a handoff (timer_sync.go). ResetTimers is not called.
 type StateTimers interface {
 	TimerStates() []string
 	ResetTimers()
@@ -187,10 +192,8 @@ type watermarks struct {
 	idle    bool
 	inited  bool
 
-	// Timer index recovery of stateIndexer operators.
-	ixDone    bool
-	ixEpoch   int64
-	ixFetched uint64
+	// What the timer index of a stateIndexer operator covers (timer_sync.go).
+	timers timerSync
 
 	pub    atomic.Int64 // current watermark, for status and tests
 	pubSet atomic.Bool
@@ -453,11 +456,11 @@ func (t *task) fireWatermark(ctx context.Context, view *taskView, wm int64) erro
 }
 
 // keyedWatermark loads the state of the keys the operator names (fetching
-// keys still held by another task), runs the hook and writes back.
+// the due keys still held by another task), runs the hook and writes back.
 func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop WatermarkOperator, wm int64) error {
 	ks := t.keyed
 	if ix, ok := indexerOf(ks.op); ok {
-		if err := t.recoverIndex(ctx, view, ix); err != nil {
+		if err := t.syncTimers(ctx, view, ix); err != nil {
 			return err
 		}
 	}
@@ -485,7 +488,7 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 			local = append(local, st.addKey(k))
 		}
 	}
-	fetched, taken, err := t.fetchKeys(ctx, remote)
+	fetched, taken, err := t.fetchDue(ctx, remote)
 	if err != nil {
 		return err
 	}
@@ -503,61 +506,6 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}
 	ks.forgetTaken(remote, taken)
-	return nil
-}
-
-// recoverIndex rebuilds a timer index from the state this task owns when
-// the set of owned keys may have changed. Keys still held by another task
-// (lazy migration) are moved here first: any of them may hold a window that
-// is due, and only its state says so. Window operators therefore finish a
-// lazy migration at the first watermark after the handoff.
-func (t *task) recoverIndex(ctx context.Context, view *taskView, ix stateIndexer) error {
-	ks := t.keyed
-	w := &t.wm
-	drained := false
-	for ks.klt.Len() > 0 {
-		before := ks.klt.Len()
-		if err := t.migrateChunk(ctx, -1); err != nil {
-			return err
-		}
-		drained = true
-		if ks.klt.Len() >= before {
-			return fmt.Errorf("task %s: migration of %d keys makes no progress", t.id, before)
-		}
-	}
-	if w.ixDone && !drained && view.epoch == w.ixEpoch && ks.keysFetched.Load() == w.ixFetched {
-		return nil
-	}
-	ix.resetIndex()
-	names := ix.indexedStates()
-	buckets := max(1, ks.buckets)
-	for b := 0; b < buckets; b++ {
-		if view.self != nil && view.self.owner(b).ID != t.id {
-			continue
-		}
-		start, end := statesvc.BucketRange(ks.opName, b, b+1)
-		var scanErr error
-		err := ks.store.Scan(start, end, func(k, v []byte) bool {
-			_, _, state, user, err := statesvc.ParseStateKey(k)
-			if err != nil {
-				scanErr = err
-				return false
-			}
-			for _, n := range names {
-				if n == state {
-					ix.indexValue(state, append([]byte(nil), user...), append([]byte(nil), v...))
-				}
-			}
-			return true
-		})
-		if err == nil {
-			err = scanErr
-		}
-		if err != nil {
-			return fmt.Errorf("task %s: rebuild timer index from bucket %d: %w", t.id, b, err)
-		}
-	}
-	w.ixDone, w.ixEpoch, w.ixFetched = true, view.epoch, ks.keysFetched.Load()
 	return nil
 }
 

@@ -28,12 +28,13 @@ import (
 //
 // Pending windows. The operator indexes window ends → keys in memory to find
 // due windows cheaply, but the index is derived from state: the runtime
-// rebuilds it from the store on the first watermark and whenever the keys
-// this task owns may have changed (new routing epoch, keys arriving by lazy
-// or progressive migration); see recoverIndex. Nothing is lost by a
-// migration. Keys still remote at a watermark are fetched first, so a
-// window operator completes a lazy migration at its first watermark after a
-// handoff.
+// builds it from the store at the task's first watermark, and a handoff
+// moves the timers of the keys it moves with their lookup entries, so a new
+// owner knows when a key still on its old owner is due without its value
+// (timer_sync.go). Nothing is lost by a migration. A key still remote when
+// one of its windows is due is fetched at that watermark, with the other due
+// keys and no other, and its window fires there, with all its state, as it
+// would have on the old owner.
 //
 // Lateness. A record whose event time is ≤ the operator's current watermark
 // when it arrives is late: it is counted (Counters()["late_records"]),
@@ -310,6 +311,7 @@ func (w *windowOperator) OnWatermark(wm int64, st *State, emit Emit) error {
 
 func (w *windowOperator) indexedStates() []string { return []string{WindowState} }
 func (w *windowOperator) resetIndex()             { w.index.Reset() }
+func (w *windowOperator) Timers() *TimerIndex     { return &w.index }
 func (w *windowOperator) indexValue(_ string, key, value []byte) {
 	items, _ := DecodeList(value)
 	for _, it := range items {

@@ -83,7 +83,7 @@ func (d *keyedDriver) watermark(t *testing.T, wm int64) {
 }
 
 // rebuild re-derives the operator's timer index from the stored state, as
-// recoverIndex does after a migration.
+// a task's first watermark does (syncTimers).
 func (d *keyedDriver) rebuild() {
 	ix, ok := d.op.(stateIndexer)
 	if !ok {

@@ -119,8 +119,11 @@ type Worker struct {
 	peers *exchange.Peers
 	state *exchange.StateConns
 	// credits are acknowledgements on their way to sources on other
-	// workers (credit_return.go).
+	// workers, and holds on senders there (credit_return.go).
 	credits creditReturns
+	// holds are the holds receivers put on this worker's tasks
+	// (route_hold.go).
+	holds sendHolds
 }
 
 // NewWorker connects to NATS and opens the data-plane listener.
@@ -252,7 +255,12 @@ func (w *Worker) heartbeat() {
 func (w *Worker) deliverLocal(ctx context.Context, f *wire.Frame) error {
 	if f.Kind == wire.FrameCredit {
 		// Applied at once, never queued: a source's credit must not wait
-		// behind the records it is meant to release (credit_return.go).
+		// behind the records it is meant to release (credit_return.go),
+		// nor a lifted hold behind the records it holds (route_hold.go).
+		if f.BarrierID != "" {
+			w.onHoldFrame(f)
+			return nil
+		}
 		w.creditLocal(f.JobID, f.ToTask, f.FromTask, f.Seq)
 		return nil
 	}
@@ -389,8 +397,13 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	if !ok {
 		return nil, fmt.Errorf("task %s: operator %q is not in job %s", ref.ID, ref.Operator, dep.Job.JobID)
 	}
-	t := &task{w: w, jobID: dep.Job.JobID, id: ref.ID, opName: ref.Operator, index: ref.Index, spec: spec}
+	t := &task{w: w, jobID: dep.Job.JobID, id: ref.ID, opName: ref.Operator, index: ref.Index, spec: spec, ctlNudge: make(chan struct{}, 1)}
 	t.view.Store(newTaskView(dep, ref.Operator))
+	hold, err := control.ReconfigHoldBytes(dep.Job)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
+	}
+	t.holdLimit = hold
 	dead, err := kafkaio.NewDeadLetters(dep.Job, ref.Operator, ref.ID, w.opts.KafkaOpts, w.log)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", ref.ID, err)

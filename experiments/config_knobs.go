@@ -102,6 +102,8 @@ var artifactKnobs = map[string]knob{
 
 	// The lazy protocol's background migration budget per task (dataplane/migrator.go).
 	control.ParamMigrationRate: {kind: knobInt, min: control.MinMigrationRate, max: control.MaxMigrationRate},
+
+	control.ParamReconfigHoldBytes: {kind: knobInt, min: control.MinReconfigHoldBytes, max: control.MaxReconfigHoldBytes}, // records held during a reconfiguration before senders wait (dataplane/route_hold.go)
 }
 
 // knob validates a pass-through field and renders it for Params.

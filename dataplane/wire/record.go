@@ -57,8 +57,9 @@ const (
 
 	// FrameCredit: a task tells a source task that it processed the
 	// source's data frames up to sequence number Seq, so the source may
-	// read further (dataplane/source_credit.go). It never waits in an
-	// inbox: the receiving worker applies it on arrival.
+	// read further (dataplane/source_credit.go); with a BarrierID, a new
+	// owner tells a sender to wait or go on (dataplane/route_hold.go). It
+	// never waits in an inbox: the receiving worker applies it on arrival.
 	FrameCredit FrameKind = 11
 
 	lastWireKind = FrameCredit

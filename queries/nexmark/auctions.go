@@ -285,6 +285,11 @@ func parseID(key []byte) (int64, error) { return strconv.ParseInt(string(key), 1
 func (c *closer) TimerStates() []string { return []string{AuctionState, EarlyBidState} }
 func (c *closer) ResetTimers()          { c.index.Reset() }
 
+// Timers makes the closer a dataplane.TimerIndexOwner: its timers move
+// with their keys on a rescale, so the new owner indexes the gained
+// auctions without scanning their state.
+func (c *closer) Timers() *dataplane.TimerIndex { return &c.index }
+
 func (c *closer) IndexTimers(state string, key, value []byte) {
 	switch state {
 	case AuctionState:
