@@ -265,47 +265,18 @@ func (p *Pebble) multiGetPoint(keys [][]byte) ([][]byte, error) {
 // multiGetIter sorts the keys and walks one iterator with ascending seeks
 // (Pebble turns monotonic SeekGE into cheap Nexts where it can).
 func (p *Pebble) multiGetIter(keys [][]byte) ([][]byte, error) {
-	out := make([][]byte, len(keys))
-	if len(keys) == 0 {
-		return out, nil
-	}
-	order := make([]int, len(keys))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
-	it, err := p.db.NewIter(&pebble.IterOptions{
-		LowerBound: keys[order[0]],
-		UpperBound: append(slices.Clip(keys[order[len(order)-1]]), 0),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("statesvc: pebble multiget: new iterator: %w", err)
-	}
-	c := valueCollector{ends: make([]int, 0, len(keys))}
-	for _, i := range order {
-		k := keys[i]
-		if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
-			v, err := it.ValueAndErr()
-			if err != nil {
-				_ = it.Close()
-				return nil, fmt.Errorf("statesvc: pebble multiget %q: %w", k, err)
-			}
-			c.add(v, true)
-		} else {
-			c.add(nil, false)
-		}
-	}
-	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("statesvc: pebble multiget: close iterator: %w", err)
-	}
-	return c.finish(out, order), nil
+	return p.multiGetSorted(keys, false)
 }
 
 // multiGetPrefix is multiGetIter with prefix seeks: every key is its own
-// prefix (the default comparer's Split), so each seek consults the bloom
+// prefix (wholeKeyComparer's Split), so each seek consults the bloom
 // filters and skips the sstables that lack the key instead of reading an
 // index and a data block of every level.
 func (p *Pebble) multiGetPrefix(keys [][]byte) ([][]byte, error) {
+	return p.multiGetSorted(keys, true)
+}
+
+func (p *Pebble) multiGetSorted(keys [][]byte, prefix bool) ([][]byte, error) {
 	out := make([][]byte, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -315,14 +286,27 @@ func (p *Pebble) multiGetPrefix(keys [][]byte) ([][]byte, error) {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
-	it, err := p.db.NewIter(nil)
+	var opts *pebble.IterOptions
+	if !prefix {
+		opts = &pebble.IterOptions{
+			LowerBound: keys[order[0]],
+			UpperBound: append(slices.Clip(keys[order[len(order)-1]]), 0),
+		}
+	}
+	it, err := p.db.NewIter(opts)
 	if err != nil {
 		return nil, fmt.Errorf("statesvc: pebble multiget: new iterator: %w", err)
 	}
 	c := valueCollector{ends: make([]int, 0, len(keys))}
 	for _, i := range order {
 		k := keys[i]
-		if it.SeekPrefixGE(k) && bytes.Equal(it.Key(), k) {
+		var found bool
+		if prefix {
+			found = it.SeekPrefixGE(k)
+		} else {
+			found = it.SeekGE(k)
+		}
+		if found && bytes.Equal(it.Key(), k) {
 			v, err := it.ValueAndErr()
 			if err != nil {
 				_ = it.Close()
