@@ -50,25 +50,23 @@ const (
 	BackendRemotePebble = "remote-pebble"
 )
 
-// Defaults for Options. The memtable is the artifact's 64 MiB: on state
-// far beyond the caches, updates of random keys are all new to the
-// memtable, and every flush's L0 files are compacted into a base level
-// they overlap entirely, so a larger memtable rewrites that level less
-// often (BenchmarkPebbleLargeStateGetPut: 16 -> 64 MiB with L0 compactions
-// from 8 files, 67 -> 52 µs of CPU per key read and rewritten). It costs
-// small values read from memory: the counter over 10 M keys, whose state
-// stays in memtables and L0, took 45 K events per worker CPU-s with these
-// settings against 70 K with 16 MiB and compactions from 4 files
-// (make bench, 2026-12-02); q6* over 2.3 GB gained more (4.4 K -> 12.7 K).
+// Defaults for Options. On state far beyond the caches every flush's L0
+// files are compacted into a base level they overlap entirely, so L0 is
+// compacted from 8 files, not 4 (pebble.go; BenchmarkPebbleLargeStateGetPut:
+// 64 -> 52 µs of CPU per key read and rewritten). The memtable stays at 16
+// MiB: 64 MiB (the artifact's) helped q6* over 2.3 GB a little (12.2 K ->
+// 12.7 K closed auctions per worker CPU-s) but made reads of small values
+// that live in memtables and L0 slower (the counter over 10 M keys: 74 K
+// -> 45 K events per worker CPU-s); koala bench rows, 2026-12-02.
 //
 // The block cache is 256 MiB (the artifact's is 512 MiB): Pebble allocates
 // it as blocks arrive, so small state costs nothing more, and on state far
 // larger than it, a read finds the index blocks it needs cached and pays
-// one data block read instead of two or three (q6* over 2.3 GB: see
-// BENCHMARKS.md). The value cache stays at 32 MiB (maxValueCacheBytes).
+// one data block read instead of two or three. The value cache stays at 32
+// MiB (maxValueCacheBytes).
 const (
 	DefaultCacheBytes    int64 = 256 << 20
-	DefaultMemTableBytes int64 = 64 << 20
+	DefaultMemTableBytes int64 = 16 << 20
 )
 
 // Options selects and configures a backend.
