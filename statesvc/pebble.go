@@ -336,14 +336,31 @@ func (p *Pebble) MultiPut(kvs []KV) error {
 	if p.volatile && p.cache.buffer(kvs) {
 		return p.writeBackLocked(false)
 	}
+	p.cache.beginWrite()
+	if err := p.commitLocked(kvs, nil, "writes"); err != nil {
+		return err
+	}
+	p.cache.wrote(kvs)
+	return nil
+}
+
+// commitLocked writes kvs, except those skip marks, to Pebble as one batch
+// with NoSync (what names them in an error). A failed commit resets the
+// value cache: what it holds may no longer match Pebble. The caller holds
+// wmu.
+func (p *Pebble) commitLocked(kvs []KV, skip []bool, what string) error {
 	size := 0
-	for _, kv := range kvs {
-		size += len(kv.Key) + len(kv.Value) + 8
+	for i, kv := range kvs {
+		if skip == nil || !skip[i] {
+			size += len(kv.Key) + len(kv.Value) + 8
+		}
 	}
 	b := p.db.NewBatchWithSize(size)
 	defer b.Close()
-	p.cache.beginWrite()
-	for _, kv := range kvs {
+	for i, kv := range kvs {
+		if skip != nil && skip[i] {
+			continue
+		}
 		var err error
 		if kv.Value == nil {
 			err = b.Delete(kv.Key, nil)
@@ -356,9 +373,8 @@ func (p *Pebble) MultiPut(kvs []KV) error {
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		p.cache.reset()
-		return fmt.Errorf("statesvc: pebble commit batch of %d writes: %w", len(kvs), err)
+		return fmt.Errorf("statesvc: pebble commit batch of %d %s: %w", len(kvs), what, err)
 	}
-	p.cache.wrote(kvs)
 	return nil
 }
 

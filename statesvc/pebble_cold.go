@@ -1,10 +1,6 @@
 package statesvc
 
-import (
-	"fmt"
-
-	"github.com/cockroachdb/pebble"
-)
+import "slices"
 
 // Cold reads and writes: state migration reads the values of the buckets
 // a task gave away once, to hand them over, and the new owner writes
@@ -53,35 +49,12 @@ func (p *Pebble) PutCold(kvs []KV) error {
 	defer p.wmu.Unlock()
 	p.cache.beginWrite() // fills that read Pebble before this commit are dropped
 	pending := p.cache.updateKnown(kvs)
-	size := 0
-	for i, kv := range kvs {
-		if !pending[i] {
-			size += len(kv.Key) + len(kv.Value) + 8
-		}
-	}
-	if size == 0 {
+	if !slices.Contains(pending, false) { // every key was dirty in the cache
 		p.cache.beginWrite()
 		return p.writeBackLocked(false)
 	}
-	b := p.db.NewBatchWithSize(size)
-	defer b.Close()
-	for i, kv := range kvs {
-		if pending[i] {
-			continue
-		}
-		var err error
-		if kv.Value == nil {
-			err = b.Delete(kv.Key, nil)
-		} else {
-			err = b.Set(kv.Key, kv.Value, nil)
-		}
-		if err != nil {
-			return fmt.Errorf("statesvc: pebble batch write %q: %w", kv.Key, err)
-		}
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		p.cache.reset()
-		return fmt.Errorf("statesvc: pebble commit batch of %d cold writes: %w", len(kvs), err)
+	if err := p.commitLocked(kvs, pending, "cold writes"); err != nil {
+		return err
 	}
 	p.cache.beginWrite()
 	// Entries updated in place may have grown the dirty bytes.
