@@ -180,3 +180,43 @@ func BenchmarkBulkPush(b *testing.B) {
 	}
 	b.ReportMetric(float64(moved)/1e6/took.Seconds(), "MB/s")
 }
+
+// BenchmarkBulkPushSides times the two sides of BenchmarkBulkPush's move
+// apart, in process CPU (garbage collection included) per key moved: the
+// old owner's move-out and packing of 50 K counter values (most buffered
+// in its write-back cache), and the new owner's install of the packed
+// chunk. On 2 cores the two sides of a stop-and-restart pair share one
+// core, so their sum bounds the move's rate.
+func BenchmarkBulkPushSides(b *testing.B) {
+	var out, in int64
+	keys := 0
+	for range b.N {
+		b.StopTimer()
+		owner, gainer, _ := newPushPair(b, 100_000)
+		b.StartTimer()
+		ks := owner.keyed
+		start, end := statesvc.BucketRange(ks.opName, pushBuckets/2, pushBuckets)
+		var packed []byte
+		t0 := processCPU()
+		err := statesvc.MoveOut(ks.store, start, end, func(k, v []byte) bool {
+			packed = binary.AppendUvarint(packed, uint64(len(k)))
+			packed = append(packed, k...)
+			packed = binary.AppendUvarint(packed, uint64(len(v)))
+			packed = append(packed, v...)
+			keys++
+			return true
+		})
+		t1 := processCPU()
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := Record{Key: packed, Partition: pushBuckets / 2, Offset: kltStateOffset}
+		if err := gainer.keyed.applyPushed(&r, owner.id); err != nil {
+			b.Fatal(err)
+		}
+		out += t1 - t0
+		in += processCPU() - t1
+	}
+	b.ReportMetric(float64(out)/float64(keys), "old-owner-cpu-ns/key")
+	b.ReportMetric(float64(in)/float64(keys), "new-owner-cpu-ns/key")
+}

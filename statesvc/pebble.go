@@ -470,7 +470,7 @@ func (p *Pebble) Export(start, end []byte, fn func(k, v []byte) bool) error {
 		return err
 	}
 	defer p.exit()
-	_, _, _, err := p.exportRange(start, end, false, fn)
+	_, _, _, _, err := p.exportRange(start, end, false, fn)
 	return err
 }
 
@@ -480,33 +480,32 @@ func (p *Pebble) Export(start, end []byte, fn func(k, v []byte) bool) error {
 // keys is built only when Pebble holds any of the range. With keepKeys it
 // also returns Pebble's keys of the range (MoveOut drops their cache
 // entries). stopped says fn returned false. The caller holds enter.
-func (p *Pebble) exportRange(start, end []byte, keepKeys bool, fn func(k, v []byte) bool) (buffered []bufferedKV, onDisk [][]byte, stopped bool, err error) {
+func (p *Pebble) exportRange(start, end []byte, keepKeys bool, fn func(k, v []byte) bool) (buffered dirtyCopy, whole []int, onDisk [][]byte, stopped bool, err error) {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
-		return nil, nil, false, nil
+		return nil, nil, nil, false, nil
 	}
 	p.wmu.Lock()
-	buffered = p.cache.dirtyInRange(start, end)
+	buffered, whole = p.cache.dirtyInRange(start, end)
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	p.wmu.Unlock()
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
+		return nil, nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
 	}
 	defer it.Close()
-	for _, b := range buffered {
-		if b.present && !fn(b.k, b.v) {
-			return buffered, nil, true, nil
-		}
+	if !buffered.each(func(k, v []byte, present bool) bool { return !present || fn(k, v) }) {
+		return buffered, whole, nil, true, nil
 	}
 	if !it.First() {
 		if err := it.Error(); err != nil {
-			return nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
+			return nil, nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
 		}
-		return buffered, nil, false, nil
+		return buffered, whole, nil, false, nil
 	}
-	newer := make(map[string]struct{}, len(buffered))
-	for _, b := range buffered {
-		newer[b.key] = struct{}{}
-	}
+	newer := map[string]struct{}{}
+	buffered.each(func(k, _ []byte, _ bool) bool {
+		newer[string(k)] = struct{}{}
+		return true
+	})
 	var arena []byte
 	for ok := true; ok; ok = it.Next() {
 		k := it.Key()
@@ -520,16 +519,16 @@ func (p *Pebble) exportRange(start, end []byte, keepKeys bool, fn func(k, v []by
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, nil, false, fmt.Errorf("statesvc: pebble export at %q: %w", k, err)
+			return nil, nil, nil, false, fmt.Errorf("statesvc: pebble export at %q: %w", k, err)
 		}
 		if !fn(k, v) {
-			return buffered, onDisk, true, nil
+			return buffered, whole, onDisk, true, nil
 		}
 	}
 	if err := it.Error(); err != nil {
-		return nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
+		return nil, nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
 	}
-	return buffered, onDisk, false, nil
+	return buffered, whole, onDisk, false, nil
 }
 
 // DeleteRange implements Store with one range tombstone.

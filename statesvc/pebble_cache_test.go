@@ -74,8 +74,8 @@ func TestValueCacheBoundsAndSwitchesOff(t *testing.T) {
 			t.Fatalf("cache holds %d bytes, limit %d", c.bytes, c.limit)
 		}
 	}
-	if !c.off || len(c.m) != 0 {
-		t.Fatalf("cache with no hits: off %v, %d entries", c.off, len(c.m))
+	if !c.off || c.m.len() != 0 {
+		t.Fatalf("cache with no hits: off %v, %d entries", c.off, c.m.len())
 	}
 	// A cold cache far from full stays on however few hits it has.
 	cold := newValueCache(1 << 30)
@@ -93,7 +93,7 @@ func TestValueCacheBoundsAndSwitchesOff(t *testing.T) {
 	// Off: writes are not cached, lookups bypass; after enough bypassed keys
 	// it tries again, empty.
 	c.wrote([]KV{{Key: key(1), Value: []byte("v")}})
-	if _, _, _, on := cachedLookup(c, [][]byte{key(1)}); on || len(c.m) != 0 {
+	if _, _, _, on := cachedLookup(c, [][]byte{key(1)}); on || c.m.len() != 0 {
 		t.Fatal("an off cache answered or stored")
 	}
 	for range cacheRetryAfter/1000 + 1 {

@@ -96,7 +96,7 @@ func (c *valueCache) peek(keys, out [][]byte) (miss []int) {
 	}
 	var buf []byte
 	for i, k := range keys {
-		e := c.m[string(k)]
+		e := c.m.get(k)
 		if e == nil {
 			miss = append(miss, i)
 			continue
@@ -126,7 +126,7 @@ func (c *valueCache) updateKnown(kvs []KV) []bool {
 		return known
 	}
 	for i, kv := range kvs {
-		e := c.m[string(kv.Key)]
+		e := c.m.get(kv.Key)
 		if e == nil {
 			continue
 		}

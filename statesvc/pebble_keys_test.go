@@ -228,7 +228,7 @@ func TestPebbleColdReadsAndWrites(t *testing.T) {
 	if _, err := p.MultiGet(clean); err != nil { // cached clean
 		t.Fatal(err)
 	}
-	entries, lookups := len(p.cache.m), p.cache.lookups
+	entries, lookups := p.cache.m.len(), p.cache.lookups
 	// Cold writes over all three kinds and new keys, every fifth a delete.
 	var kvs []KV
 	for i := 0; i < 1500; i += 3 {
@@ -256,7 +256,7 @@ func TestPebbleColdReadsAndWrites(t *testing.T) {
 			t.Fatalf("cold read of %q = %x, want %x", k, got[i], want)
 		}
 	}
-	if n := len(p.cache.m); n != entries {
+	if n := p.cache.m.len(); n != entries {
 		t.Fatalf("the value cache holds %d entries after cold reads and writes, had %d", n, entries)
 	}
 	if p.cache.lookups != lookups {

@@ -27,13 +27,13 @@ func (p *Pebble) MoveOut(start, end []byte, fn func(k, v []byte) bool) error {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	buffered, onDisk, stopped, err := p.exportRange(start, end, true, fn)
+	buffered, whole, onDisk, stopped, err := p.exportRange(start, end, true, fn)
 	if err != nil || stopped {
 		return err
 	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	p.cache.forget(buffered, onDisk)
+	p.cache.forget(buffered, onDisk, whole)
 	// Always a tombstone: a write-back by another writer since the
 	// iterator was made may have put buffered values of the range in
 	// Pebble.
