@@ -89,17 +89,54 @@ type checkpointAlign struct {
 	seen  map[string]bool // upstream tasks whose barrier arrived
 	held  []*wire.Frame   // their later frames, in arrival order
 	start time.Time
+	// bytes is what held takes (recordsBytes); paused are the senders
+	// held back since it reached ReconfigHoldMaxBytes.
+	bytes  int
+	paused map[string]control.TaskRef
 }
 
 // holdForCheckpoint keeps f for after the checkpoint when its sender
 // already sent the barrier being aligned.
+//
+// The frames kept are bounded like a new owner's held records
+// (route_hold.go): past ReconfigHoldMaxBytes the task holds the sender,
+// which then waits before handing it more. A source's frames need no hold
+// (they are acknowledged only once processed, so its credit bounds them)
+// but get one all the same: it costs nothing and bounds the frames already
+// granted. Holding a sender cannot keep a barrier from arriving: it sent
+// its barrier here, so it aligned on its own upstreams, each of which sent
+// its barrier to all of its downstreams at once, this task included, before
+// any later frame.
 func (t *task) holdForCheckpoint(f *wire.Frame) bool {
 	a := t.ckpt.align
 	if a == nil || f.FromTask == "" || !a.seen[f.FromTask] || f.Kind == wire.FrameControl {
 		return false
 	}
 	a.held = append(a.held, f)
+	a.bytes += recordsBytes(f.Records)
+	if _, held := a.paused[f.FromTask]; held || a.bytes < t.holdBytes() {
+		return true
+	}
+	if ref, ok := t.srcRefs.lookup(t.view.Load(), f.FromTask); ok {
+		t.holdSender(ref, holdForAlignment)
+		if a.paused == nil {
+			a.paused = map[string]control.TaskRef{}
+		}
+		a.paused[f.FromTask] = ref
+		t.w.log.Debug("holding a sender: frames held for a checkpoint alignment reached the bound",
+			"task", t.id, "sender", f.FromTask, "checkpoint", a.id, "held_bytes", a.bytes, "bound", t.holdBytes())
+	}
 	return true
+}
+
+// releaseAlignmentSenders lifts the holds of the alignment in progress.
+func (t *task) releaseAlignmentSenders() {
+	if a := t.ckpt.align; a != nil {
+		for s, ref := range a.paused {
+			t.unholdSender(ref, holdForAlignment)
+			delete(a.paused, s)
+		}
+	}
 }
 
 // onCheckpointBarrier aligns checkpoint barrier f; when every upstream
@@ -148,6 +185,7 @@ func (t *task) releaseCheckpointHold(ctx context.Context) error {
 	if a == nil {
 		return nil
 	}
+	t.releaseAlignmentSenders()
 	t.ckpt.align = nil
 	for i, f := range a.held {
 		if err := t.handleFrame(ctx, f); err != nil {

@@ -171,3 +171,82 @@ func TestCheckpointBarrierAbort(t *testing.T) {
 func sortedKeys(m map[string]bool) []string {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// TestCheckpointAlignmentHoldIsBounded: frames an aligned input sends
+// after its barrier are kept until the alignment ends; once they pass
+// ReconfigHoldMaxBytes the sender is held (it waits before sending more),
+// the other input is not, and the end of the alignment lifts the hold and
+// processes every kept frame.
+func TestCheckpointAlignmentHoldIsBounded(t *testing.T) {
+	ctx := context.Background()
+	tk := newAlignTestSink(t)
+	tk.holdLimit = control.MinReconfigHoldBytes
+	view := *tk.view.Load()
+	view.dep = control.Deployment{Tasks: []control.TaskRef{{ID: "a"}, {ID: "b"}}} // on this worker
+	tk.view.Store(&view)
+	sendHeld := func(from string) bool {
+		return tk.w.holds.released(holdKey{job: "align", sender: from, receiver: "sink-0"}) != nil
+	}
+	if err := tk.handleFrame(ctx, barrierFrame("a", "cp-000001")); err != nil {
+		t.Fatal(err)
+	}
+	frame := recordsBytes(dataFrame("a", "k1", 1, 0).Records)
+	n := 0
+	for ; n*frame < control.MinReconfigHoldBytes; n++ {
+		if sendHeld("a") {
+			t.Fatalf("a held after %d bytes, below the bound %d", n*frame, control.MinReconfigHoldBytes)
+		}
+		if err := tk.handleFrame(ctx, dataFrame("a", "k1", uint64(n+1), int64(n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !sendHeld("a") || sendHeld("b") {
+		t.Fatalf("after %d bytes kept: a held %v, b held %v; want a only", n*frame, sendHeld("a"), sendHeld("b"))
+	}
+	if got, _, _ := tk.ledger.counts(); got != 0 {
+		t.Fatalf("%d records processed during the alignment, want 0", got)
+	}
+	if err := tk.handleFrame(ctx, barrierFrame("b", "cp-000001")); err != nil {
+		t.Fatal(err)
+	}
+	if sendHeld("a") || tk.w.holds.active.Load() != 0 {
+		t.Fatal("a still held after the alignment ended")
+	}
+	if got, _, _ := tk.ledger.counts(); got != uint64(n) {
+		t.Fatalf("after the alignment %d records processed, want the %d kept", got, n)
+	}
+	if len(tk.heldSenders) != 0 {
+		t.Fatalf("task still lists held senders %v", tk.heldSenders)
+	}
+}
+
+// TestHoldReasonsCombine: a sender held by the route gates and by a
+// checkpoint alignment stays held until both let it go.
+func TestHoldReasonsCombine(t *testing.T) {
+	tk := newAlignTestSink(t)
+	a := control.TaskRef{ID: "a"}
+	held := func() bool { return tk.w.holds.released(holdKey{job: "align", sender: "a", receiver: "sink-0"}) != nil }
+	steps := []struct {
+		hold bool
+		why  holdReason
+		want bool
+	}{
+		{true, holdForDrain, true},
+		{true, holdForAlignment, true},
+		{false, holdForDrain, true}, // the alignment still holds it
+		{false, holdForDrain, true}, // lifting twice changes nothing
+		{false, holdForAlignment, false},
+		{true, holdForAlignment, true},
+		{false, holdForAlignment, false},
+	}
+	for i, s := range steps {
+		if s.hold {
+			tk.holdSender(a, s.why)
+		} else {
+			tk.unholdSender(a, s.why)
+		}
+		if held() != s.want {
+			t.Fatalf("step %d (hold %v, reason %d): held %v, want %v", i, s.hold, s.why, held(), s.want)
+		}
+	}
+}

@@ -251,7 +251,7 @@ func (t *task) holdFrame(view *taskView, s string, f *wire.Frame) {
 	// A sender not in view cannot be held; what it sends is bounded by
 	// whatever stopped it appearing there.
 	if ref, ok := t.srcRefs.lookup(view, s); ok {
-		t.signalSender(ref, true)
+		t.holdSender(ref, holdForDrain)
 		if g.paused == nil {
 			g.paused = map[string]control.TaskRef{}
 		}
@@ -272,8 +272,49 @@ func (t *task) releaseSenders(all bool) {
 	}
 	for s, ref := range g.paused {
 		if all || !g.undrained(s) || 2*g.bytes < g.limit {
-			t.signalSender(ref, false)
+			t.unholdSender(ref, holdForDrain)
 			delete(g.paused, s)
 		}
 	}
+}
+
+// Why a task holds a sender: the route gates (above) and a checkpoint
+// alignment (checkpoint_barrier.go) hold senders each by their own rule,
+// and a sender both hold stays held until both let it go.
+type holdReason uint8
+
+const (
+	holdForDrain holdReason = 1 << iota
+	holdForAlignment
+)
+
+// holdSender holds ref for why, signalling it when nothing held it yet.
+// Task goroutine only.
+func (t *task) holdSender(ref control.TaskRef, why holdReason) {
+	cur := t.heldSenders[ref.ID]
+	if cur&why != 0 {
+		return
+	}
+	if cur == 0 {
+		t.signalSender(ref, true)
+	}
+	if t.heldSenders == nil {
+		t.heldSenders = map[string]holdReason{}
+	}
+	t.heldSenders[ref.ID] = cur | why
+}
+
+// unholdSender drops why's hold on ref and lifts the hold once no reason
+// is left. Task goroutine only.
+func (t *task) unholdSender(ref control.TaskRef, why holdReason) {
+	cur := t.heldSenders[ref.ID]
+	if cur&why == 0 {
+		return
+	}
+	if cur &^= why; cur != 0 {
+		t.heldSenders[ref.ID] = cur
+		return
+	}
+	delete(t.heldSenders, ref.ID)
+	t.signalSender(ref, false)
 }

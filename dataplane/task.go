@@ -149,6 +149,8 @@ type task struct {
 	// srcRefs finds the sources whose frames this task acknowledges
 	// (credit_return.go) and the senders it holds (route_hold.go).
 	srcRefs sourceRefs
+	// heldSenders are the senders this task holds and why (route_hold.go).
+	heldSenders map[string]holdReason
 	// holdLimit is the job's ReconfigHoldMaxBytes (route_hold.go).
 	holdLimit int
 	// ctlQueued counts control requests on their way to the task
@@ -230,6 +232,7 @@ func (t *task) stop(ctx context.Context) error {
 		return fmt.Errorf("task %s did not stop: %w", t.id, ctx.Err())
 	}
 	t.releaseSenders(true) // the goroutine that owned the gates has ended
+	t.releaseAlignmentSenders()
 	return t.closeResources()
 }
 

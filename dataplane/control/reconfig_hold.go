@@ -5,8 +5,10 @@ package control
 // until their old owner has forwarded everything routed to it the old way
 // (dataplane/route_drain.go), and an old owner's forwarded records that
 // wait behind the lookup entries of a handoff still being sent
-// (dataplane/handoff.go). At the bound the task stops taking more from
-// the senders (they wait) instead of growing.
+// (dataplane/handoff.go), and, outside reconfigurations, the frames a
+// task keeps while it aligns a checkpoint barrier (those of inputs whose
+// barrier arrived; dataplane/checkpoint_barrier.go). At the bound the task
+// stops taking more from the senders (they wait) instead of growing.
 const ParamReconfigHoldBytes = "ReconfigHoldMaxBytes"
 
 // Default and allowed range of ParamReconfigHoldBytes. The default holds a
