@@ -114,11 +114,16 @@ func (t *task) runSource(ctx context.Context) error {
 		if !s.credit.ready(t.view.Load().job.BatchSize) {
 			// The downstream has not processed what was read: wait for its
 			// credit, still taking control requests (barriers need none).
+			// The wait is the source's backpressure.
+			t.stats.blocked.begin(time.Now())
 			select {
 			case <-ctx.Done():
+				t.stats.blocked.end(time.Now())
 				return nil
 			case <-s.credit.wake:
+				t.stats.blocked.end(time.Now())
 			case cmd := <-s.cmds:
+				t.stats.blocked.end(time.Now())
 				t.execSourceCmd(ctx, cmd, &run)
 			}
 			continue
@@ -169,7 +174,11 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 		return nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	// Poll returns buffered records at once and blocks only while Kafka
+	// has none for it: the source's wait for input (its idle ratio).
+	t.stats.idle.begin(time.Now())
 	fetches := s.Poll(pctx, min(max(1, t.view.Load().job.BatchSize), room))
+	t.stats.idle.end(time.Now())
 	cancel()
 	if ctx.Err() != nil {
 		return nil

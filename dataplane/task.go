@@ -79,6 +79,9 @@ type taskStats struct {
 	forwarded    atomic.Uint64
 	// batchHist holds this second's batch times; the metrics loop takes it.
 	batchHist metrics.BatchHist
+	// idle is the time spent waiting for input, blocked the time spent
+	// waiting for a full downstream (wait_meter.go).
+	idle, blocked waitMeter
 }
 
 func (s *taskStats) observeBatch(d time.Duration) {
@@ -102,6 +105,8 @@ type task struct {
 	opName string
 	index  int
 	spec   control.OperatorSpec
+	// cost is the synthetic cost per record (control.ParamSyntheticCost).
+	cost time.Duration
 
 	view   atomic.Pointer[taskView]
 	viewMu sync.Mutex // serialises mergeView
@@ -160,6 +165,7 @@ type task struct {
 	ctlNudge  chan struct{}
 
 	// Owned by the worker's metrics loop.
+	lastEmit                                time.Time // when the last row was taken (zero: none yet)
 	lastIn, lastOut, lastFetched, lastMoved uint64
 	lastDead                                kafkaio.DeadLetterCounts
 	lastLate                                uint64
@@ -259,19 +265,18 @@ func (t *task) runProcessor(ctx context.Context) error {
 	idle := time.NewTicker(20 * time.Millisecond)
 	defer idle.Stop()
 	for {
-		select {
-		case <-ctx.Done():
+		f, ok := t.nextFrame(ctx, idle.C) // wait_meter.go: times the wait
+		switch {
+		case ctx.Err() != nil:
 			return nil
-		case f := <-t.inbox:
+		case ok:
 			if err := t.handleFrame(ctx, f); err != nil {
 				return err
 			}
-		case <-idle.C:
+		case t.keyed != nil:
 			// Progressive migration goes on when no input arrives.
-			if t.keyed != nil {
-				if err := t.afterBatch(ctx); err != nil {
-					return err
-				}
+			if err := t.afterBatch(ctx); err != nil {
+				return err
 			}
 		}
 	}
@@ -302,6 +307,9 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) erro
 		t.stats.recordsIn.Add(uint64(len(recs)))
 		if fa := t.w.opts.Faults; fa != nil {
 			fa.BeforeBatch(t.jobID, t.opName, t.id, len(recs))
+		}
+		if err := t.spendCost(ctx, len(recs)); err != nil {
+			return nil // the task is stopping (ctx done): its loop ends next
 		}
 		if t.ledger != nil && len(view.routes) == 0 {
 			t.ledger.observe(recs)
@@ -537,6 +545,8 @@ type outputs struct {
 	// lookup by task id per record. Reset by begin and flush.
 	lastRef   *control.TaskRef
 	lastFrame *wire.Frame
+	// blocked, when set, times flush's sends (the task's taskStats.blocked).
+	blocked *waitMeter
 }
 
 // divert makes frames for task id wait in q until its handoff is done.
@@ -596,7 +606,7 @@ func (o *outputs) flush(ctx context.Context, w *Worker) (int, error) {
 	for _, id := range o.order {
 		f := o.pending[id]
 		delete(o.pending, id)
-		if err := o.send(ctx, w, o.targets[id], f); err != nil {
+		if err := o.sendTimed(ctx, w, o.targets[id], f); err != nil {
 			o.order = o.order[:0]
 			return n, err
 		}

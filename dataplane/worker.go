@@ -355,6 +355,14 @@ func (w *Worker) emitMetrics(now time.Time) {
 		if batches > 0 {
 			row.BatchTimeAvgUs = float64(nanos) / float64(batches) / 1e3
 		}
+		// The first row of a task covers one tick of this loop.
+		interval := time.Second
+		if !t.lastEmit.IsZero() {
+			interval = now.Sub(t.lastEmit)
+		}
+		t.lastEmit = now
+		row.IdleRatio = waitRatio(t.stats.idle.take(now), interval)
+		row.BackpressureRatio = waitRatio(t.stats.blocked.take(now), interval)
 		if hist, err := t.stats.batchHist.Take(); err != nil {
 			w.log.Warn("batch-time histogram not recorded", "task", t.id, "err", err)
 		} else {
@@ -399,6 +407,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	}
 	t := &task{w: w, jobID: dep.Job.JobID, id: ref.ID, opName: ref.Operator, index: ref.Index, spec: spec, ctlNudge: make(chan struct{}, 1)}
 	t.view.Store(newTaskView(dep, ref.Operator))
+	t.out.blocked = &t.stats.blocked
 	hold, err := control.ReconfigHoldBytes(dep.Job)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
@@ -441,6 +450,9 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	}
 	t.op = op
 	t.lateBounder, _ = op.(LateBounder)
+	if t.cost, err = control.SyntheticCost(dep.Job, ref.Operator); err != nil {
+		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
+	}
 	t.inbox = make(chan *wire.Frame, 64)
 	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
 		t.ledger = newSinkLedger(dep.Job.ExactnessUnchecked == "" && dep.Job.OrderUnchecked == "")

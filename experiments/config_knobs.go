@@ -78,6 +78,7 @@ var artifactKnobs = map[string]knob{
 	"LoadWarmUpData":                       {kind: knobBool},
 	"WarmUpSnapshotDir":                    {kind: knobString},
 	control.ParamStateMigrationChunkSize:   {kind: knobInt, min: 1, max: control.MaxStateMigrationChunkSize},
+	control.ParamSyntheticCost:             {kind: knobString}, // "counter=250us": a per-record wait (dataplane/control/synthetic_cost.go)
 	"NumSubscales":                         {kind: knobInt, min: 1},
 	"RemotePebbleAddrs":                    {kind: knobStrings},
 	"NumEvents":                            {kind: knobInt, min: 0},

@@ -31,7 +31,7 @@ func init() {
 		Use:   "bench",
 		Short: "Run the benchmark suite against the local stack and write BENCHMARKS.md and results/bench/",
 		Long: `bench runs, in this order (each phase prints its expected duration
-before it starts; the whole default run takes about 25 min on 2 cores):
+before it starts; the whole default run takes about 28 min on 2 cores):
 
  1. micro: the hot-path testing.B benchmarks (frame codec, BucketOf,
     outputs batching, gRPC exchange, KLT lookup and size, the KLT lookup's
@@ -61,23 +61,32 @@ before it starts; the whole default run takes about 25 min on 2 cores):
     machinery on the 2→4 counter scale-out at 70 % of the probed rate for
     lazy, stop-and-restart, remote (against a koala statesvc it starts and
     stops itself) and drrs (~6 min);
- 5. state: scaling with state, in-process (an embedded cluster in this process):
+ 5. autoscale: the autoscaler (the --autoscale-config's "Autoscaler"
+    block) on a keyed counter whose counter has a synthetic cost per
+    record, its input doubled at 25 s, once with the lazy protocol
+    (autoscale-lazy) and once with stop-and-restart (autoscale-sr):
+    seconds from the step to the Kafka lag back at its pre-step level (in
+    seconds of the offered input), decisions taken, and the lowest 1 s
+    sink throughput over the 60 s after the step ÷ the rate before it
+    (~3.5 min);
+ 6. state: scaling with state, in-process (an embedded cluster in this process):
     bytes migrated by a lazy fetch-on-demand 2→4 counter scale-out vs the
     total state (--state-sizes, default 0.5 to 4 GB of 4 KB values), at a
     fixed active key set (~2 min);
- 6. rss: the counter offered far above its ceiling, every worker's VmRSS
+ 7. rss: the counter offered far above its ceiling, every worker's VmRSS
     sampled each second; max RSS and its growth over the last half (~2.5 min);
- 7. large-state: q6* (nexmark_query6_modified) with 1 and 2 stateful
+ 8. large-state: q6* (nexmark_query6_modified) with 1 and 2 stateful
     tasks over ≥ 2 GB of state (rows q6-1task, q6-2tasks): a warm-up run
     per row builds 1 M sellers × 2136 B and snapshots them, the measured
     run loads the snapshot and reads sellers uniformly over it; its targets
     are judged only if the state was ≥ 2 GB on disk and ≥ 4 × the value
     caches, with a cache hit rate ≤ 25 % (~5 min, most of it the builds).
 
---phases selects phases (e.g. --phases ceilings,rss) and --rows rows of
-the steady and large-state phases (e.g. --phases large-state --rows
-q6-1task, or --phases steady --rows q1-1src,q1-2src), so one row can be
-run alone.
+--phases selects phases (e.g. --phases ceilings,rss, or --phases autoscale)
+and --rows rows of the steady, large-state and autoscale phases (e.g.
+--phases large-state --rows q6-1task, --phases steady --rows
+q1-1src,q1-2src, or --phases autoscale --rows autoscale-lazy), so one row
+can be run alone.
 
 --profile also saves CPU profiles under <results>/run-<stamp>/profiles: each
 worker's over every steady-state run's measurement window (the stack must
@@ -126,10 +135,11 @@ JSON under results/bench/.`,
 	f.StringVar(&o.CounterConfig, "counter-config", "experiments/bench/counter-steady.json", "steady-state config of the keyed query's headline row")
 	f.IntVar(&o.HelloRate, "hello-rate", 0, "producer rate of the hello and hello-tuned rows (0: the configs')")
 	f.IntVar(&o.CounterRate, "counter-rate", 0, "producer rate of the counter and counter-tuned rows (0: the configs')")
-	f.StringVar(&o.Rows, "rows", "all", "rows of the steady and large-state phases to run, comma-separated: all or any of "+strings.Join(bench.RowNames(), ","))
+	f.StringVar(&o.Rows, "rows", "all", "rows of the steady, large-state and autoscale phases to run, comma-separated: all or any of "+strings.Join(bench.SelectableRows(), ","))
 	f.IntVar(&o.SteadySec, "steady-seconds", 0, "runtime of each steady-state and large-state measured run (0: the config's)")
 	f.StringVar(&o.DisruptionConfig, "disruption-config", "experiments/bench/counter-lazy-2to4.json", "scale-out experiment compared across protocols")
 	f.StringVar(&o.Protocols, "protocols", strings.Join(experiments.CompareVariants, ","), "protocols of the disruption phase")
+	f.StringVar(&o.AutoscaleConfig, "autoscale-config", "experiments/bench/counter-autoscale.json", "autoscale phase: the keyed counter with an \"Autoscaler\" block whose input doubles (its RatePerSecond, then twice that)")
 	f.IntVar(&o.ProbeFrom, "probe-from", 10_000, "disruption rate probe: first offered rate, events/s")
 	f.Float64Var(&o.ProbeFactor, "probe-factor", 1.3, "disruption rate probe: each step offers this many times the last")
 	f.IntVar(&o.ProbeMax, "probe-max", 160_000, "disruption rate probe: highest offered rate, events/s")

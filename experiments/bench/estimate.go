@@ -35,6 +35,9 @@ const (
 	warmUpKeysPerSec  = 15_000.0
 	snapshotExtraSec  = 20.0 // snapshot (scanning and checkpointing the state) and load
 	defaultRuntimeSec = 40
+	// autoscaleOverheadSec: an autoscale run also drains its backlog and
+	// waits for the autoscaler's result.
+	autoscaleOverheadSec = 6.0
 )
 
 // EstimatePhases estimates each selected phase.
@@ -78,6 +81,16 @@ func EstimatePhases(o Options, phases map[string]bool, rows map[string]bool) []P
 			rt := configRuntime(o.DisruptionConfig) // --steady-seconds does not apply
 			e.Sec += float64(len(variants)) * (float64(rt) + runOverheadSec + flush + gap)
 			e.Basis = fmt.Sprintf("a %d-step rate probe, then %d protocols × %d s", len(rates), len(variants), rt)
+		case PhaseAutoscale:
+			n := 0
+			for _, a := range AutoscaleRows {
+				if rows[a.Name] {
+					n++
+				}
+			}
+			rt := AutoscaleStepSec + AutoscaleWindowSec + autoscaleTailSec
+			e.Sec = gap + float64(n)*(float64(rt)+autoscaleOverheadSec+flush+gap)
+			e.Basis = fmt.Sprintf("%d protocols × %d s (a 2× input step at %d s)", n, rt, AutoscaleStepSec)
 		case PhaseState:
 			sizes, _ := ParseByteSizes(o.StateSizes)
 			for _, s := range sizes {

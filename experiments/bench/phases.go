@@ -18,10 +18,13 @@ const (
 	// (a warm-up run per row), apart from steady so they can be run or
 	// left out on their own.
 	PhaseLargeState = "large-state"
+	// PhaseAutoscale runs the autoscaler through a 2× input step, once
+	// per protocol (autoscale.go).
+	PhaseAutoscale = "autoscale"
 )
 
 // BenchPhases are all phases, in run order.
-var BenchPhases = []string{PhaseMicro, PhaseSteady, PhaseCeilings, PhaseDisruption, PhaseState, PhaseRSS, PhaseLargeState}
+var BenchPhases = []string{PhaseMicro, PhaseSteady, PhaseCeilings, PhaseDisruption, PhaseAutoscale, PhaseState, PhaseRSS, PhaseLargeState}
 
 // ParsePhases parses a comma-separated phase list ("all" selects every
 // phase). Unknown or repeated names are errors naming the allowed values.

@@ -43,6 +43,9 @@ type BenchReport struct {
 	Fractions   []CeilingFraction `json:"ceiling_fractions,omitempty"`
 	CeilingsSec float64           `json:"ceilings_sec"`
 
+	Autoscale    []AutoscaleRun `json:"autoscale,omitempty"`
+	AutoscaleSec float64        `json:"autoscale_sec"`
+
 	State    *StateScaling `json:"state,omitempty"`
 	StateSec float64       `json:"state_sec"`
 
@@ -139,6 +142,7 @@ func (r BenchReport) Targets() []TargetRow {
 		add(lagTarget, fmt.Sprintf("%.1f × (lazy %.1f s, stop-and-restart %.1f s)", f, *lazy.LagRecoverySec, *sr.LagRecoverySec),
 			verdict(f >= TargetLagSpeedup), "disruption")
 	}
+	out = append(out, r.autoscaleTargets()...)
 	if m, ok := FindMicro(r.Micro, "KLTLookup/hit/batch"); ok {
 		// Both batches of present and of absent keys must make it: a
 		// stateful task's batches hold both.
@@ -271,6 +275,8 @@ func (r BenchReport) Markdown() string {
 		}
 		b.WriteString(strings.ReplaceAll(md, "\n## ", "\n### "))
 	}
+
+	b.WriteString(r.autoscaleMarkdown())
 
 	b.WriteString("\n## Hot-path micro-benchmarks (go test -bench)\n\n")
 	commandAndError(&b, r.MicroCommand, r.MicroError)

@@ -202,6 +202,6 @@ func (r BenchReport) probeMarkdown() string {
 
 // phaseTimesText is how long each phase took.
 func (r BenchReport) phaseTimesText() string {
-	return fmt.Sprintf("micro-benchmarks %.0f s, steady state %.0f s, ceilings %.0f s, disruption %.0f s, state %.0f s, RSS %.0f s, large state %.0f s",
-		r.MicroSec, r.SteadySec, r.CeilingsSec, r.DisruptionSec, r.StateSec, r.RSSSec, r.LargeStateSec)
+	return fmt.Sprintf("micro-benchmarks %.0f s, steady state %.0f s, ceilings %.0f s, disruption %.0f s, autoscale %.0f s, state %.0f s, RSS %.0f s, large state %.0f s",
+		r.MicroSec, r.SteadySec, r.CeilingsSec, r.DisruptionSec, r.AutoscaleSec, r.StateSec, r.RSSSec, r.LargeStateSec)
 }

@@ -108,7 +108,7 @@ func allRows(o Options) []Row {
 	}
 }
 
-// RowNames are the names BenchRows knows, for --rows and its errors.
+// RowNames are the names BenchRows knows.
 func RowNames() []string {
 	var out []string
 	for _, r := range allRows(Options{}) {
@@ -117,10 +117,20 @@ func RowNames() []string {
 	return out
 }
 
+// SelectableRows are the names --rows takes: RowNames and the autoscale
+// phase's rows.
+func SelectableRows() []string {
+	out := RowNames()
+	for _, r := range AutoscaleRows {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
 // ParseRows parses --rows: "all", or a comma-separated list of row names.
 // Unknown or repeated names are errors naming the allowed values.
 func ParseRows(s string) (map[string]bool, error) {
-	known := RowNames()
+	known := SelectableRows()
 	out := map[string]bool{}
 	for _, n := range strings.Split(s, ",") {
 		n = strings.TrimSpace(strings.ToLower(n))

@@ -21,7 +21,8 @@ func TestParseRows(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{"all", RowNames(), ""},
+		{"all", SelectableRows(), ""},
+		{"autoscale-sr", []string{RowAutoscaleSR}, ""},
 		{"q6-1task", []string{RowQ6One}, ""},
 		{" Q1-1SRC , counter-10m", []string{RowCounter10M, RowQ1One}, ""},
 		{"", nil, "empty"},
@@ -40,7 +41,7 @@ func TestParseRows(t *testing.T) {
 			continue
 		}
 		var names []string
-		for _, n := range RowNames() {
+		for _, n := range SelectableRows() {
 			if got[n] {
 				names = append(names, n)
 			}
@@ -218,7 +219,8 @@ func TestCheckWarmUpFits(t *testing.T) {
 // Every JSON file here is a row's config, a warm-up, or a config of another
 // phase, so none is left behind unused.
 func TestEveryConfigIsUsed(t *testing.T) {
-	used := map[string]bool{"counter-lazy-2to4.json": true, "counter-sr-2to4.json": true, "counter-4kb-2to4.json": true}
+	used := map[string]bool{"counter-lazy-2to4.json": true, "counter-sr-2to4.json": true, "counter-4kb-2to4.json": true,
+		"counter-autoscale.json": true} // the autoscale phase's (autoscale_test.go)
 	for _, r := range defaultRows() {
 		used[r.Config] = true
 		if r.WarmUp != "" {

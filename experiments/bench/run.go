@@ -39,8 +39,8 @@ type Options struct {
 	HelloConfig, CounterConfig, WindowConfig string
 	HelloRate, CounterRate, WindowRate       int
 	SteadySec                                int
-	// Rows selects rows of the steady and large-state phases ("all" or
-	// names of RowNames).
+	// Rows selects rows of the steady, large-state and autoscale phases
+	// ("all" or names of RowNames).
 	Rows string
 	// DialNATS connects to the stack's NATS (the workers' value-cache
 	// counters); nil or an error leaves them unread, said in each row.
@@ -61,6 +61,8 @@ type Options struct {
 
 	DisruptionConfig string
 	Protocols        string
+	// AutoscaleConfig is the autoscale phase's experiment (autoscale.go).
+	AutoscaleConfig string
 	// The disruption phase's rate probe: offered rates from ProbeFrom,
 	// × ProbeFactor per step of ProbeStepSec, up to ProbeMax.
 	ProbeFrom      int
@@ -149,7 +151,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	env := steadyEnv{o: o, ch: o.ClickHouse, stamp: stamp}
-	if phases[PhaseSteady] || phases[PhaseDisruption] || phases[PhaseRSS] || phases[PhaseLargeState] {
+	if phases[PhaseSteady] || phases[PhaseDisruption] || phases[PhaseAutoscale] || phases[PhaseRSS] || phases[PhaseLargeState] {
 		tc, err := o.DialTemporal(ctx)
 		if err != nil {
 			return err
@@ -196,6 +198,13 @@ func Run(ctx context.Context, o Options) error {
 		}
 		rep.Disruption, rep.Probe, rep.DisruptionDir = cmp, probe, dir
 		rep.DisruptionSec = time.Since(t0).Seconds()
+	}
+
+	if phases[PhaseAutoscale] && ctx.Err() == nil {
+		t0 := phaseStart(PhaseAutoscale, "autoscaling")
+		runner.Sleep(ctx, o.Gap)
+		rep.Autoscale = benchAutoscale(ctx, env, rowSet)
+		rep.AutoscaleSec = time.Since(t0).Seconds()
 	}
 
 	if phases[PhaseState] && ctx.Err() == nil {
@@ -246,6 +255,11 @@ func Run(ctx context.Context, o Options) error {
 	if rep.Disruption != nil {
 		if v := rep.Disruption.Violations(); len(v) > 0 {
 			return fmt.Errorf("EXACTNESS VIOLATED: %s", strings.Join(v, "; "))
+		}
+	}
+	for _, a := range rep.Autoscale {
+		if a.Lost != 0 || a.Duplicated != 0 {
+			return fmt.Errorf("EXACTNESS VIOLATED in autoscale %s: lost=%d duplicated=%d", a.Row, a.Lost, a.Duplicated)
 		}
 	}
 	for _, s := range rep.Steady {

@@ -238,6 +238,9 @@ func lagText(e autoscale.Estimate) string {
 	return fmt.Sprintf(", Kafka lag %s", autoscale.Rate(e.Lag))
 }
 
+// PolicyLine renders a policy's settings on one line.
+func PolicyLine(p autoscale.Policy) string { return policyLine(p) }
+
 func policyLine(p autoscale.Policy) string {
 	s := fmt.Sprintf("DS2 at utilization %g, every %gs over %gs of metrics, catch-up %gs, stabilization %gs, scale-down delay %gs, min change %d",
 		p.TargetUtilization, p.IntervalSeconds, p.WindowSeconds, p.CatchUpSeconds, p.StabilizationSeconds, p.ScaleDownDelaySeconds, p.MinChange)

@@ -41,9 +41,9 @@ type OperatorLoad struct {
 	RecordsIn  float64 `json:"records_in"`
 	RecordsOut float64 `json:"records_out"`
 	// Busy is the operator's busy time per second, in task-seconds: each
-	// task's batch processing time (batches × average batch time), less
-	// the backpressure a worker reports. Idle time (waiting for input)
-	// falls between batches and is not in it.
+	// task's batch processing time (batches × average batch time), but no
+	// more than the time it neither waited for input nor for its
+	// downstream (busySeconds).
 	Busy float64 `json:"busy"`
 	// LagStart and LagEnd are a source's Kafka lag (summed over its tasks)
 	// at the first and last second each task reported in the window.
@@ -77,11 +77,22 @@ func (l OperatorLoad) Utilization() float64 {
 }
 
 // busySeconds is the busy time one row reports, in seconds, at most the
-// second it covers.
+// second it covers: the batches' processing time, capped by the part of
+// the second the task neither waited for input (IdleRatio) nor for a
+// full downstream (BackpressureRatio), as DS2's useful time.
+//
+// Both caps matter. A processing task's backpressure falls inside its
+// batches (it blocks handing a batch's output on), so its batch time
+// overstates its work and 1 − idle − backpressure is the smaller. A
+// source's backpressure is its wait for credit between batches, so there
+// the batch time is the smaller, and subtracting the backpressure from
+// it would leave the source no busy time (no true rate) exactly when
+// its downstream is saturated. Rows of workers that did not measure the
+// ratios (both 0) give the batch time.
 func busySeconds(r metrics.TaskRow) float64 {
 	busy := float64(r.Batches) * r.BatchTimeAvgUs / 1e6
-	if r.BackpressureRatio > 0 {
-		busy -= r.BackpressureRatio // blocked on a full downstream inside a batch's output
+	if useful := 1 - r.IdleRatio - r.BackpressureRatio; useful < busy {
+		busy = useful
 	}
 	return min(max(busy, 0), 1)
 }

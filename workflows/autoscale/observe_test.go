@@ -21,8 +21,9 @@ func TestAggregate(t *testing.T) {
 			metrics.TaskRow{Time: at, Job: "j", Operator: "source", Task: "source-0", RecordsIn: 1000, RecordsOut: 1000, Batches: 10, BatchTimeAvgUs: 1000, KafkaLag: uint64(100 + 50*(s+1))},
 			// Two counter tasks, 500 records each in 0.25 s of batches.
 			metrics.TaskRow{Time: at, Job: "j", Operator: "counter", Task: "counter-0", RecordsIn: 500, RecordsOut: 500, Batches: 5, BatchTimeAvgUs: 50_000},
-			// The second one is also blocked 0.05 s on its downstream.
-			metrics.TaskRow{Time: at, Job: "j", Operator: "counter", Task: "counter-1", RecordsIn: 500, RecordsOut: 500, Batches: 5, BatchTimeAvgUs: 60_000, BackpressureRatio: 0.05},
+			// The second one is also blocked 0.05 s on its downstream
+			// inside its batches, and waits 0.7 s for input.
+			metrics.TaskRow{Time: at, Job: "j", Operator: "counter", Task: "counter-1", RecordsIn: 500, RecordsOut: 500, Batches: 5, BatchTimeAvgUs: 60_000, IdleRatio: 0.7, BackpressureRatio: 0.05},
 			metrics.TaskRow{Time: at, Job: "other", Operator: "counter", Task: "counter-0", RecordsIn: 99999, Batches: 1, BatchTimeAvgUs: 1},
 		)
 	}
@@ -51,9 +52,26 @@ func TestAggregate(t *testing.T) {
 	if l := (OperatorLoad{}); l.TrueRate() != 0 || l.Selectivity() != 1 || l.Utilization() != 0 {
 		t.Fatalf("zero load: true rate %v selectivity %v utilization %v", l.TrueRate(), l.Selectivity(), l.Utilization())
 	}
-	// A row can never count more than the second it covers.
-	if b := busySeconds(metrics.TaskRow{Batches: 10, BatchTimeAvgUs: 500_000}); b != 1 {
-		t.Fatalf("busy %v, want capped at 1", b)
+}
+
+func TestBusySeconds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		row  metrics.TaskRow
+		want float64
+	}{
+		{"no ratios measured: the batch time", metrics.TaskRow{Batches: 4, BatchTimeAvgUs: 100_000}, 0.4},
+		{"never more than the second", metrics.TaskRow{Batches: 10, BatchTimeAvgUs: 500_000}, 1},
+		{"idle between batches leaves the batch time", metrics.TaskRow{Batches: 4, BatchTimeAvgUs: 100_000, IdleRatio: 0.6}, 0.4},
+		// 0.9 s of batches, 0.5 s of it blocked handing output on.
+		{"backpressure inside batches is not busy", metrics.TaskRow{Batches: 9, BatchTimeAvgUs: 100_000, IdleRatio: 0.1, BackpressureRatio: 0.5}, 0.4},
+		// A source waiting for credit 0.85 s between 0.1 s of batches.
+		{"a source's credit wait leaves its batch time", metrics.TaskRow{Batches: 10, BatchTimeAvgUs: 10_000, IdleRatio: 0.02, BackpressureRatio: 0.85}, 0.1},
+		{"ratios over 1 in all give 0", metrics.TaskRow{Batches: 1, BatchTimeAvgUs: 10_000, IdleRatio: 0.6, BackpressureRatio: 0.6}, 0},
+	} {
+		if got := busySeconds(tc.row); !near(got, tc.want) {
+			t.Errorf("%s: busy %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
