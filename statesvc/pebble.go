@@ -20,6 +20,9 @@ type Pebble struct {
 	// volatile: no WAL, and written values wait in the cache (write-back)
 	// until their budget is used up or something reads Pebble directly.
 	volatile bool
+	// written filters out reads of keys never written (pebble_keyfilter.go);
+	// nil for a store opened on existing data.
+	written *keyFilter
 
 	// wmu serializes writers (MultiPut, DeleteRange, write-backs), so the
 	// dirty entries a write-back takes cannot change before it marks them
@@ -105,6 +108,14 @@ func OpenPebble(o Options) (*Pebble, error) {
 	}
 	p := &Pebble{db: db, cache: newValueCache(min(o.CacheBytes/valueCacheShare, maxValueCacheBytes)), volatile: o.Volatile}
 	p.cond.L = &p.mu
+	empty, err := p.isEmpty()
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if empty {
+		p.written = newKeyFilter()
+	}
 	return p, nil
 }
 
@@ -199,7 +210,51 @@ func (p *Pebble) MultiGet(keys [][]byte) ([][]byte, error) {
 	return out, nil
 }
 
+// isEmpty says whether the store holds no key at all (deleted ones aside).
+func (p *Pebble) isEmpty() (bool, error) {
+	it, err := p.db.NewIter(nil)
+	if err != nil {
+		return false, fmt.Errorf("statesvc: pebble: new iterator: %w", err)
+	}
+	empty := !it.First()
+	if err := it.Close(); err != nil {
+		return false, fmt.Errorf("statesvc: pebble: look for a first key: %w", err)
+	}
+	return empty, nil
+}
+
+// readPebble reads keys from Pebble, except those the key filter knows
+// were never written (absent without a seek).
 func (p *Pebble) readPebble(keys [][]byte) ([][]byte, error) {
+	if p.written == nil {
+		return p.readPebbleAll(keys)
+	}
+	var maybe [][]byte
+	var at []int
+	for i, k := range keys {
+		if p.written.mayContain(k) {
+			maybe = append(maybe, k)
+			at = append(at, i)
+		}
+	}
+	switch len(maybe) {
+	case len(keys):
+		return p.readPebbleAll(keys)
+	case 0:
+		return make([][]byte, len(keys)), nil
+	}
+	read, err := p.readPebbleAll(maybe)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	for j, i := range at {
+		out[i] = read[j]
+	}
+	return out, nil
+}
+
+func (p *Pebble) readPebbleAll(keys [][]byte) ([][]byte, error) {
 	if len(keys) < pebbleIterMultiGetMin {
 		return p.multiGetPoint(keys)
 	}
@@ -365,6 +420,9 @@ func (p *Pebble) commitLocked(kvs []KV, skip []bool, what string) error {
 		if kv.Value == nil {
 			err = b.Delete(kv.Key, nil)
 		} else {
+			if p.written != nil {
+				p.written.add(kv.Key)
+			}
 			err = b.Set(kv.Key, kv.Value, nil)
 		}
 		if err != nil {
@@ -398,6 +456,9 @@ func (p *Pebble) writeBackLocked(all bool) error {
 				op := b.DeleteDeferred(len(k))
 				copy(op.Key, k)
 				return op.Finish()
+			}
+			if p.written != nil {
+				p.written.addString(k)
 			}
 			op := b.SetDeferred(len(k), len(v))
 			copy(op.Key, k)
