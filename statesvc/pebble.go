@@ -412,7 +412,8 @@ func (p *Pebble) commitLocked(kvs []KV, skip []bool, what string) error {
 	}
 	b := p.db.NewBatchWithSize(size)
 	defer b.Close()
-	for i, kv := range kvs {
+	for _, i := range sortedOrder(kvs) {
+		kv := kvs[i]
 		if skip != nil && skip[i] {
 			continue
 		}
@@ -436,6 +437,21 @@ func (p *Pebble) commitLocked(kvs []KV, skip []bool, what string) error {
 	return nil
 }
 
+// sortedOrder returns the indices of kvs in key order, equal keys in
+// their order in kvs (the later write wins in the batch, as unsorted).
+// A batch applies its writes to the memtable skiplist in its order, and
+// in key order each insert starts its search from the previous one's
+// position instead of the top of the list: random keys' inserts were the
+// largest cost of the keyed counter over 10 M keys.
+func sortedOrder(kvs []KV) []int {
+	order := make([]int, len(kvs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return bytes.Compare(kvs[a].Key, kvs[b].Key) })
+	return order
+}
+
 // writeBackChunk is how many dirty entries one write-back batch takes when
 // the dirty budget is exceeded: small enough that no single MultiPut pays
 // for a large backlog, so batch latency stays even.
@@ -450,21 +466,41 @@ func (p *Pebble) writeBackLocked(all bool) error {
 		if all {
 			n = -1
 		}
-		b := p.db.NewBatch()
+		// The entries in key order (see sortedOrder). Their values stay
+		// valid after oldestDirty returns: only a writer changes them,
+		// and this one holds wmu.
+		var dirty []KV
+		var keys []byte // the keys' bytes, one buffer
 		taken, err := p.cache.oldestDirty(n, func(k string, v []byte, present bool) error {
-			if !present {
-				op := b.DeleteDeferred(len(k))
-				copy(op.Key, k)
-				return op.Finish()
+			s := len(keys)
+			keys = append(keys, k...)
+			kv := KV{Key: keys[s:len(keys):len(keys)]}
+			if present {
+				kv.Value = v[:len(v):len(v)]
+				if kv.Value == nil {
+					kv.Value = []byte{}
+				}
 			}
-			if p.written != nil {
-				p.written.addString(k)
-			}
-			op := b.SetDeferred(len(k), len(v))
-			copy(op.Key, k)
-			copy(op.Value, v)
-			return op.Finish()
+			dirty = append(dirty, kv)
+			return nil
 		})
+		b := p.db.NewBatch()
+		if err == nil {
+			for _, i := range sortedOrder(dirty) {
+				kv := dirty[i]
+				if kv.Value == nil {
+					err = b.Delete(kv.Key, nil)
+				} else {
+					if p.written != nil {
+						p.written.add(kv.Key)
+					}
+					err = b.Set(kv.Key, kv.Value, nil)
+				}
+				if err != nil {
+					break
+				}
+			}
+		}
 		if err == nil && taken > 0 {
 			err = b.Commit(pebble.NoSync)
 		}
