@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 
 	"koala/dataplane/control"
@@ -33,8 +32,9 @@ import (
 // window, as for the lookup entries of a lazy handoff.
 
 // kltStateOffset marks a KLT frame record carrying pushed state: Partition
-// is the first bucket it holds keys of, Value the sender (as on every KLT record that names its
-// owner), Key a run of (uvarint length, state key, uvarint length, value).
+// is the first bucket of the run of buckets its keys are from, Value the
+// sender (as on every KLT record that names its owner), Key state keys and
+// their values packed (statesvc.AppendPacked).
 const kltStateOffset = -3
 
 // pushBuckets streams the state of buckets to target and then deletes it
@@ -46,45 +46,20 @@ func (t *task) pushBuckets(ctx context.Context, target control.TaskRef, buckets 
 	// 64 MiB message limit.
 	limit := min(ks.chunkBytes, control.MaxStateMigrationChunkSize-64<<10)
 	sent := 0
-	var packed []byte
-	send := func(bucket int) error {
-		f := &wire.Frame{Kind: wire.FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID,
-			Records: []Record{{Key: packed, Value: owner, Partition: int32(bucket), Offset: kltStateOffset}}}
-		sent += len(packed)
-		// A new buffer for the next chunk: this one may wait in a local
-		// inbox.
-		packed = nil
-		return t.w.deliver(ctx, target, f)
-	}
 	// One move-out (scan, then delete) per run of adjacent buckets (the
 	// buckets a task gains are usually one run). This task no longer
-	// touches them, so the store reads its buffered writes in place and
-	// drops exactly the keys handed out (statesvc.MoveOut).
+	// touches them, so the store packs its buffered writes in place and
+	// drops exactly the keys handed out (statesvc.MoveOutPacked); each
+	// chunk goes out as the store packed it. A chunk may wait in a local
+	// inbox: the store hands over a new buffer for every one.
 	for _, run := range bucketRuns(buckets) {
 		start, end := statesvc.BucketRange(ks.opName, run[0], run[1])
-		var sendErr error
-		err := statesvc.MoveOut(ks.store, start, end, func(k, v []byte) bool {
-			need := 2*binary.MaxVarintLen32 + len(k) + len(v)
-			if len(packed) > 0 && len(packed)+need > limit {
-				if sendErr = send(run[0]); sendErr != nil {
-					return false
-				}
-			}
-			if packed == nil {
-				packed = make([]byte, 0, min(limit, max(need, 256<<10)))
-			}
-			packed = binary.AppendUvarint(packed, uint64(len(k)))
-			packed = append(packed, k...)
-			packed = binary.AppendUvarint(packed, uint64(len(v)))
-			packed = append(packed, v...)
-			return true
+		err := statesvc.MoveOutPacked(ks.store, start, end, limit, func(chunk []byte) error {
+			f := &wire.Frame{Kind: wire.FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID,
+				Records: []Record{{Key: chunk, Value: owner, Partition: int32(run[0]), Offset: kltStateOffset}}}
+			sent += len(chunk)
+			return t.w.deliver(ctx, target, f)
 		})
-		if err == nil {
-			err = sendErr
-		}
-		if err == nil && len(packed) > 0 {
-			err = send(run[0])
-		}
 		if err != nil {
 			return sent, fmt.Errorf("push buckets %d-%d of %s to %s: %w", run[0], run[1]-1, ks.opName, target.ID, err)
 		}
@@ -119,16 +94,11 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 	kvs := make([]statesvc.KV, 0, len(r.Key)/30+1)
 	var slots, moved uint64
 	for rest := r.Key; len(rest) > 0; {
-		k, n, err := uvarintBytes(rest)
+		k, v, next, err := statesvc.NextPacked(rest)
 		if err != nil {
-			return fmt.Errorf("state chunk from %s, bucket %d: key: %w", from, bucket, err)
+			return fmt.Errorf("state chunk from %s, bucket %d: %w", from, bucket, err)
 		}
-		rest = rest[n:]
-		v, n, err := uvarintBytes(rest)
-		if err != nil {
-			return fmt.Errorf("state chunk from %s, bucket %d: value: %w", from, bucket, err)
-		}
-		rest = rest[n:]
+		rest = next
 		op, b, _, user, err := statesvc.SplitStateKey(k)
 		if err != nil {
 			return fmt.Errorf("state chunk from %s, bucket %d: %w", from, bucket, err)
@@ -153,17 +123,4 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 	ks.keysFetched.Add(slots)
 	ks.bytesMoved.Add(moved)
 	return nil
-}
-
-// uvarintBytes reads a uvarint length and that many bytes from b, and
-// returns them and the bytes consumed.
-func uvarintBytes(b []byte) ([]byte, int, error) {
-	l, n := binary.Uvarint(b)
-	if n <= 0 {
-		return nil, 0, fmt.Errorf("bad length prefix")
-	}
-	if l > uint64(len(b)-n) {
-		return nil, 0, fmt.Errorf("length %d runs past the chunk's %d bytes", l, len(b)-n)
-	}
-	return b[n : n+int(l)], n + int(l), nil
 }

@@ -196,24 +196,23 @@ func BenchmarkBulkPushSides(b *testing.B) {
 		b.StartTimer()
 		ks := owner.keyed
 		start, end := statesvc.BucketRange(ks.opName, pushBuckets/2, pushBuckets)
-		var packed []byte
+		var chunks [][]byte
 		t0 := processCPU()
-		err := statesvc.MoveOut(ks.store, start, end, func(k, v []byte) bool {
-			packed = binary.AppendUvarint(packed, uint64(len(k)))
-			packed = append(packed, k...)
-			packed = binary.AppendUvarint(packed, uint64(len(v)))
-			packed = append(packed, v...)
-			keys++
-			return true
+		err := statesvc.MoveOutPacked(ks.store, start, end, control.DefaultStateMigrationChunkSize, func(chunk []byte) error {
+			chunks = append(chunks, chunk)
+			return nil
 		})
 		t1 := processCPU()
 		if err != nil {
 			b.Fatal(err)
 		}
-		r := Record{Key: packed, Partition: pushBuckets / 2, Offset: kltStateOffset}
-		if err := gainer.keyed.applyPushed(&r, owner.id); err != nil {
-			b.Fatal(err)
+		for _, c := range chunks {
+			r := Record{Key: c, Partition: pushBuckets / 2, Offset: kltStateOffset}
+			if err := gainer.keyed.applyPushed(&r, owner.id); err != nil {
+				b.Fatal(err)
+			}
 		}
+		keys += int(gainer.keyed.keysFetched.Load())
 		out += t1 - t0
 		in += processCPU() - t1
 	}

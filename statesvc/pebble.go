@@ -2,6 +2,7 @@ package statesvc
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -567,42 +568,59 @@ func (p *Pebble) Export(start, end []byte, fn func(k, v []byte) bool) error {
 		return err
 	}
 	defer p.exit()
-	_, _, _, _, err := p.exportRange(start, end, false, fn)
+	_, _, err := p.exportRange(start, end, 0, false, func(chunk []byte) error {
+		if all, err := eachPacked(chunk, fn); err != nil || !all {
+			return cmp.Or(err, errStopped)
+		}
+		return nil
+	}, func(k, v []byte) error {
+		if !fn(k, v) {
+			return errStopped
+		}
+		return nil
+	})
+	if errors.Is(err, errStopped) {
+		return nil
+	}
 	return err
 }
 
-// exportRange hands every live key of [start, end) to fn: the range's
-// buffered writes (copied under wmu, with an iterator made at the same
-// moment), then Pebble's keys they do not supersede; the set of superseded
-// keys is built only when Pebble holds any of the range. With keepKeys it
-// also returns Pebble's keys of the range (MoveOut drops their cache
-// entries). stopped says fn returned false. The caller holds enter.
-func (p *Pebble) exportRange(start, end []byte, keepKeys bool, fn func(k, v []byte) bool) (buffered dirtyCopy, whole []int, onDisk [][]byte, stopped bool, err error) {
+// errStopped is how a callback of exportRange stops it.
+var errStopped = errors.New("statesvc: stopped by the caller")
+
+// exportRange hands every live key of [start, end) out: the range's
+// buffered writes to onChunk, packed in chunks of at most limit bytes (0:
+// one), copied under wmu with an iterator made at the same moment; then
+// Pebble's keys they do not supersede to onKey. The set of superseded keys
+// is built only when Pebble holds any of the range. With keepKeys it also
+// returns Pebble's keys of the range (MoveOut drops their cache entries).
+// A callback's error (errStopped to stop) ends it and is returned. The
+// caller holds enter.
+func (p *Pebble) exportRange(start, end []byte, limit int, keepKeys bool, onChunk func([]byte) error, onKey func(k, v []byte) error) (d dirtyRange, onDisk [][]byte, err error) {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
-		return nil, nil, nil, false, nil
+		return d, nil, nil
 	}
 	p.wmu.Lock()
-	buffered, whole = p.cache.dirtyInRange(start, end)
+	d = p.cache.dirtyInRange(start, end, limit)
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	p.wmu.Unlock()
 	if err != nil {
-		return nil, nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
+		return d, nil, fmt.Errorf("statesvc: pebble export: %w", err)
 	}
 	defer it.Close()
-	if !buffered.each(func(k, v []byte, present bool) bool { return !present || fn(k, v) }) {
-		return buffered, whole, nil, true, nil
+	for _, c := range d.chunks {
+		if err := onChunk(c); err != nil {
+			return d, nil, err
+		}
 	}
 	if !it.First() {
 		if err := it.Error(); err != nil {
-			return nil, nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
+			return d, nil, fmt.Errorf("statesvc: pebble export: %w", err)
 		}
-		return buffered, whole, nil, false, nil
+		return d, nil, nil
 	}
 	newer := map[string]struct{}{}
-	buffered.each(func(k, _ []byte, _ bool) bool {
-		newer[string(k)] = struct{}{}
-		return true
-	})
+	d.keys(func(k []byte) { newer[string(k)] = struct{}{} })
 	var arena []byte
 	for ok := true; ok; ok = it.Next() {
 		k := it.Key()
@@ -616,16 +634,16 @@ func (p *Pebble) exportRange(start, end []byte, keepKeys bool, fn func(k, v []by
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, nil, nil, false, fmt.Errorf("statesvc: pebble export at %q: %w", k, err)
+			return d, onDisk, fmt.Errorf("statesvc: pebble export at %q: %w", k, err)
 		}
-		if !fn(k, v) {
-			return buffered, whole, onDisk, true, nil
+		if err := onKey(k, v); err != nil {
+			return d, onDisk, err
 		}
 	}
 	if err := it.Error(); err != nil {
-		return nil, nil, nil, false, fmt.Errorf("statesvc: pebble export: %w", err)
+		return d, onDisk, fmt.Errorf("statesvc: pebble export: %w", err)
 	}
-	return buffered, whole, onDisk, false, nil
+	return d, onDisk, nil
 }
 
 // DeleteRange implements Store with one range tombstone.

@@ -1,7 +1,6 @@
 package statesvc
 
 import (
-	"encoding/binary"
 	"sync"
 	"unsafe"
 )
@@ -435,43 +434,35 @@ func (c *valueCache) evictLocked() {
 	}
 }
 
-// dirtyCopy holds copies of dirty entries (writes not yet in Pebble), one
-// after another in one buffer: a presence byte, then the key and the value
-// each after a uvarint length. One buffer rather than a record per entry:
-// after profiling, filling records of pointers was a third of a bulk move's
-// cost per key on its old owner.
-type dirtyCopy []byte
-
-func (d dirtyCopy) add(k string, v []byte, present bool) dirtyCopy {
-	p := byte(0)
-	if present {
-		p = 1
-	}
-	d = append(d, p)
-	d = binary.AppendUvarint(d, uint64(len(k)))
-	d = append(d, k...)
-	d = binary.AppendUvarint(d, uint64(len(v)))
-	return append(d, v...)
+// dirtyRange is a copy of a range's dirty entries (writes not yet in
+// Pebble): the present ones packed (packed.go) in chunks, the keys of the
+// absent ones (buffered deletes), and the shards that hold keys of the
+// range only. Packed rather than a record per entry: after profiling,
+// filling records of pointers was a third of a bulk move's cost per key on
+// its old owner, and a bulk move sends the chunks as they are.
+type dirtyRange struct {
+	chunks [][]byte
+	absent [][]byte
+	whole  []int
 }
 
-// each calls fn for every copy, in the order added, until it returns
-// false, and reports whether it went through all. k and v are sub-slices
-// of d (capacity capped): valid as long as d.
-func (d dirtyCopy) each(fn func(k, v []byte, present bool) bool) bool {
-	for len(d) > 0 {
-		present := d[0] == 1
-		d = d[1:]
-		n, w := binary.Uvarint(d)
-		k := d[w : w+int(n) : w+int(n)]
-		d = d[w+int(n):]
-		n, w = binary.Uvarint(d)
-		v := d[w : w+int(n) : w+int(n)]
-		d = d[w+int(n):]
-		if !fn(k, v, present) {
-			return false
+// each calls fn for every present entry until it returns false, and
+// reports whether it went through all.
+func (d *dirtyRange) each(fn func(k, v []byte) bool) bool {
+	for _, c := range d.chunks {
+		if all, _ := eachPacked(c, fn); !all {
+			return false // the chunks are well formed: fn stopped
 		}
 	}
 	return true
+}
+
+// keys calls fn for every entry's key, absent ones included.
+func (d *dirtyRange) keys(fn func(k []byte)) {
+	d.each(func(k, _ []byte) bool { fn(k); return true })
+	for _, k := range d.absent {
+		fn(k)
+	}
 }
 
 // inRange says whether k lies in [start, end); a nil end is unbounded.
@@ -479,11 +470,11 @@ func inRange(k string, start, end []byte) bool {
 	return k >= string(start) && (end == nil || k < string(end))
 }
 
-// dirtyInRange returns copies of the dirty entries with keys in [start,
-// end), in no particular order, and the shards that hold keys of the range
-// only (forget drops them whole). The caller holds wmu, so no write-back
-// moves them to Pebble meanwhile.
-func (c *valueCache) dirtyInRange(start, end []byte) (out dirtyCopy, whole []int) {
+// dirtyInRange copies the dirty entries with keys in [start, end), in no
+// particular order, the present ones in chunks of at most limit bytes (0:
+// one chunk; a chunk holds one pair at least). The caller holds wmu, so no
+// write-back moves them to Pebble meanwhile.
+func (c *valueCache) dirtyInRange(start, end []byte, limit int) (d dirtyRange) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	lo, hi, all := shardSpan(start, end)
@@ -498,8 +489,9 @@ func (c *valueCache) dirtyInRange(start, end []byte) (out dirtyCopy, whole []int
 		n += len(c.m.s[0])
 	}
 	if n == 0 {
-		return nil, nil
+		return d
 	}
+	var chunk []byte
 	scan := func(i int) {
 		m := c.m.s[i]
 		in := 0
@@ -511,15 +503,29 @@ func (c *valueCache) dirtyInRange(start, end []byte) (out dirtyCopy, whole []int
 			if !e.dirty {
 				continue
 			}
-			if out == nil {
-				// Room for every candidate at this entry's size: one
-				// allocation when values are of similar size.
-				out = make(dirtyCopy, 0, n*(len(k)+len(e.v)+8))
+			if !e.present {
+				d.absent = append(d.absent, []byte(k))
+				continue
 			}
-			out = out.add(k, e.v, e.present)
+			need := PackedSize(len(k), len(e.v))
+			if len(chunk) > 0 && limit > 0 && len(chunk)+need > limit {
+				d.chunks = append(d.chunks, chunk)
+				chunk = nil
+			}
+			if chunk == nil {
+				// Room for every candidate at this entry's size, up to
+				// the limit: one allocation when values are of similar
+				// size.
+				size := n * need
+				if limit > 0 {
+					size = min(size, max(limit, need))
+				}
+				chunk = make([]byte, 0, size)
+			}
+			chunk = appendPackedString(chunk, k, e.v)
 		}
 		if in > 0 && in == len(m) {
-			whole = append(whole, i)
+			d.whole = append(d.whole, i)
 		}
 	}
 	for i := lo; i <= hi && i < len(c.m.s); i++ {
@@ -528,7 +534,10 @@ func (c *valueCache) dirtyInRange(start, end []byte) (out dirtyCopy, whole []int
 	if !all && lo > 0 && len(c.m.s) > 0 {
 		scan(0) // keys of the operator too short for a bucket
 	}
-	return out, whole
+	if len(chunk) > 0 {
+		d.chunks = append(d.chunks, chunk)
+	}
+	return d
 }
 
 // dropRange forgets every entry with a key in [start, end), dirty ones
@@ -581,15 +590,15 @@ func (c *valueCache) afterDropLocked(dropped bool) {
 
 // forget drops the entries of the buffered writes copied (by MoveOut,
 // under the same wmu) and of the keys read from Pebble, dirty or not: their
-// range was handed away and deleted. The shards whole lists hold keys of
+// range was handed away and deleted. The shards d.whole lists hold keys of
 // that range only: they go at once, without a map delete per key. Entries
 // of cached absences in other shards stay: the keys are absent.
-func (c *valueCache) forget(buffered dirtyCopy, onDisk [][]byte, whole []int) {
+func (c *valueCache) forget(d *dirtyRange, onDisk [][]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	dropped := false
-	for _, i := range whole {
+	for _, i := range d.whole {
 		for _, e := range c.m.s[i] {
 			e.gone = true
 			c.bytes -= e.size()
@@ -606,10 +615,7 @@ func (c *valueCache) forget(buffered dirtyCopy, onDisk [][]byte, whole []int) {
 			dropped = c.dropLocked(e) || dropped
 		}
 	}
-	buffered.each(func(k, _ []byte, _ bool) bool {
-		drop(k) // a no-op for the keys of whole shards: their maps are gone
-		return true
-	})
+	d.keys(drop) // a no-op for the keys of whole shards: their maps are gone
 	for _, k := range onDisk {
 		drop(k)
 	}

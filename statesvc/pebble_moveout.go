@@ -2,24 +2,26 @@ package statesvc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble"
 )
 
-// MoveOut hands every live key of [start, end) to fn, in no particular
-// order, and then deletes the range: Pebble's keys by one range tombstone,
-// the cache's entries (buffered writes included) one by one. It is a bulk
-// state move's old-owner side, and the caller guarantees what makes it
-// cheap: nothing else reads or writes the range meanwhile (the task handed
-// those buckets away and no longer touches them). So the buffered writes
-// are read in place rather than written to Pebble first, only the keys
-// handed out leave the cache (Export followed by DeleteRange would walk
-// the whole cache), and no set of superseded keys is built when Pebble
-// holds none of the range. fn's slices are valid only during the call; fn
-// must not write the store. If fn stops the move (returns false) nothing is
-// deleted.
-func (p *Pebble) MoveOut(start, end []byte, fn func(k, v []byte) bool) error {
+// MoveOutPacked hands every live key of [start, end) to send, packed
+// (packed.go) in chunks of at most limit bytes (a chunk holds one pair at
+// least), in no particular order, and then deletes the range: Pebble's
+// keys by one range tombstone, the cache's entries by the bucket maps that
+// hold nothing else and one by one in the others. It is a bulk state
+// move's old-owner side, and the caller guarantees what makes it cheap:
+// nothing else reads or writes the range meanwhile (the task handed those
+// buckets away and no longer touches them). So the buffered writes are
+// packed in place rather than written to Pebble first, only the keys
+// handed out leave the cache, and no set of superseded keys is built when
+// Pebble holds none of the range. A chunk is the caller's to keep; send
+// must not write the store. If send fails, nothing is deleted and its
+// error is returned.
+func (p *Pebble) MoveOutPacked(start, end []byte, limit int, send func(chunk []byte) error) error {
 	if err := p.enter(); err != nil {
 		return err
 	}
@@ -27,13 +29,35 @@ func (p *Pebble) MoveOut(start, end []byte, fn func(k, v []byte) bool) error {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	buffered, whole, onDisk, stopped, err := p.exportRange(start, end, true, fn)
-	if err != nil || stopped {
+	// Pebble's keys go in chunks of their own, after the buffered ones.
+	var chunk []byte
+	d, onDisk, err := p.exportRange(start, end, limit, true, send, func(k, v []byte) error {
+		need := PackedSize(len(k), len(v))
+		if len(chunk) > 0 && limit > 0 && len(chunk)+need > limit {
+			if err := send(chunk); err != nil {
+				return err
+			}
+			chunk = nil
+		}
+		if chunk == nil {
+			size := 256 << 10
+			if limit > 0 {
+				size = min(size, limit)
+			}
+			chunk = make([]byte, 0, max(size, need))
+		}
+		chunk = AppendPacked(chunk, k, v)
+		return nil
+	})
+	if err == nil && len(chunk) > 0 {
+		err = send(chunk)
+	}
+	if err != nil {
 		return err
 	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	p.cache.forget(buffered, onDisk, whole)
+	p.cache.forget(&d, onDisk)
 	// Always a tombstone: a write-back by another writer since the
 	// iterator was made may have put buffered values of the range in
 	// Pebble.
@@ -46,4 +70,20 @@ func (p *Pebble) MoveOut(start, end []byte, fn func(k, v []byte) bool) error {
 		return fmt.Errorf("statesvc: pebble move out: delete range: commit: %w", err)
 	}
 	return nil
+}
+
+// MoveOut is MoveOutPacked calling fn for every key (fn's slices are valid
+// only during the call); if fn stops the move (returns false) nothing is
+// deleted.
+func (p *Pebble) MoveOut(start, end []byte, fn func(k, v []byte) bool) error {
+	err := p.MoveOutPacked(start, end, 0, func(chunk []byte) error {
+		if all, err := eachPacked(chunk, fn); err != nil || !all {
+			return errors.Join(err, errStopped)
+		}
+		return nil
+	})
+	if errors.Is(err, errStopped) {
+		return nil
+	}
+	return err
 }

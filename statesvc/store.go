@@ -209,3 +209,38 @@ func MoveOut(s Store, start, end []byte, fn func(k, v []byte) bool) error {
 	}
 	return s.DeleteRange(start, end)
 }
+
+// MoveOutPacked is MoveOut handing the keys to send packed (packed.go) in
+// chunks of at most limit bytes (a chunk holds one pair at least); a store
+// that cannot pack them in place (Pebble.MoveOutPacked) packs what MoveOut
+// hands out. If send fails, nothing is deleted and its error is returned.
+func MoveOutPacked(s Store, start, end []byte, limit int, send func(chunk []byte) error) error {
+	if m, ok := s.(interface {
+		MoveOutPacked(start, end []byte, limit int, send func(chunk []byte) error) error
+	}); ok {
+		return m.MoveOutPacked(start, end, limit, send)
+	}
+	// Scan, send, and delete only once everything went out.
+	var chunk []byte
+	var sendErr error
+	if err := s.Scan(start, end, func(k, v []byte) bool {
+		need := PackedSize(len(k), len(v))
+		if len(chunk) > 0 && limit > 0 && len(chunk)+need > limit {
+			if sendErr = send(chunk); sendErr != nil {
+				return false
+			}
+			chunk = nil
+		}
+		chunk = AppendPacked(chunk, k, v)
+		return true
+	}); err != nil {
+		return err
+	}
+	if sendErr == nil && len(chunk) > 0 {
+		sendErr = send(chunk)
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	return s.DeleteRange(start, end)
+}
