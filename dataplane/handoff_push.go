@@ -89,9 +89,6 @@ func bucketRuns(buckets []int) [][2]int {
 // plant state no route leads to.
 func (ks *keyedState) applyPushed(r *Record, from string) error {
 	bucket := int(r.Partition)
-	// About 30 bytes per state key and value with its lengths: one
-	// allocation for the slice in the common case.
-	kvs := make([]statesvc.KV, 0, len(r.Key)/30+1)
 	var slots, moved uint64
 	for rest := r.Key; len(rest) > 0; {
 		k, v, next, err := statesvc.NextPacked(rest)
@@ -106,7 +103,6 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 		if string(op) != ks.opName || b < bucket || b >= max(1, ks.buckets) {
 			return fmt.Errorf("state chunk from %s for buckets %d-%d of %s holds a key of bucket %d of %q", from, bucket, max(1, ks.buckets)-1, ks.opName, b, op)
 		}
-		kvs = append(kvs, statesvc.KV{Key: k, Value: v})
 		slots++
 		moved += uint64(len(user) + len(v))
 	}
@@ -116,8 +112,9 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 	// busy machine) than writing each chunk straight to Pebble, sorted
 	// (statesvc.PutCold), as lazy migration does to spare a running task's
 	// working set. PutMoved is MultiPut with the allocations and map
-	// growth per key taken out (BenchmarkBulkPushSides).
-	if err := statesvc.PutMoved(ks.store, kvs); err != nil {
+	// growth per key taken out (BenchmarkBulkPushSides); it keeps the
+	// chunk, which nothing else uses once delivered.
+	if err := statesvc.PutMoved(ks.store, r.Key); err != nil {
 		return fmt.Errorf("store state chunk from %s, bucket %d: %w", from, bucket, err)
 	}
 	ks.keysFetched.Add(slots)

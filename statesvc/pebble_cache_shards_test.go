@@ -174,7 +174,11 @@ func TestBufferMoved(t *testing.T) {
 		{Key: twice, Value: []byte("second")},
 		{Key: StateKey(nil, "op", 3, "count", []byte("b")), Value: []byte("B")},
 	}
-	if err := PutMoved(p, moved); err != nil {
+	var chunk []byte
+	for _, kv := range moved {
+		chunk = AppendPacked(chunk, kv.Key, kv.Value)
+	}
+	if err := PutMoved(p, chunk); err != nil {
 		t.Fatal(err)
 	}
 	checkCache(t, "after the moved batch", p.cache)
@@ -189,6 +193,9 @@ func TestBufferMoved(t *testing.T) {
 		}
 	}
 	check("in the cache")
+	if err := PutMoved(p, []byte{9, 'x'}); err == nil {
+		t.Fatal("a malformed chunk was stored")
+	}
 	if p.cache.m.len() != 4 {
 		t.Fatalf("%d entries, want 4", p.cache.m.len())
 	}

@@ -64,7 +64,13 @@ func TestKeyFilterEveryWritePath(t *testing.T) {
 		},
 		"write-back": func(p *Pebble, kvs []KV) error { return p.MultiPut(kvs) },
 		"cold":       func(p *Pebble, kvs []KV) error { return p.PutCold(kvs) },
-		"moved":      func(p *Pebble, kvs []KV) error { return PutMoved(p, kvs) },
+		"moved": func(p *Pebble, kvs []KV) error {
+			var chunk []byte
+			for _, kv := range kvs {
+				chunk = AppendPacked(chunk, kv.Key, kv.Value)
+			}
+			return PutMoved(p, chunk)
+		},
 	}
 	p, err := OpenPebble(Options{Dir: dir, Volatile: true, CacheBytes: 8 << 20})
 	if err != nil {
