@@ -3,7 +3,7 @@ GO      ?= go
 KOALA   := bin/koala
 PKGS    := ./...
 
-.PHONY: all build demo test test-short up down status install bench bench-profile clean vet
+.PHONY: all build demo test test-short up down status install bench bench-profile soak clean vet
 
 all: build
 
@@ -42,10 +42,12 @@ down: build
 status: build
 	./$(KOALA) stack status
 
-# Benchmarks against the local stack (about 25 min on 2 cores): go test
+# Benchmarks against the local stack (about 28 min on 2 cores): go test
 # hot-path benchmarks, steady state per core (hello, counter, nexmark-q5,
 # Nexmark q1, the counter over 10 M keys; tuned variants labelled), component
-# ceilings, disruption per protocol at 70 % of a probed rate, scaling with
+# ceilings, disruption per protocol at 70 % of a probed rate, the autoscaler
+# through a 2x input step with lazy and stop-and-restart (~3.5 min; alone:
+# BENCH_FLAGS='--phases autoscale'), scaling with
 # state (in-process), RSS under backpressure, q6* over 2 GB of state
 # (large-state); writes BENCHMARKS.md and results/bench/. One row alone:
 # BENCH_FLAGS='--phases large-state --rows q6-1task'.
@@ -63,6 +65,16 @@ bench: build
 
 bench-profile:
 	$(MAKE) bench BENCH_FLAGS='--profile $(BENCH_FLAGS)'
+
+# Chaos soak on the local stack (koala soak --help): random reconfigurations
+# and faults for SOAK_MINUTES with seed SOAK_SEED, then the oracle checks
+# every output; exits 1 unless all are exact. A failing seed reproduces its
+# run: make soak SOAK_SEED=<seed>. Results under results/soak-<seed>-<time>/.
+SOAK_MINUTES ?= 15
+SOAK_SEED    ?= 1
+soak: build
+	./$(KOALA) stack up
+	./$(KOALA) soak --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED)
 
 vet:
 	$(GO) vet $(PKGS)

@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"koala/dataplane/control"
@@ -71,6 +73,9 @@ type reconfigScheduler struct {
 	timelineSpecs []ReconfigSpec
 	timelineNext  int
 	gen           int
+	// requested marks the tickets of update requests: one whose plan is
+	// invalid fails its request, not the job (rejectedPlan).
+	requested map[int]bool
 }
 
 func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string) *reconfigScheduler {
@@ -78,7 +83,7 @@ func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string
 		ctx: ctx, in: in, jobID: jobID,
 		perOp:   in.ReconfigProtocol != ProtocolStopAndRestart && in.ReconfigProtocol != "",
 		running: map[string]string{}, queues: map[string][]queuedSpec{}, done: map[string]error{}, launched: map[int]string{},
-		specs: map[int]ReconfigSpec{},
+		specs: map[int]ReconfigSpec{}, requested: map[int]bool{},
 	}
 }
 
@@ -195,17 +200,52 @@ func (s *reconfigScheduler) launch(spec ReconfigSpec, ticket int) {
 		delete(s.running, lane)
 		delete(s.swapped, id)
 		s.pending--
-		if err != nil {
+		if err != nil && !s.rejectedPlan(ctx, ticket, err) {
 			s.fail(err)
 			return
 		}
-		s.dep = plan.Merge(s.dep, out.Deployment)
+		if err == nil {
+			s.dep = plan.Merge(s.dep, out.Deployment)
+		}
 		if q := s.queues[lane]; len(q) > 0 && s.err == nil {
 			s.queues[lane] = q[1:]
 			s.pending--
 			s.launch(q[0].spec, q[0].ticket)
 		}
 	})
+}
+
+// versionRequestPlanRejected marks runs in which a requested
+// reconfiguration whose plan step refused it fails only its request;
+// before it, it failed the whole run.
+const versionRequestPlanRejected = "request-plan-rejected"
+
+// rejectedPlan reports whether err, the failure of the reconfiguration of
+// ticket, is a requested one's refusal to plan (InvalidReconfiguration,
+// e.g. a rebalance of tasks that measured no load yet): it changed
+// nothing, so the request fails and the job goes on. The update's
+// validator cannot see such refusals coming: the plan step measures.
+func (s *reconfigScheduler) rejectedPlan(ctx workflow.Context, ticket int, err error) bool {
+	if !s.requested[ticket] || !hasErrType(err, "InvalidReconfiguration") {
+		return false
+	}
+	return workflow.GetVersion(ctx, versionRequestPlanRejected, workflow.DefaultVersion, 1) == 1
+}
+
+// hasErrType reports whether an ApplicationError of type typ is anywhere
+// in err's chain (a child's error wraps its step's).
+func hasErrType(err error, typ string) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) {
+			return false
+		}
+		if appErr.Type() == typ {
+			return true
+		}
+		err = appErr
+	}
+	return false
 }
 
 func (s *reconfigScheduler) fail(err error) {

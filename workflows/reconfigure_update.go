@@ -67,7 +67,9 @@ func (s *reconfigScheduler) serveRequest(ctx workflow.Context, spec ReconfigSpec
 	s.pending -= steps
 	var tickets []int
 	for i := 0; i < steps; i++ {
-		tickets = append(tickets, s.submit(spec)) // a second step queues behind the first: same lane
+		tk := s.submit(spec) // a second step queues behind the first: same lane
+		s.requested[tk] = true
+		tickets = append(tickets, tk)
 	}
 	// Done when each step started and completed, or the run failed.
 	var ids []string

@@ -33,6 +33,7 @@ const versionReconfigsAfterRecovery = "reconfigs-after-recovery"
 // context) with the recovered deployment and surviving workers.
 func (s *reconfigScheduler) resumeAfterRecovery(ctx workflow.Context, dep control.Deployment, workers []control.WorkerInfo) {
 	var again []ReconfigSpec
+	var requested []bool // a request stays one when submitted again (rejectedPlan)
 	for ticket := 1; ticket <= s.tickets; ticket++ {
 		if id, ok := s.launched[ticket]; ok {
 			if err, ended := s.done[id]; ended && err == nil {
@@ -40,6 +41,7 @@ func (s *reconfigScheduler) resumeAfterRecovery(ctx workflow.Context, dep contro
 			}
 		}
 		again = append(again, s.specs[ticket])
+		requested = append(requested, s.requested[ticket])
 	}
 	s.gen++
 	s.ctx, s.dep, s.workers = ctx, dep, workers
@@ -48,12 +50,14 @@ func (s *reconfigScheduler) resumeAfterRecovery(ctx workflow.Context, dep contro
 	if s.swapped != nil {
 		s.swapped = map[string]control.Deployment{}
 	}
-	for _, spec := range again {
+	for i, spec := range again {
 		if appliedIn(dep, spec) {
 			workflow.GetLogger(ctx).Info("reconfiguration interrupted by a recovery is already in the recovered deployment; not run again", "operator", spec.TargetOperator, "type", spec.Type)
 			continue
 		}
-		s.submit(spec)
+		if tk := s.submit(spec); requested[i] {
+			s.requested[tk] = true
+		}
 	}
 	s.runTimelineFrom(s.timelineNext)
 }

@@ -17,6 +17,8 @@ var rootCmd = &cobra.Command{
 	SilenceErrors: true,
 }
 
+func init() { rootCmd.AddCommand(newSoakCmd()) }
+
 func main() {
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "koala:", err)

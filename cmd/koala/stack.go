@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"koala/deploy/local"
 )
@@ -35,32 +36,10 @@ with a PID file and a log file under the run directory (default <home>/run).
 Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`,
 	}
 	f := cmd.PersistentFlags()
-	f.StringVar(&cfg.Home, "home", cfg.Home, "install cache (temporal CLI, Kafka libs) [$"+envHome+"]")
-	f.StringVar(&cfg.RunDir, "run-dir", "", "PID, log and data files (default <home>/run)")
-	f.StringVar(&cfg.Kafka, "kafka", cfg.Kafka, "Kafka broker: real (Apache Kafka from Maven Central) or embedded (franz-go kfake, no install)")
-	f.IntVar(&cfg.TemporalPort, "temporal-port", cfg.TemporalPort, "Temporal frontend gRPC port")
-	f.IntVar(&cfg.TemporalUIPort, "temporal-ui-port", cfg.TemporalUIPort, "Temporal web UI port")
-	f.IntVar(&cfg.NATSPort, "nats-port", cfg.NATSPort, "NATS client port")
-	f.IntVar(&cfg.KafkaPort, "kafka-port", cfg.KafkaPort, "Kafka broker port")
-	f.IntVar(&cfg.KafkaControllerPort, "kafka-controller-port", cfg.KafkaControllerPort, "Kafka KRaft controller port (real mode)")
-	f.IntVar(&cfg.ClickHouseHTTPPort, "clickhouse-http-port", cfg.ClickHouseHTTPPort, "ClickHouse HTTP port")
-	f.IntVar(&cfg.ClickHouseTCPPort, "clickhouse-tcp-port", cfg.ClickHouseTCPPort, "ClickHouse native TCP port")
-	f.StringVar(&cfg.KoalaBinary, "koala-binary", cfg.KoalaBinary, "koala binary that runs nats-server, kafka-fake, controller and workers")
-	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of koala worker processes (ids w1..wN)")
-	f.BoolVar(&cfg.Controller, "controller", cfg.Controller, "run the koala controller")
+	addStackFlags(f, &cfg)
 	f.BoolVar(&cfg.WorkerPprof, "worker-pprof", false, "up: start each worker with a Go profiling endpoint (/debug/pprof/) on 127.0.0.1 at a free port, recorded in <run-dir>/worker-wN.pprof (koala bench --profile reads it)")
 
-	prep := func() (local.Config, error) {
-		c := cfg
-		if c.RunDir == "" {
-			c.RunDir = c.Home + "/run"
-		}
-		c.NATSSecurity = natsSecurityFromEnv()
-		if err := c.Validate(); err != nil {
-			return c, err
-		}
-		return c, nil
-	}
+	prep := func() (local.Config, error) { return prepStack(cfg) }
 	// verb is one `koala stack` subcommand: it resolves the flags into a
 	// validated config and hands it, with a context that ends on SIGINT or
 	// SIGTERM, to run.
@@ -112,4 +91,34 @@ Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`
 			return tw.Flush()
 		}))
 	return cmd
+}
+
+// addStackFlags registers the flags that locate a local stack (home, run
+// dir, ports, workers) on f; `koala soak` takes the same ones.
+func addStackFlags(f *pflag.FlagSet, cfg *local.Config) {
+	f.StringVar(&cfg.Home, "home", cfg.Home, "install cache (temporal CLI, Kafka libs) [$"+envHome+"]")
+	f.StringVar(&cfg.RunDir, "run-dir", "", "PID, log and data files (default <home>/run)")
+	f.StringVar(&cfg.Kafka, "kafka", cfg.Kafka, "Kafka broker: real (Apache Kafka from Maven Central) or embedded (franz-go kfake, no install)")
+	f.IntVar(&cfg.TemporalPort, "temporal-port", cfg.TemporalPort, "Temporal frontend gRPC port")
+	f.IntVar(&cfg.TemporalUIPort, "temporal-ui-port", cfg.TemporalUIPort, "Temporal web UI port")
+	f.IntVar(&cfg.NATSPort, "nats-port", cfg.NATSPort, "NATS client port")
+	f.IntVar(&cfg.KafkaPort, "kafka-port", cfg.KafkaPort, "Kafka broker port")
+	f.IntVar(&cfg.KafkaControllerPort, "kafka-controller-port", cfg.KafkaControllerPort, "Kafka KRaft controller port (real mode)")
+	f.IntVar(&cfg.ClickHouseHTTPPort, "clickhouse-http-port", cfg.ClickHouseHTTPPort, "ClickHouse HTTP port")
+	f.IntVar(&cfg.ClickHouseTCPPort, "clickhouse-tcp-port", cfg.ClickHouseTCPPort, "ClickHouse native TCP port")
+	f.StringVar(&cfg.KoalaBinary, "koala-binary", cfg.KoalaBinary, "koala binary that runs nats-server, kafka-fake, controller and workers")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of koala worker processes (ids w1..wN)")
+	f.BoolVar(&cfg.Controller, "controller", cfg.Controller, "run the koala controller")
+}
+
+// prepStack resolves the flags into a validated stack config.
+func prepStack(cfg local.Config) (local.Config, error) {
+	if cfg.RunDir == "" {
+		cfg.RunDir = cfg.Home + "/run"
+	}
+	cfg.NATSSecurity = natsSecurityFromEnv()
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
 }

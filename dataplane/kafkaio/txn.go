@@ -237,13 +237,69 @@ func (x *Txn) Commit(ctx context.Context, id string) error {
 func (x *Txn) commitPending(ctx context.Context) error {
 	p := x.pending
 	if err := x.clients[x.slot].EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("commit transaction %s of checkpoint %s: %w", p.TransactionalID, p.CheckpointID, err)
+		if !unconfirmed(err) {
+			return fmt.Errorf("commit transaction %s of checkpoint %s: %w", p.TransactionalID, p.CheckpointID, err)
+		}
+		if err := x.commitUnconfirmed(ctx, *p, err); err != nil {
+			return err
+		}
 	}
 	x.inTxn, x.pending = false, nil
 	x.slot = 1 - x.slot
 	held := x.held
 	x.held = nil
 	return x.produce(ctx, held)
+}
+
+// commitRetryWithin bounds how long a commit whose outcome is unknown is
+// retried: a broker restart takes tens of seconds; the transaction itself
+// lives kafkaSinkTxnTimeout.
+const commitRetryWithin = 2 * time.Minute
+
+// unconfirmed tells whether a failed EndTransaction may have left the
+// transaction open, to be committed by a retry: the broker was not
+// reached or did not answer (a restart), or answered with a retriable
+// error. franz-go refuses to retry such a commit itself (its documented
+// retry aborts, which would drop records of a completed checkpoint).
+func unconfirmed(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || errors.Is(err, kerr.OperationNotAttempted)
+	}
+	return true
+}
+
+// commitUnconfirmed commits the pre-committed transaction p after its
+// producer's commit failed with an unknown outcome (first), by id as a
+// restored task does (recommit; a transaction already committed answers
+// with success), retrying until the broker answers. The producer's
+// client is then replaced: it still believes the transaction open.
+func (x *Txn) commitUnconfirmed(ctx context.Context, p txnRef, first error) error {
+	deadline := time.Now().Add(commitRetryWithin)
+	err := first
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = x.recommit(rctx, p)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !unconfirmed(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("commit transaction %s of checkpoint %s: unconfirmed (%v), retried for %s: %w", p.TransactionalID, p.CheckpointID, first, commitRetryWithin, err)
+		}
+		t := time.NewTimer(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	x.clients[x.slot].Close()
+	x.clients[x.slot] = nil
+	return nil
 }
 
 // Abort is the report that checkpoint id failed.
@@ -262,8 +318,20 @@ func (x *Txn) Finish(ctx context.Context) error {
 	if !x.inTxn {
 		return nil
 	}
-	if err := x.clients[x.slot].EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("commit transaction %s at the end of the input: %w", x.txnID(x.slot), err)
+	cl := x.clients[x.slot]
+	// Known before the commit, to commit by id if its outcome is unknown.
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("producer id of %s: %w", x.txnID(x.slot), err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		if !unconfirmed(err) {
+			return fmt.Errorf("commit transaction %s at the end of the input: %w", x.txnID(x.slot), err)
+		}
+		ref := txnRef{CheckpointID: "(end of input)", TransactionalID: x.txnID(x.slot), Slot: x.slot, ProducerID: pid, ProducerEpoch: epoch}
+		if err := x.commitUnconfirmed(ctx, ref, err); err != nil {
+			return err
+		}
 	}
 	x.inTxn = false
 	x.slot = 1 - x.slot
