@@ -413,6 +413,19 @@ func (p *Pebble) commitLocked(kvs []KV, skip []bool, what string) error {
 	}
 	b := p.db.NewBatchWithSize(size)
 	defer b.Close()
+	if err := p.batchSorted(b, kvs, skip); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		p.cache.reset()
+		return fmt.Errorf("statesvc: pebble commit batch of %d %s: %w", len(kvs), what, err)
+	}
+	return nil
+}
+
+// batchSorted adds kvs, except those skip marks, to b in key order (nil
+// values as deletes), each written key to the key filter first.
+func (p *Pebble) batchSorted(b *pebble.Batch, kvs []KV, skip []bool) error {
 	for _, i := range sortedOrder(kvs) {
 		kv := kvs[i]
 		if skip != nil && skip[i] {
@@ -430,10 +443,6 @@ func (p *Pebble) commitLocked(kvs []KV, skip []bool, what string) error {
 		if err != nil {
 			return fmt.Errorf("statesvc: pebble batch write %q: %w", kv.Key, err)
 		}
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		p.cache.reset()
-		return fmt.Errorf("statesvc: pebble commit batch of %d %s: %w", len(kvs), what, err)
 	}
 	return nil
 }
@@ -487,20 +496,7 @@ func (p *Pebble) writeBackLocked(all bool) error {
 		})
 		b := p.db.NewBatch()
 		if err == nil {
-			for _, i := range sortedOrder(dirty) {
-				kv := dirty[i]
-				if kv.Value == nil {
-					err = b.Delete(kv.Key, nil)
-				} else {
-					if p.written != nil {
-						p.written.add(kv.Key)
-					}
-					err = b.Set(kv.Key, kv.Value, nil)
-				}
-				if err != nil {
-					break
-				}
-			}
+			err = p.batchSorted(b, dirty, nil)
 		}
 		if err == nil && taken > 0 {
 			err = b.Commit(pebble.NoSync)
