@@ -3,12 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"koala/experiments"
@@ -54,7 +50,7 @@ func benchDisruption(ctx context.Context, e steadyEnv, notes *[]string) (*experi
 	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
 	cmp := &experiments.Comparison{Experiment: base.Name, Config: o.DisruptionConfig, Started: time.Now()}
 	remote := ""
-	var svc *exec.Cmd
+	var svc *runner.StateServer
 	var svcNote error
 	for i, v := range variants {
 		if ctx.Err() != nil {
@@ -99,77 +95,27 @@ func benchDisruption(ctx context.Context, e steadyEnv, notes *[]string) (*experi
 	return cmp, &probe, dir, nil
 }
 
-// startStateSvc starts `koala statesvc` (self, or this binary when empty) on
-// addr with a fresh temporary Pebble directory and waits until it accepts
-// connections.
-func startStateSvc(ctx context.Context, self, addr string) (*exec.Cmd, string, error) {
-	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-		c.Close()
-		// Someone else's process holds the port: never reuse (or stop) it;
-		// run ours on a free port instead.
-		l, lerr := net.Listen("tcp", "127.0.0.1:0")
-		if lerr != nil {
-			return nil, "", fmt.Errorf("%s is in use and no free port: %v", addr, lerr)
-		}
-		free := l.Addr().String()
-		l.Close()
-		fmt.Printf("disruption: %s is in use by another process (left alone); starting our own state server on %s\n", addr, free)
-		addr = free
-	}
-	if self == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, "", fmt.Errorf("koala binary for statesvc: %w", err)
-		}
-		self = exe
-	}
-	dir, err := os.MkdirTemp("", "koala-bench-statesvc-")
+// startStateSvc starts `koala statesvc` (self, or this binary when empty)
+// on addr, or on a free port when another process holds addr.
+func startStateSvc(ctx context.Context, self, addr string) (*runner.StateServer, string, error) {
+	svc, err := runner.StartStateServer(ctx, self, addr, "")
 	if err != nil {
 		return nil, "", err
 	}
-	logf, err := os.Create(filepath.Join(dir, "statesvc.log"))
-	if err != nil {
-		return nil, "", err
+	if svc.Moved {
+		fmt.Printf("disruption: %s is in use by another process (left alone); our own state server is on %s\n", addr, svc.Addr)
 	}
-	cmd := exec.Command(self, "statesvc", "--listen", addr, "--dir", filepath.Join(dir, "pebble"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, "", err
-	}
-	fmt.Printf("disruption: started koala statesvc pid %d on %s (dir %s)\n", cmd.Process.Pid, addr, dir)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond); err == nil {
-			c.Close()
-			return cmd, addr, nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	stopStateSvc(cmd)
-	return nil, "", fmt.Errorf("koala statesvc did not listen on %s within 20 s (log %s)", addr, logf.Name())
+	fmt.Printf("disruption: started koala statesvc pid %d on %s\n", svc.PID(), svc.Addr)
+	return svc, svc.Addr, nil
 }
 
 // stopStateSvc stops the state server we started, by its PID, and removes
-// its temporary directory.
-func stopStateSvc(cmd *exec.Cmd) {
-	if cmd == nil || cmd.Process == nil {
+// its directory.
+func stopStateSvc(svc *runner.StateServer) {
+	if svc == nil {
 		return
 	}
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-	if n := len(cmd.Args); n > 0 {
-		if d := cmd.Args[n-1]; strings.Contains(d, "koala-bench-statesvc-") {
-			_ = os.RemoveAll(filepath.Dir(d))
-		}
-	}
+	pid := svc.PID()
+	svc.Stop()
 	fmt.Printf("disruption: stopped koala statesvc pid %d\n", pid)
 }

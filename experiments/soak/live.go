@@ -3,13 +3,9 @@ package soak
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"koala/experiments/runner"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"koala/dataplane/metrics"
@@ -110,54 +106,9 @@ func startStateServer(ctx context.Context, bin, runDir string) (func(), string, 
 	if bin == "" {
 		return nil, "", fmt.Errorf("protocol remote: no koala binary to run the state server (koala statesvc)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	svc, err := runner.StartStateServer(ctx, bin, "", runDir)
 	if err != nil {
-		return nil, "", fmt.Errorf("state server: free port: %w", err)
+		return nil, "", err
 	}
-	addr := l.Addr().String()
-	l.Close()
-	dir, err := os.MkdirTemp(runDir, "soak-statesvc-")
-	if err != nil {
-		return nil, "", fmt.Errorf("state server: %w", err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "statesvc.log"))
-	if err != nil {
-		return nil, "", fmt.Errorf("state server: %w", err)
-	}
-	cmd := exec.Command(bin, "statesvc", "--listen", addr, "--dir", filepath.Join(dir, "data"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, "", fmt.Errorf("state server: start %s statesvc: %w", bin, err)
-	}
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		os.RemoveAll(dir)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return stop, addr, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			stop()
-			return nil, "", fmt.Errorf("state server on %s not ready within 30s: %w (log %s)", addr, err, logf.Name())
-		}
-		if err := pause(ctx, 200*time.Millisecond); err != nil {
-			stop()
-			return nil, "", err
-		}
-	}
+	return svc.Stop, svc.Addr, nil
 }
