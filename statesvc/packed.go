@@ -80,3 +80,40 @@ func eachPacked(chunk []byte, fn func(k, v []byte) bool) (bool, error) {
 	}
 	return true, nil
 }
+
+// packer packs pairs into chunks of at most limit bytes (0: no limit; a
+// chunk holds one pair at least) and sends each chunk once the next pair
+// would not fit, and the last one on flush. Every chunk is a new buffer:
+// the receiver keeps it.
+type packer struct {
+	limit int
+	chunk []byte
+	send  func(chunk []byte) error
+}
+
+func (p *packer) add(k, v []byte) error {
+	need := PackedSize(len(k), len(v))
+	if len(p.chunk) > 0 && p.limit > 0 && len(p.chunk)+need > p.limit {
+		if err := p.flush(); err != nil {
+			return err
+		}
+	}
+	if p.chunk == nil {
+		size := 256 << 10
+		if p.limit > 0 {
+			size = min(size, p.limit)
+		}
+		p.chunk = make([]byte, 0, max(size, need))
+	}
+	p.chunk = AppendPacked(p.chunk, k, v)
+	return nil
+}
+
+func (p *packer) flush() error {
+	if len(p.chunk) == 0 {
+		return nil
+	}
+	c := p.chunk
+	p.chunk = nil
+	return p.send(c)
+}

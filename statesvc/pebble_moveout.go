@@ -30,27 +30,10 @@ func (p *Pebble) MoveOutPacked(start, end []byte, limit int, send func(chunk []b
 		return nil
 	}
 	// Pebble's keys go in chunks of their own, after the buffered ones.
-	var chunk []byte
-	d, onDisk, err := p.exportRange(start, end, limit, true, send, func(k, v []byte) error {
-		need := PackedSize(len(k), len(v))
-		if len(chunk) > 0 && limit > 0 && len(chunk)+need > limit {
-			if err := send(chunk); err != nil {
-				return err
-			}
-			chunk = nil
-		}
-		if chunk == nil {
-			size := 256 << 10
-			if limit > 0 {
-				size = min(size, limit)
-			}
-			chunk = make([]byte, 0, max(size, need))
-		}
-		chunk = AppendPacked(chunk, k, v)
-		return nil
-	})
-	if err == nil && len(chunk) > 0 {
-		err = send(chunk)
+	pk := &packer{limit: limit, send: send}
+	d, onDisk, err := p.exportRange(start, end, limit, true, send, pk.add)
+	if err == nil {
+		err = pk.flush()
 	}
 	if err != nil {
 		return err

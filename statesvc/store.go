@@ -221,23 +221,16 @@ func MoveOutPacked(s Store, start, end []byte, limit int, send func(chunk []byte
 		return m.MoveOutPacked(start, end, limit, send)
 	}
 	// Scan, send, and delete only once everything went out.
-	var chunk []byte
+	pk := &packer{limit: limit, send: send}
 	var sendErr error
 	if err := s.Scan(start, end, func(k, v []byte) bool {
-		need := PackedSize(len(k), len(v))
-		if len(chunk) > 0 && limit > 0 && len(chunk)+need > limit {
-			if sendErr = send(chunk); sendErr != nil {
-				return false
-			}
-			chunk = nil
-		}
-		chunk = AppendPacked(chunk, k, v)
-		return true
+		sendErr = pk.add(k, v)
+		return sendErr == nil
 	}); err != nil {
 		return err
 	}
-	if sendErr == nil && len(chunk) > 0 {
-		sendErr = send(chunk)
+	if sendErr == nil {
+		sendErr = pk.flush()
 	}
 	if sendErr != nil {
 		return sendErr
