@@ -105,6 +105,16 @@ func VariantInput(base workflows.ExperimentInput, variant, remoteAddrs string) (
 	return in, "", nil
 }
 
+// NeedsStateServer says whether variants run the remote protocol with no
+// state server to run it against: neither remoteAddrs nor the config's
+// RemotePebbleAddrs names one.
+func NeedsStateServer(base workflows.ExperimentInput, variants []string, remoteAddrs string) bool {
+	if !slices.Contains(variants, VariantRemote) {
+		return false
+	}
+	return len(splitComma(remoteAddrs)) == 0 && len(splitComma(base.Params[control.ParamRemotePebbleAddrs])) == 0
+}
+
 func splitComma(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {

@@ -831,3 +831,27 @@ func TestComputeRunMetricsBatchHistograms(t *testing.T) {
 		t.Errorf("no histograms: %+v %+v %q", m.PreBatch, m.ReconfigBatch, m.BatchHDRError)
 	}
 }
+
+func TestNeedsStateServer(t *testing.T) {
+	withAddrs := workflows.ExperimentInput{Params: map[string]string{control.ParamRemotePebbleAddrs: " 127.0.0.1:7070 "}}
+	blank := workflows.ExperimentInput{Params: map[string]string{control.ParamRemotePebbleAddrs: " , "}}
+	for _, tc := range []struct {
+		name     string
+		base     workflows.ExperimentInput
+		variants []string
+		flag     string
+		want     bool
+	}{
+		{"no remote variant", workflows.ExperimentInput{}, []string{VariantLazy, VariantDRRS}, "", false},
+		{"remote, nothing configured", workflows.ExperimentInput{}, []string{VariantLazy, VariantRemote}, "", true},
+		{"remote, blank list in config", blank, []string{VariantRemote}, " ,", true},
+		{"remote, flag names one", workflows.ExperimentInput{}, []string{VariantRemote}, "127.0.0.1:7070", false},
+		{"remote, config names one", withAddrs, []string{VariantRemote}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NeedsStateServer(tc.base, tc.variants, tc.flag); got != tc.want {
+				t.Fatalf("NeedsStateServer = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

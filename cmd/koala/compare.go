@@ -29,7 +29,8 @@ RESULTS/compare-TIMESTAMP/.
 
 Protocols: lazy (the config's lazy knobs), stop-and-restart (the config's
 state backend), remote (stop-and-restart over remote-pebble; needs
-RemotePebbleAddrs in the config or --remote-pebble, skipped otherwise) and
+RemotePebbleAddrs in the config or --remote-pebble; without either,
+compare starts its own koala statesvc for the run and stops it after) and
 drrs (subscales moved one after another, records re-routed).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

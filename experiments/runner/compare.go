@@ -50,9 +50,12 @@ type CompareOptions struct {
 	Protocols    string
 	ResultsDir   string
 	RemotePebble string
-	Gap          time.Duration // pause between two runs
-	FlushWait    time.Duration
-	Margin       time.Duration
+	// StateServerBinary is the koala binary started as `koala statesvc`
+	// when the remote protocol has no server (this binary when empty).
+	StateServerBinary string
+	Gap               time.Duration // pause between two runs
+	FlushWait         time.Duration
+	Margin            time.Duration
 }
 
 // Compare runs the experiment once per protocol, one after another, and
@@ -72,6 +75,19 @@ func Compare(ctx context.Context, o CompareOptions) error {
 	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
 	cmp := experiments.Comparison{Experiment: base.Name, Config: o.Config, Started: started}
 	fmt.Printf("comparing %s: %s (%d s each)\n  results: %s\n", base.Name, strings.Join(variants, ", "), base.TotalRuntimeSeconds, dir)
+	remote := o.RemotePebble
+	if experiments.NeedsStateServer(base, variants, remote) {
+		// Without a server the remote row would only say "skipped"; a
+		// private one with a fresh directory makes the four protocols
+		// comparable from one command, and it goes when the comparison does.
+		svc, err := StartStateServer(ctx, o.StateServerBinary, "", "")
+		if err != nil {
+			return fmt.Errorf("remote protocol: %w (or pass --remote-pebble ADDR)", err)
+		}
+		defer svc.Stop()
+		remote = svc.Addr
+		fmt.Printf("  remote: started koala statesvc on %s (pid %d), stopped at the end\n", svc.Addr, svc.PID())
+	}
 	for i, v := range variants {
 		if ctx.Err() != nil {
 			break
@@ -81,7 +97,7 @@ func Compare(ctx context.Context, o CompareOptions) error {
 			Sleep(ctx, o.Gap)
 		}
 		cmp.Rows = append(cmp.Rows, RunVariant(ctx, o.Services, VariantRun{
-			Base: base, Variant: v, RemotePebble: o.RemotePebble, Stamp: stamp, Label: fmt.Sprintf("[%d/%d %s]", i+1, len(variants), v),
+			Base: base, Variant: v, RemotePebble: remote, Stamp: stamp, Label: fmt.Sprintf("[%d/%d %s]", i+1, len(variants), v),
 			Dir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare",
 		}))
 	}
