@@ -26,14 +26,14 @@ type sinkLedger struct {
 	// last is the highest offset seen per (key, partition), by a 64-bit
 	// hash of both (a false match needs a collision among the job's keys);
 	// nil when the query's output has no per-key order to check.
-	last      map[uint64]int64
+	last      *offsetTable
 	reordered uint64
 }
 
 func newSinkLedger(order bool) *sinkLedger {
 	l := &sinkLedger{seen: map[int32][]uint64{}}
 	if order {
-		l.last = map[uint64]int64{}
+		l.last = newOffsetTable()
 	}
 	return l
 }
@@ -63,11 +63,8 @@ func (l *sinkLedger) observe(records []Record) {
 		bits[word] |= mask
 		l.distinct++
 		if l.last != nil {
-			h := orderSlot(r.Key, r.Partition)
-			if last, ok := l.last[h]; ok && r.Offset < last {
+			if !l.last.advance(orderSlot(r.Key, r.Partition), r.Offset) {
 				l.reordered++
-			} else {
-				l.last[h] = r.Offset
 			}
 		}
 	}
@@ -97,6 +94,68 @@ func (l *sinkLedger) reorders() (n uint64, checked bool) {
 // from them rather than judging them against records it rolled back.
 func (l *sinkLedger) restartOrder() {
 	if l.last != nil {
-		l.last = map[uint64]int64{}
+		l.last = newOffsetTable()
+	}
+}
+
+// offsetTable is sinkLedger.last: the highest offset per 64-bit slot hash,
+// in one flat open-addressed array (linear probing, at most half full).
+// Every record of a sink looks its key up here, and a key set larger than
+// the CPU caches made this the sink's main cost: a Go map's lookup touches
+// its directory, a control word and then the slot, each a likely cache
+// miss once the batch's other work has evicted them, where a probe here
+// usually reads one cache line.
+type offsetTable struct {
+	slots []offsetSlot // length a power of two
+	n     int
+}
+
+// offsetSlot is one entry; h == 0 marks a free slot, so hash 0 is stored
+// as 1 (two slots then share an entry, as any two colliding hashes do).
+type offsetSlot struct {
+	h   uint64
+	off int64
+}
+
+func newOffsetTable() *offsetTable { return &offsetTable{slots: make([]offsetSlot, 1024)} }
+
+// advance records off for h and reports true, unless h already holds a
+// higher offset: then it keeps that one and reports false (h's records
+// arrived out of order).
+func (t *offsetTable) advance(h uint64, off int64) bool {
+	h = max(h, 1)
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		switch s.h {
+		case h:
+			if off < s.off {
+				return false
+			}
+			s.off = off
+			return true
+		case 0:
+			s.h, s.off = h, off
+			if t.n++; 2*t.n > len(t.slots) {
+				t.grow()
+			}
+			return true
+		}
+	}
+}
+
+func (t *offsetTable) grow() {
+	old := t.slots
+	t.slots = make([]offsetSlot, 2*len(old))
+	mask := uint64(len(t.slots) - 1)
+	for _, s := range old {
+		if s.h == 0 {
+			continue
+		}
+		i := s.h & mask
+		for t.slots[i].h != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = s
 	}
 }
