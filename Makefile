@@ -15,7 +15,7 @@ build:
 demo: build
 	./$(KOALA) stack up
 	./$(KOALA) run experiments/hello.json
-	@echo "The stack keeps running so you can browse http://127.0.0.1:8233 — stop it with: make down"
+	@echo "The stack keeps running so you can browse http://127.0.0.1:8233 (Temporal) and http://127.0.0.1:8280 (koala ui) — stop it with: make down"
 
 install: build
 	./$(KOALA) stack install

@@ -35,6 +35,7 @@ type uiPage struct {
 	ID       string  `json:"id"`       // and its reconfiguration
 	Progress float64 `json:"progress"` // migration done, 0..1
 	Charts   int     `json:"charts"`   // uPlot charts drawn
+	Seconds  int     `json:"seconds"`  // seconds in the source's input rate chart
 	Problems string  `json:"problems"`
 }
 
@@ -48,6 +49,11 @@ const readUIPage = `(() => {
     id: rc ? rc.dataset.id : "",
     progress: rc ? Number(rc.dataset.progress) : 0,
     charts: document.querySelectorAll('.uplot').length,
+    seconds: (() => {
+      const blob = document.querySelector('script.charts');
+      const d = blob ? JSON.parse(blob.textContent)["rate/source-0"] : null;
+      return d ? d[0].length : 0;
+    })(),
     problems: pr ? pr.textContent : "",
   };
 })()`
@@ -66,8 +72,11 @@ func TestEndToEndLiveUI(t *testing.T) {
 	m := readJSONObject(t, filepath.Join("testdata", "e2e", "lazy_counter.json"))
 	m["TotalRuntimeSeconds"] = 75
 	m["Reconfigurations"] = []any{}
-	m["NumKeys"] = 20000
-	m["LazyByKeyMigrationBytesPerSecond"] = 64 << 10 // the slowest allowed: the migration lasts a few seconds
+	// Enough keys, moved at the slowest rate allowed, that the migration
+	// lasts a few seconds and the page can be caught in the middle of it.
+	m["RatePerSecond"] = 5000
+	m["NumKeys"] = 100000
+	m["LazyByKeyMigrationBytesPerSecond"] = 64 << 10
 	m["KafkaBrokers"] = cfg.KafkaBrokers()
 	path := writeJSONObject(t, filepath.Join(t.TempDir(), "live_ui.json"), m)
 	id := fmt.Sprintf("e2e-live-ui-%d", time.Now().UnixNano())
@@ -98,15 +107,16 @@ func TestEndToEndLiveUI(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if p.Tasks != 2 || p.Charts == 0 {
-			return fmt.Errorf("page shows %d counter tasks and %d charts, want 2 tasks and charts (problems: %q)", p.Tasks, p.Charts, p.Problems)
+		if p.Tasks != 2 || p.Charts == 0 || p.Seconds < 15 {
+			return fmt.Errorf("page shows %d counter tasks, %d charts, %d s of input; want 2 tasks, charts and 15 s of keys to move (problems: %q)",
+				p.Tasks, p.Charts, p.Seconds, p.Problems)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("before the scale-out: %v%s", err, stackLogTails(cfg))
 	}
-	t.Logf("page shows 2 counter tasks, %d charts", last.Charts)
+	t.Logf("page shows 2 counter tasks, %d charts, %d s of input", last.Charts, last.Seconds)
 
 	// Scale 2→4 (retried while the workflow is not ready for updates);
 	// meanwhile the page is watched.

@@ -15,10 +15,12 @@ type jobPage struct {
 	JobView
 	Charts map[string][][]float64
 	HasLag map[string]bool // operator -> some task of it had Kafka lag
+	// Window is the charts' time span in seconds, ending at the view's time.
+	Window int
 }
 
-func pageOf(v JobView) jobPage {
-	p := jobPage{JobView: v, Charts: map[string][][]float64{}, HasLag: map[string]bool{}}
+func pageOf(v JobView, window time.Duration) jobPage {
+	p := jobPage{JobView: v, Charts: map[string][][]float64{}, HasLag: map[string]bool{}, Window: int(window.Seconds())}
 	for _, op := range v.Operators {
 		for _, t := range op.Tasks {
 			s := t.Series
@@ -58,6 +60,7 @@ var funcs = template.FuncMap{
 	"ms":      func(f float64) string { return humanSeconds(f / 1000) },
 	"ago":     func(now, t time.Time) string { return humanSeconds(now.Sub(t).Seconds()) + " ago" },
 	"nonzero": func(t time.Time) bool { return !t.IsZero() },
+	"plural":  plural,
 }
 
 // opPage is what the operator template renders.
@@ -125,4 +128,12 @@ func humanSeconds(s float64) string {
 		d := time.Duration(s) * time.Second
 		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	}
+}
+
+// plural is "1 task", "2 tasks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -135,7 +135,7 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 	if !found {
 		status = http.StatusNotFound
 	}
-	s.render(w, status, "job", pageOf(v))
+	s.render(w, status, "job", pageOf(v, s.cfg.Window))
 }
 
 func (s *Server) jobLive(w http.ResponseWriter, r *http.Request) {
@@ -144,7 +144,7 @@ func (s *Server) jobLive(w http.ResponseWriter, r *http.Request) {
 	if !found {
 		status = http.StatusNotFound
 	}
-	s.render(w, status, "joblive", pageOf(v))
+	s.render(w, status, "joblive", pageOf(v, s.cfg.Window))
 }
 
 func (s *Server) apiJobs(w http.ResponseWriter, r *http.Request) {

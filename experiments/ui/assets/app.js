@@ -12,6 +12,24 @@
   const fmtPct = (v) => v == null ? "" : (100 * v).toFixed(0) + "%";
   const fmtBytes = (v) => v == null ? "" : v >= 1048576 ? (v / 1048576).toFixed(1) + "MiB" : v >= 1024 ? (v / 1024).toFixed(1) + "KiB" : v.toFixed(0) + "B";
 
+  // xRange is the time axis: the view's window ending at its time for a
+  // task's chart, so that the charts of one page line up; from the
+  // reconfiguration's start for the migration's (at least 30 s).
+  function xRange(kind) {
+    return (u, min, max) => {
+      const job = live.querySelector("#job");
+      const at = job ? Number(job.dataset.at) : 0;
+      const span = job ? Number(job.dataset.window) : 120;
+      const rc = live.querySelector("#reconfig");
+      const end = Math.max(at, max);
+      if (kind === "bytes" && rc) {
+        const start = Number(rc.dataset.start) - 2;
+        return [start, Math.max(end, start + 30)];
+      }
+      return [end - span, end];
+    };
+  }
+
   function options(kind, el) {
     const wide = el.classList.contains("wide");
     const line = (label, stroke, fill, value) => ({ label, stroke, fill, width: 1.5, value: (u, v) => value(v) });
@@ -38,7 +56,7 @@
       cursor: { show: true, x: false, y: false, points: { show: false } },
       legend: { show: false },
       select: { show: false },
-      scales: { x: { time: true }, y: { range } },
+      scales: { x: { time: true, range: xRange(kind) }, y: { range } },
       axes: wide ? [{ show: true, size: 20, font: "10px sans-serif", stroke: "#868e96", grid: { show: false } },
                     { show: true, size: 48, font: "10px sans-serif", stroke: "#868e96", values: (u, vs) => vs.map(fmtBytes), grid: { stroke: "#eee" } }]
                  : [{ show: false }, { show: false }],
