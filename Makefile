@@ -3,7 +3,7 @@ GO      ?= go
 KOALA   := bin/koala
 PKGS    := ./...
 
-.PHONY: all build demo test test-short up down status install bench bench-profile soak clean vet
+.PHONY: all build demo test test-short up down status install bench bench-profile soak clean vet ui-assets
 
 all: build
 
@@ -15,7 +15,7 @@ build:
 demo: build
 	./$(KOALA) stack up
 	./$(KOALA) run experiments/hello.json
-	@echo "The stack keeps running so you can browse http://127.0.0.1:8233 — stop it with: make down"
+	@echo "The stack keeps running so you can browse http://127.0.0.1:8233 (Temporal) and http://127.0.0.1:8280 (koala ui) — stop it with: make down"
 
 install: build
 	./$(KOALA) stack install
@@ -78,6 +78,16 @@ soak: build
 
 vet:
 	$(GO) vet $(PKGS)
+
+# koala ui's charting library: npm installs the version pinned in
+# experiments/ui/web/package-lock.json and its dist files are copied into
+# experiments/ui/assets, which the binary embeds (committed, so that a
+# build needs no npm). Run after changing the version in package.json.
+UI_WEB := experiments/ui/web
+ui-assets:
+	cd $(UI_WEB) && npm ci --no-audit --no-fund
+	cp $(UI_WEB)/node_modules/uplot/dist/uPlot.iife.min.js $(UI_WEB)/node_modules/uplot/dist/uPlot.min.css experiments/ui/assets/
+	cp $(UI_WEB)/node_modules/uplot/LICENSE experiments/ui/assets/uPlot.LICENSE
 
 clean: down
 	rm -rf bin results

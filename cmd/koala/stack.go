@@ -26,17 +26,20 @@ func newStackCmd() *cobra.Command {
 	cfg := local.DefaultConfig()
 	cfg.Controller = true
 	cfg.Workers = 3
+	cfg.UI = true
 	cfg.Progress = os.Stderr
 
 	cmd := &cobra.Command{
 		Use:   "stack",
-		Short: "Install, start, check and stop the local stack (Temporal, NATS, Kafka, ClickHouse, controller, workers)",
+		Short: "Install, start, check and stop the local stack (Temporal, NATS, Kafka, ClickHouse, controller, workers, ui)",
 		Long: `The local stack runs every service as a plain process bound to 127.0.0.1,
 with a PID file and a log file under the run directory (default <home>/run).
 Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`,
 	}
 	f := cmd.PersistentFlags()
 	addStackFlags(f, &cfg)
+	f.BoolVar(&cfg.UI, "ui", cfg.UI, "up: also start koala ui, the live view of the running jobs, on 127.0.0.1 at --ui-port")
+	f.IntVar(&cfg.UIPort, "ui-port", cfg.UIPort, "port of koala ui (with --ui)")
 	f.BoolVar(&cfg.WorkerPprof, "worker-pprof", false, "up: start each worker with a Go profiling endpoint (/debug/pprof/) on 127.0.0.1 at a free port, recorded in <run-dir>/worker-wN.pprof (koala bench --profile reads it)")
 
 	prep := func() (local.Config, error) { return prepStack(cfg) }
@@ -73,6 +76,9 @@ Installs are cached under the home directory (default $KOALA_HOME or ./.koala).`
 				envTemporal, c.TemporalAddr(), envNATS, c.NATSURL(),
 				envKafka, c.KafkaBrokers()[0], envClickHouse, c.ClickHouseURL())
 			fmt.Fprintf(out, "Temporal UI: %s\n", c.TemporalUIURL())
+			if c.UI {
+				fmt.Fprintf(out, "koala UI:    %s\n", c.UIURL())
+			}
 			return nil
 		}))
 	cmd.AddCommand(verb("down", "Stop every process started under the run dir (SIGTERM, then SIGKILL) and remove PID files",

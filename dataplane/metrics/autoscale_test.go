@@ -17,7 +17,8 @@ func TestTaskRowsWindowAndAutoscaleLog(t *testing.T) {
 	for s := range 6 {
 		for _, task := range []string{"counter-0", "counter-1"} {
 			r := TaskRow{Time: t0.Add(time.Duration(s)*time.Second + 250*time.Millisecond), Job: "auto", Operator: "counter", Task: task, Worker: "w1",
-				RecordsIn: uint64(100 * (s + 1)), RecordsOut: uint64(100 * (s + 1)), Batches: 3, BatchTimeAvgUs: 2500.5, KafkaLag: 7, IdleRatio: 0.25, BackpressureRatio: 0.125}
+				RecordsIn: uint64(100 * (s + 1)), RecordsOut: uint64(100 * (s + 1)), Batches: 3, BatchTimeAvgUs: 2500.5, KafkaLag: 7, IdleRatio: 0.25, BackpressureRatio: 0.125,
+				BytesTransferred: uint64(4096 * s), KeysFetched: uint64(12 * s), KLTSize: uint64(30 - s)}
 			ch.RecordTask(r)
 			mem.RecordTask(r)
 		}

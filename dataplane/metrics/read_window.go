@@ -12,11 +12,14 @@ import (
 // TaskRows returns the job's task metric rows of the seconds [from, to)
 // (ordered by time, then task), with the columns a load estimate needs:
 // time, operator, task, worker, records in and out, batches and their
-// average time, Kafka lag, idle and backpressure ratios. The autoscaler
-// reads its window with it (a few rows per task and second).
+// average time, Kafka lag, idle and backpressure ratios, and the state
+// migration's bytes and keys moved and lookup-table entries left. The
+// autoscaler reads its window with it (a few rows per task and second),
+// and koala ui its live charts.
 func (ch *ClickHouse) TaskRows(ctx context.Context, job string, from, to time.Time) ([]TaskRow, error) {
 	out := []TaskRow{}
-	sql := "SELECT ts_ms, operator, task, worker, records_in, records_out, batches, batch_time_avg_us, kafka_lag, idle_ratio, backpressure_ratio FROM " +
+	sql := "SELECT ts_ms, operator, task, worker, records_in, records_out, batches, batch_time_avg_us, kafka_lag, idle_ratio, backpressure_ratio, " +
+		"bytes_transferred, keys_fetched, klt_size FROM " +
 		ch.table(TaskTable) + " WHERE job = " + quoteString(job) +
 		" AND ts_ms >= " + strconv.FormatInt(max(from.Truncate(time.Second).UnixMilli(), 0), 10) +
 		" AND ts_ms < " + strconv.FormatInt(max(to.Truncate(time.Second).UnixMilli(), 0), 10) +
@@ -25,7 +28,8 @@ func (ch *ClickHouse) TaskRows(ctx context.Context, job string, from, to time.Ti
 		var ms uint64
 		row := TaskRow{Job: job}
 		if err := r.Scan(&ms, &row.Operator, &row.Task, &row.Worker, &row.RecordsIn, &row.RecordsOut, &row.Batches,
-			&row.BatchTimeAvgUs, &row.KafkaLag, &row.IdleRatio, &row.BackpressureRatio); err != nil {
+			&row.BatchTimeAvgUs, &row.KafkaLag, &row.IdleRatio, &row.BackpressureRatio,
+			&row.BytesTransferred, &row.KeysFetched, &row.KLTSize); err != nil {
 			return err
 		}
 		row.Time = time.UnixMilli(int64(ms))

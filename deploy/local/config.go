@@ -57,7 +57,10 @@ type Config struct {
 	// (/debug/pprof/) on 127.0.0.1 at a port it picks, whose address it
 	// writes to PprofAddrFile (pprof.go). Off by default: no extra listener.
 	WorkerPprof bool
-	Progress    io.Writer // where install/start progress lines go (nil = io.Discard)
+	// UI starts `koala ui` on 127.0.0.1:UIPort after the workers.
+	UI       bool
+	UIPort   int
+	Progress io.Writer // where install/start progress lines go (nil = io.Discard)
 	// NATSSecurity is what the stack's own NATS checks authenticate with;
 	// the processes it starts read the same settings from the inherited
 	// KOALA_NATS_* environment.
@@ -86,6 +89,7 @@ func DefaultConfig() Config {
 		KafkaControllerPort: DefaultKafkaControllerPort,
 		ClickHouseHTTPPort:  DefaultClickHouseHTTPPort,
 		ClickHouseTCPPort:   DefaultClickHouseTCPPort,
+		UIPort:              DefaultUIPort,
 		KoalaBinary:         exe,
 	}
 }
@@ -216,6 +220,14 @@ func (c *Config) Validate() error {
 			continue
 		}
 		seen[v] = p.name
+	}
+	if c.UI {
+		switch other, dup := seen[c.UIPort]; {
+		case c.UIPort < 1 || c.UIPort > 65535:
+			errs = append(errs, fmt.Errorf("UIPort: %d out of range; allowed: 1..65535", c.UIPort))
+		case dup:
+			errs = append(errs, fmt.Errorf("UIPort: port %d is also %s; every port must be distinct", c.UIPort, other))
+		}
 	}
 	return errors.Join(errs...)
 }

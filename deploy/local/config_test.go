@@ -48,6 +48,8 @@ func TestValidateErrors(t *testing.T) {
 		{"port too big", func(c *Config) { c.ClickHouseTCPPort = 70000 }, []string{"ClickHouseTCPPort", "1..65535"}},
 		{"duplicate port", func(c *Config) { c.KafkaPort = c.TemporalPort }, []string{"KafkaPort", "TemporalPort", "distinct"}},
 		{"workers", func(c *Config) { c.Workers = -1 }, []string{"Workers", "0..64"}},
+		{"ui port", func(c *Config) { c.UI, c.UIPort = true, 0 }, []string{"UIPort", "1..65535"}},
+		{"ui port taken", func(c *Config) { c.UI, c.UIPort = true, c.NATSPort }, []string{"UIPort", "NATSPort", "distinct"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

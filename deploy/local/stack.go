@@ -33,12 +33,15 @@ func services(c Config) ([]*process, error) {
 	for _, id := range c.WorkerIDs() {
 		procs = append(procs, workerProcess(c, id))
 	}
+	if c.UI {
+		procs = append(procs, uiProcess(c))
+	}
 	return procs, nil
 }
 
 // Up installs what is missing, then starts every service that is not
 // already running and waits until it is ready, in the order clickhouse,
-// nats, kafka, temporal, controller, workers. A service that runs with
+// nats, kafka, temporal, controller, workers, ui. A service that runs with
 // other settings than c asks for is an error (run Down first).
 func Up(ctx context.Context, c Config) error {
 	c = c.withDefaults()
@@ -62,7 +65,12 @@ func Up(ctx context.Context, c Config) error {
 	}
 	var workers []*process
 	var workerPIDs []int
+	var ui *process
 	for _, p := range procs {
+		if p.name == "ui" {
+			ui = p // after the workers, which it shows
+			continue
+		}
 		isWorker := strings.HasPrefix(p.name, "worker-")
 		pid, err := upOne(ctx, c, p, !isWorker)
 		if err != nil {
@@ -75,6 +83,11 @@ func Up(ctx context.Context, c Config) error {
 	// Workers start together and are checked together with one ping loop.
 	if err := waitWorkers(ctx, c, workers, workerPIDs, 30*time.Second); err != nil {
 		return fmt.Errorf("up: %w", err)
+	}
+	if ui != nil {
+		if _, err := upOne(ctx, c, ui, true); err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
 	}
 	return nil
 }
@@ -139,10 +152,10 @@ func checkKoalaBinary(path string) error {
 
 // stopOrder lists the names Down stops first, in order; any other PID
 // file under the run dir is stopped after them.
-var stopOrder = []string{"controller", "temporal", "kafka", "nats", "clickhouse"}
+var stopOrder = []string{"ui", "controller", "temporal", "kafka", "nats", "clickhouse"}
 
 // Down stops every process a PID file under c.RunDir names, workers first,
-// then the controller, temporal, kafka, nats and clickhouse, and removes
+// then the ui, the controller, temporal, kafka, nats and clickhouse, and removes
 // the PID files. It sends SIGTERM, waits (polling) and then SIGKILLs.
 func Down(c Config) error {
 	c = c.withDefaults()

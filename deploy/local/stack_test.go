@@ -249,7 +249,10 @@ func TestStackKoalaProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the stack plus koala controller and workers")
 	}
-	c, pids := upStack(t, KafkaEmbedded, true, 2, func(c *Config) { c.WorkerPprof = true })
+	c, pids := upStack(t, KafkaEmbedded, true, 2, func(c *Config) {
+		c.WorkerPprof = true
+		c.UI, c.UIPort = true, freeTestPort(t)
+	})
 	got, err := PingWorkers(context.Background(), c.NATSURL(), time.Second)
 	if err != nil || !got["w1"] || !got["w2"] {
 		t.Fatalf("workers answering: %v, %v", got, err)
@@ -279,9 +282,20 @@ func TestStackKoalaProcesses(t *testing.T) {
 	for _, s := range Status(c) {
 		names[s.Name] = true
 	}
-	for _, want := range []string{"controller", "worker-w1", "worker-w2"} {
+	for _, want := range []string{"controller", "worker-w1", "worker-w2", "ui"} {
 		if !names[want] {
 			t.Errorf("Status lacks %s", want)
+		}
+	}
+	// koala ui sees the two workers' (empty) job list and its assets.
+	for _, path := range []string{"/api/jobs", "/assets/uPlot.iife.min.js"} {
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(c.UIURL() + path)
+		if err != nil {
+			t.Fatalf("koala ui %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("koala ui %s: %s", path, resp.Status)
 		}
 	}
 	for _, s := range Status(c) {
@@ -384,4 +398,15 @@ func checkKafka(t *testing.T, c Config) {
 			}
 		}
 	}
+}
+
+// freeTestPort is a port on Host that was free a moment ago.
+func freeTestPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(Host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -18,6 +18,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/inproc"
 	"koala/dataplane/produce"
+	"koala/experiments/runner"
 	"koala/statesvc"
 	"koala/workflows"
 	"koala/workflows/plan"
@@ -237,7 +238,7 @@ func stateReconfigure(acts *activities.Activities, dep control.Deployment, worke
 
 // stateStatus asks the task's worker for its status over NATS.
 func stateStatus(ctx context.Context, acts *activities.Activities, dep control.Deployment, task control.TaskRef) (control.TaskStatus, error) {
-	st, err := requestStatus(ctx, acts.NC, dep.Job.JobID, task.WorkerID, []string{task.ID})
+	st, err := runner.WorkerStatus(ctx, acts.NC, dep.Job.JobID, task.WorkerID, []string{task.ID})
 	if err != nil {
 		return control.TaskStatus{}, fmt.Errorf("status of %s: %w", task.ID, err)
 	}

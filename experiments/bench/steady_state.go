@@ -2,15 +2,12 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"koala/dataplane/control"
+	"koala/experiments/runner"
 )
 
 // The state a measured run works on: a large-state row must show that its
@@ -22,9 +19,7 @@ import (
 // (their status); StateAtWindow reads both at the window's bounds.
 
 // natsRequester is the NATS request a sampler makes (*nats.Conn).
-type natsRequester interface {
-	RequestWithContext(ctx context.Context, subj string, data []byte) (*nats.Msg, error)
-}
+type natsRequester = runner.NATSRequester
 
 // StateSample is one reading of a run's state.
 type StateSample struct {
@@ -87,7 +82,7 @@ func (smp *StateSample) readCaches(nc natsRequester, jobID, operator string, wor
 	}
 	for _, w := range workers {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := requestStatus(ctx, nc, jobID, w.name, nil)
+		st, err := runner.WorkerStatus(ctx, nc, jobID, w.name, nil)
 		cancel()
 		if err != nil {
 			smp.CacheErr = err.Error()
@@ -106,31 +101,6 @@ func (smp *StateSample) readCaches(nc natsRequester, jobID, operator string, wor
 			}
 		}
 	}
-}
-
-// requestStatus asks a worker for the status of job's tasks on it (ids
-// nil: all of them), as the activities do.
-func requestStatus(ctx context.Context, nc natsRequester, jobID, workerID string, ids []string) (control.StatusReply, error) {
-	var st control.StatusReply
-	data, err := control.NewEnvelope(jobID, "", control.TasksRequest{TaskIDs: ids})
-	if err != nil {
-		return st, fmt.Errorf("status request to worker %s: %w", workerID, err)
-	}
-	msg, err := nc.RequestWithContext(ctx, control.WorkerSubject(workerID, control.VerbStatus), data)
-	if err != nil {
-		return st, fmt.Errorf("status of job %s on worker %s: %w", jobID, workerID, err)
-	}
-	var r control.Reply
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		return st, fmt.Errorf("status reply of worker %s: %w", workerID, err)
-	}
-	if r.Error != "" {
-		return st, fmt.Errorf("status of job %s on worker %s: %s", jobID, workerID, r.Error)
-	}
-	if err := json.Unmarshal(r.Body, &st); err != nil {
-		return st, fmt.Errorf("status body of worker %s: %w", workerID, err)
-	}
-	return st, nil
 }
 
 // StateWindow is a run's state over its window: bytes on disk at its
