@@ -45,7 +45,7 @@ func makeShortKey(b []byte) shortKey {
 func (k *shortKey) String() string { return string(k[:k[shortKeyMax]-1]) }
 
 // shortTable maps shortKeys to values: linear probing over a power-of-two
-// array kept at most half full.
+// array kept at most 3/4 full (see offsetTable).
 type shortTable struct {
 	slots []shortSlot
 	n     int
@@ -69,7 +69,7 @@ func (t *shortTable) slot(k *shortKey) *uint64 {
 		}
 		if s.k[shortKeyMax] == 0 {
 			s.k = *k
-			if t.n++; 2*t.n > len(t.slots) {
+			if t.n++; 4*t.n > 3*len(t.slots) {
 				t.grow()
 				return t.slot(k)
 			}
