@@ -69,9 +69,16 @@ const KindCollectSink = "collect-sink"
 const ParamMaxOutOfOrderness = "MaxOutOfOrdernessMs"
 
 // ParamSourceIdleTimeout is the job parameter after which a partition that
-// delivers nothing (and has no known backlog) stops holding the watermark
-// back, in milliseconds (default 1000).
+// delivers nothing stops holding the watermark back, in milliseconds
+// (default 1000), provided a fresh end offset shows it has no backlog
+// (dataplane/idleness.go).
 const ParamSourceIdleTimeout = "SourceIdleTimeoutMs"
+
+// ParamSourceOutageGrace bounds, in milliseconds (default 10000, ≥ 0), how
+// long a partition whose end offset cannot be looked up holds the
+// watermark back while its source reaches its other partitions
+// (dataplane/idleness.go).
+const ParamSourceOutageGrace = "SourceOutageGraceMs"
 
 // Job parameters of the Kafka source's fetches.
 const (
