@@ -22,9 +22,11 @@ import (
 // running tasks (activities.PlanScale).
 //
 // The validator rejects, before anything is written to the history: a job
-// that is not running yet or whose input has ended, an unknown operator or
-// type, a parallelism outside 1..NumBuckets or equal to the current one, a
-// task migration to a worker the job does not use, and an operator whose
+// that is not running yet, is being recovered from a lost worker ("the job
+// is recovering …; retry after recovery") or whose input has ended, an
+// unknown operator or type, a parallelism outside 1..NumBuckets or equal
+// to the current one, a task migration to a worker the job does not use,
+// and an operator whose
 // reconfiguration is still running ("operator X is being reconfigured
 // (workflow ID …)"; see reconfigScheduler for why requests are rejected
 // where config-scheduled reconfigurations queue). A task migration without

@@ -27,6 +27,15 @@ import (
 //     as without the loss (a trigger time already past fires at once).
 //
 // Runs recorded before the marker stop reconfiguring after a recovery.
+//
+// Requests ("reconfigure" update): from the watch's report of a lost worker
+// until the recovery is done, the validator refuses them (they would run
+// on the job being torn down), saying to retry after recovery. Since the
+// "request-rerun-after-recovery" marker, a request accepted before the loss
+// and cut short by it — its child cancelled, or failed because the workers
+// it waited on died — is answered with the outcome of its re-run (or at
+// once, if the recovered deployment already has its effect), not with the
+// interruption's error.
 const versionReconfigsAfterRecovery = "reconfigs-after-recovery"
 
 // resumeAfterRecovery restarts the scheduler on ctx (the recovered run's
