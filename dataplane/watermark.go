@@ -179,9 +179,7 @@ type watermarks struct {
 	lastActive map[int32]time.Time
 	partMaxAt  map[int32]int64 // partMax when last checked
 	idleRule   idleRule        // idleness.go
-	// strandedAt is when a partition's end offset was stale while another
-	// one's was fresh, for as long as that lasts (idleness.go).
-	strandedAt map[int32]time.Time
+	outages    outages         // idleness.go
 	started    time.Time
 	sentAt     time.Time
 	lastCheck  time.Time
@@ -284,7 +282,7 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 	}
 	if w.lastPos == nil {
 		w.lastPos, w.lastActive, w.partMaxAt = map[int32]int64{}, map[int32]time.Time{}, map[int32]int64{}
-		w.strandedAt = map[int32]time.Time{}
+		w.outages = outages{}
 	}
 	idleAfter := w.idleRule.IdleTimeout
 	w.parts = t.source.AppendPositions(w.parts[:0])
@@ -308,8 +306,8 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 	}
 	anyFresh := false
 	for _, pp := range w.parts {
-		if pp.Known && now.Sub(pp.EndAt) <= w.idleRule.EndMaxAge {
-			anyFresh = true
+		if !pp.EndAt.IsZero() && now.Sub(pp.EndAt) <= w.idleRule.EndMaxAge {
+			anyFresh = true // the source reaches the broker
 		}
 	}
 	activeMin, allMax := MaxWatermark, MinWatermark
@@ -325,14 +323,11 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 		}
 		// A partition is idle when nothing came from it for a while and a
 		// fresh end offset shows no backlog (idleness.go).
-		ps := partitionState{Quiet: now.Sub(active), EndKnown: pp.Known, CaughtUp: pp.Next >= pp.HighWatermark, EndAge: now.Sub(pp.EndAt)}
-		if fresh := pp.Known && ps.EndAge <= w.idleRule.EndMaxAge; fresh || !anyFresh {
-			delete(w.strandedAt, p)
-		} else if at, ok := w.strandedAt[p]; ok {
-			ps.Stranded = now.Sub(at)
-		} else {
-			w.strandedAt[p] = now
-		}
+		looked := !pp.EndAt.IsZero() // a lookup answered (a fetch's end is not one)
+		recent := looked && now.Sub(pp.EndAt) <= w.idleRule.EndMaxAge
+		ps := partitionState{Quiet: now.Sub(active), EndKnown: pp.Known, CaughtUp: pp.Next >= pp.HighWatermark,
+			Fresh: recent && !pp.EndAt.Before(active)}
+		ps.InOutage, ps.HeldFor = w.outages.note(pp, looked && !recent, anyFresh, now)
 		idle := partitionIdle(w.idleRule, ps)
 		m, has := w.partMax[p]
 		if has {

@@ -75,9 +75,9 @@ const ParamMaxOutOfOrderness = "MaxOutOfOrdernessMs"
 const ParamSourceIdleTimeout = "SourceIdleTimeoutMs"
 
 // ParamSourceOutageGrace bounds, in milliseconds (default 10000, ≥ 0), how
-// long a partition whose end offset cannot be looked up holds the
-// watermark back while its source reaches its other partitions
-// (dataplane/idleness.go).
+// long after its source reaches the broker again a partition that went
+// through an outage (its end offset could not be looked up) and delivered
+// nothing since keeps holding the watermark back (dataplane/idleness.go).
 const ParamSourceOutageGrace = "SourceOutageGraceMs"
 
 // Job parameters of the Kafka source's fetches.
