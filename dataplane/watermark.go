@@ -28,11 +28,11 @@ import (
 // records it sent before. A partition is idle (it does not hold the
 // watermark back) when nothing came from it for SourceIdleTimeoutMs (1 s)
 // and a fresh end offset shows no backlog in it; while its end offset
-// cannot be looked up (a broker outage) it is not idle (idleness.go).
-// When every partition is idle the largest event time of all partitions
-// counts. A partition waking up
-// wakes all of them for that long, so a burst after a quiet spell does not
-// run the watermark past partitions fetched later. A source that has
+// cannot be looked up (a broker outage), and after that until it delivers
+// again, it is not idle (idleness.go). When every partition is idle the
+// largest event time of all partitions counts. A partition waking up wakes
+// all of them for that long, so a burst after a quiet spell does not run
+// the watermark past partitions fetched later. A source that has
 // never seen a record and whose partitions are all idle declares itself
 // idle, so an empty source does not stall the job; its downstream tasks then
 // leave it out of their minimum until it sends a watermark again.
