@@ -238,25 +238,28 @@ func (t *task) pollOnce(ctx context.Context, finishAt map[int32]int64) error {
 	return err
 }
 
-// trackLag refreshes the end offsets of the task's partitions once a second,
-// independently of polling, so the lag metric keeps growing while the source
-// is paused or waits for credit (a fetch only reports the end it reached),
-// and falls as the downstream acknowledges what it processed.
+// trackLag refreshes the end offsets of the task's partitions every
+// endOffsetRefresh, from the start and independently of polling, so the lag
+// metric keeps growing while the source is paused or waits for credit (a
+// fetch only reports the end it reached) and falls as the downstream
+// acknowledges what it processed, and so a partition's idleness is judged
+// by a fresh end offset (idleness.go).
 func (t *task) trackLag(ctx context.Context) {
 	s := t.source
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(endOffsetRefresh)
 	defer tick.Stop()
 	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*endOffsetRefresh)
+		// On error the next tick retries; the lag keeps the last end offsets
+		// but still follows what the downstream acknowledged, and their
+		// age holds the partitions non-idle once they are stale.
+		_ = s.RefreshEnds(rctx)
+		cancel()
+		t.stats.kafkaLag.Store(s.lag())
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		// On error the next tick retries; the lag keeps the last end offsets
-		// but still follows what the downstream acknowledged.
-		_ = s.RefreshEnds(rctx)
-		cancel()
-		t.stats.kafkaLag.Store(s.lag())
 	}
 }

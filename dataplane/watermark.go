@@ -27,10 +27,12 @@ import (
 // to every downstream task as an in-band FrameWatermark, ordered with the
 // records it sent before. A partition is idle (it does not hold the
 // watermark back) when nothing came from it for SourceIdleTimeoutMs (1 s)
-// and the source knows of no backlog in it; when every partition is idle
-// the largest event time of all partitions counts. A partition waking up
-// wakes all of them for that long, so a burst after a quiet spell does not
-// run the watermark past partitions fetched later. A source that has
+// and a fresh end offset shows no backlog in it; while its end offset
+// cannot be looked up (a broker outage), and after that until it delivers
+// again, it is not idle (idleness.go). When every partition is idle the
+// largest event time of all partitions counts. A partition waking up wakes
+// all of them for that long, so a burst after a quiet spell does not run
+// the watermark past partitions fetched later. A source that has
 // never seen a record and whose partitions are all idle declares itself
 // idle, so an empty source does not stall the job; its downstream tasks then
 // leave it out of their minimum until it sends a watermark again.
@@ -169,17 +171,18 @@ type upstreamWM struct {
 // except pub, which status readers load.
 type watermarks struct {
 	// Source tasks.
-	bound       int64
-	boundSet    bool
-	partMax     map[int32]int64
-	lastPos     map[int32]int64
-	parts       []kafkaio.PartitionPos // reused cut of the source's positions
-	lastActive  map[int32]time.Time
-	partMaxAt   map[int32]int64 // partMax when last checked
-	idleTimeout time.Duration
-	started     time.Time
-	sentAt      time.Time
-	lastCheck   time.Time
+	bound      int64
+	boundSet   bool
+	partMax    map[int32]int64
+	lastPos    map[int32]int64
+	parts      []kafkaio.PartitionPos // reused cut of the source's positions
+	lastActive map[int32]time.Time
+	partMaxAt  map[int32]int64 // partMax when last checked
+	idleRule   idleRule        // idleness.go
+	outages    outages         // idleness.go
+	started    time.Time
+	sentAt     time.Time
+	lastCheck  time.Time
 
 	// Every task: what was last sent downstream.
 	sent     int64
@@ -271,16 +274,17 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 		if err != nil {
 			return fmt.Errorf("source %s: %w", t.id, err)
 		}
-		idle, err := durationParam(params, control.ParamSourceIdleTimeout, DefaultSourceIdleTimeout)
-		if err != nil || idle <= 0 {
-			return fmt.Errorf("source %s: %s %q: want a whole number of milliseconds > 0", t.id, control.ParamSourceIdleTimeout, params[control.ParamSourceIdleTimeout])
+		rule, err := sourceIdleRule(params)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", t.id, err)
 		}
-		w.bound, w.idleTimeout, w.boundSet = d.Nanoseconds(), idle, true
+		w.bound, w.idleRule, w.boundSet = d.Nanoseconds(), rule, true
 	}
 	if w.lastPos == nil {
 		w.lastPos, w.lastActive, w.partMaxAt = map[int32]int64{}, map[int32]time.Time{}, map[int32]int64{}
+		w.outages = outages{}
 	}
-	idleAfter := w.idleTimeout
+	idleAfter := w.idleRule.IdleTimeout
 	w.parts = t.source.AppendPositions(w.parts[:0])
 	// Partitions that made progress are active now. One waking up after
 	// being idle wakes every partition: input that resumes after a quiet
@@ -300,6 +304,12 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 		}
 		w.lastActive[p] = now
 	}
+	anyFresh := false
+	for _, pp := range w.parts {
+		if !pp.EndAt.IsZero() && now.Sub(pp.EndAt) <= w.idleRule.EndMaxAge {
+			anyFresh = true // the source reaches the broker
+		}
+	}
 	activeMin, allMax := MaxWatermark, MinWatermark
 	anyActive, anyData := false, false
 	for _, pp := range w.parts {
@@ -311,9 +321,14 @@ func (t *task) sourceWatermark(ctx context.Context, final bool) error {
 		if !ok {
 			active = w.started
 		}
-		// A partition is idle when nothing came from it for a while and it
-		// has no backlog the source knows of.
-		idle := now.Sub(active) > idleAfter && !(pp.Known && pp.Next < pp.HighWatermark)
+		// A partition is idle when nothing came from it for a while and a
+		// fresh end offset shows no backlog (idleness.go).
+		looked := !pp.EndAt.IsZero() // a lookup answered (a fetch's end is not one)
+		recent := looked && now.Sub(pp.EndAt) <= w.idleRule.EndMaxAge
+		ps := partitionState{Quiet: now.Sub(active), EndKnown: pp.Known, CaughtUp: pp.Next >= pp.HighWatermark,
+			Fresh: recent && !pp.EndAt.Before(active)}
+		ps.InOutage, ps.HeldFor = w.outages.note(pp, looked && !recent, anyFresh, now)
+		idle := partitionIdle(w.idleRule, ps)
 		m, has := w.partMax[p]
 		if has {
 			anyData = true

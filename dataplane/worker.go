@@ -429,6 +429,11 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 		}
+		// Checked again when the first watermark is computed; here, a bad
+		// value fails the deployment rather than a running task.
+		if _, err := sourceIdleRule(dep.Job.Params); err != nil {
+			return nil, fmt.Errorf("task %s: job param %w", ref.ID, err)
+		}
 		// The worker's own Kafka options come last, so they may override.
 		src, err := newSourceState(dep.Job.KafkaBrokers, dep.Job.Topic, parts, start, append(fetch, w.opts.KafkaOpts...), ahead)
 		if err != nil {

@@ -74,6 +74,7 @@ var artifactKnobs = map[string]knob{
 	"WindowDuration":                       {kind: knobScalar},
 	"MaxOutOfOrdernessMs":                  {kind: knobInt, min: 0},
 	"SourceIdleTimeoutMs":                  {kind: knobInt, min: 0},
+	control.ParamSourceOutageGrace:         {kind: knobInt, min: 0},
 	"IsWarmUp":                             {kind: knobBool},
 	"LoadWarmUpData":                       {kind: knobBool},
 	"WarmUpSnapshotDir":                    {kind: knobString},

@@ -76,6 +76,17 @@ type reconfigScheduler struct {
 	// requested marks the tickets of update requests: one whose plan is
 	// invalid fails its request, not the job (rejectedPlan).
 	requested map[int]bool
+	// Recoveries and requests (run_recovery_reconfigs.go). lostWorker,
+	// set in runs that take checkpoints, names the worker whose loss the
+	// run is recovering from; rerunAs maps a ticket a recovery submitted
+	// again to its new ticket (0: not run again, its effect was already
+	// in the recovered deployment); abandoned is set once the run gave up
+	// recovering; waiting counts the steps of accepted requests still
+	// waiting for their trigger time, which stay pending across a recovery.
+	lostWorker func() (string, bool)
+	rerunAs    map[int]int
+	abandoned  bool
+	waiting    int
 }
 
 func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string) *reconfigScheduler {
@@ -83,7 +94,7 @@ func newReconfigScheduler(ctx workflow.Context, in ExperimentInput, jobID string
 		ctx: ctx, in: in, jobID: jobID,
 		perOp:   in.ReconfigProtocol != ProtocolStopAndRestart && in.ReconfigProtocol != "",
 		running: map[string]string{}, queues: map[string][]queuedSpec{}, done: map[string]error{}, launched: map[int]string{},
-		specs: map[int]ReconfigSpec{}, requested: map[int]bool{},
+		specs: map[int]ReconfigSpec{}, requested: map[int]bool{}, rerunAs: map[int]int{},
 	}
 }
 

@@ -22,9 +22,11 @@ import (
 // running tasks (activities.PlanScale).
 //
 // The validator rejects, before anything is written to the history: a job
-// that is not running yet or whose input has ended, an unknown operator or
-// type, a parallelism outside 1..NumBuckets or equal to the current one, a
-// task migration to a worker the job does not use, and an operator whose
+// that is not running yet, is being recovered from a lost worker ("the job
+// is recovering …; retry after recovery") or whose input has ended, an
+// unknown operator or type, a parallelism outside 1..NumBuckets or equal
+// to the current one, a task migration to a worker the job does not use,
+// and an operator whose
 // reconfiguration is still running ("operator X is being reconfigured
 // (workflow ID …)"; see reconfigScheduler for why requests are rejected
 // where config-scheduled reconfigurations queue). A task migration without
@@ -52,50 +54,38 @@ func (s *reconfigScheduler) registerReconfigureUpdate(ctx workflow.Context) erro
 
 // serveRequest runs an accepted request: at its trigger time, one child
 // (two for a task migration, queued in the operator's lane), and returns
-// their outcomes once they completed.
+// their outcomes once they completed. Since the
+// "request-rerun-after-recovery" marker, a request cut short by a worker
+// loss that the run recovers from is answered with the outcome of its
+// re-run on the recovered job (run_recovery_reconfigs.go).
 func (s *reconfigScheduler) serveRequest(ctx workflow.Context, spec ReconfigSpec) (ReconfigureUpdateResult, error) {
 	var res ReconfigureUpdateResult
+	rerun := workflow.GetVersion(ctx, versionRequestRerunAfterRecovery, workflow.DefaultVersion, 1) == 1
 	steps := 1
 	if spec.Type == plan.KindTaskMigration {
 		steps = 2 // evacuate, then place (plan.MigrateTask)
 	}
+	waiting := 0
+	if rerun {
+		waiting = steps // pending across a recovery too
+	}
 	s.pending += steps // the run waits for a request accepted before its input ended
-	if err := sleepUntil(ctx, s.start, spec.TriggerTimeSeconds); err != nil {
-		s.pending -= steps
+	s.waiting += waiting
+	err := sleepUntil(ctx, s.start, spec.TriggerTimeSeconds)
+	s.pending -= steps
+	s.waiting -= waiting
+	if err != nil {
 		return res, err
 	}
-	s.pending -= steps
 	var tickets []int
 	for i := 0; i < steps; i++ {
 		tk := s.submit(spec) // a second step queues behind the first: same lane
 		s.requested[tk] = true
 		tickets = append(tickets, tk)
 	}
-	// Done when each step started and completed, or the run failed.
-	var ids []string
-	if err := workflow.Await(ctx, func() bool {
-		ids = ids[:0]
-		for _, tk := range tickets {
-			id, ok := s.launched[tk]
-			if !ok {
-				return s.err != nil
-			}
-			if _, ok := s.done[id]; !ok && s.err == nil {
-				return false
-			}
-			ids = append(ids, id)
-		}
-		return true
-	}); err != nil {
+	ids, err := s.awaitRequest(ctx, tickets, rerun)
+	if err != nil {
 		return res, err
-	}
-	for _, id := range ids {
-		if err, ok := s.done[id]; ok && err != nil {
-			return res, err
-		}
-	}
-	if s.err != nil {
-		return res, s.err
 	}
 	for _, o := range s.outcomes {
 		if slices.Contains(ids, o.ID) {
@@ -118,8 +108,19 @@ func (s *reconfigScheduler) validateRequest(spec ReconfigSpec) error {
 	if !s.live {
 		return reject("the job is not running yet (its tasks are being deployed); retry in a few seconds")
 	}
-	if s.closed || s.err != nil {
-		return reject("the job's input has ended (TotalRuntimeSeconds=%d) or a reconfiguration failed: no more reconfigurations", s.in.TotalRuntimeSeconds)
+	if s.lostWorker != nil && !s.abandoned {
+		if w, ok := s.lostWorker(); ok {
+			// Accepted now, it would run on the job being torn down.
+			return reject("the job is recovering from the loss of worker %s (restarting from its last checkpoint); retry after recovery", w)
+		}
+	}
+	switch {
+	case s.closed && s.err == nil:
+		return reject("the job's input has ended (TotalRuntimeSeconds=%d): no more reconfigurations", s.in.TotalRuntimeSeconds)
+	case s.err != nil && s.mayRecover():
+		return reject("the job is stopping after a failure (%v); if a lost worker caused it, the job is recovered from its last checkpoint: retry after recovery", s.err)
+	case s.err != nil:
+		return reject("a reconfiguration failed (%v): no more reconfigurations", s.err)
 	}
 	op := spec.TargetOperator
 	if op == "" {
@@ -194,4 +195,59 @@ func protocolName(p string) string {
 		return ProtocolStopAndRestart
 	}
 	return p
+}
+
+// awaitRequest waits until each ticket's step started and completed, or
+// the run failed, and returns their reconfiguration ids. With rerun, a
+// failure while the run may still recover from a lost worker waits for the
+// recovery and follows the steps it submitted again; otherwise it is the
+// request's error.
+func (s *reconfigScheduler) awaitRequest(ctx workflow.Context, tickets []int, rerun bool) ([]string, error) {
+	for {
+		gen := s.gen
+		var ids []string
+		if err := workflow.Await(ctx, func() bool {
+			if rerun && s.gen != gen {
+				return true // a recovery submitted the steps again
+			}
+			ids = ids[:0]
+			for _, tk := range tickets {
+				id, ok := s.launched[tk]
+				if !ok {
+					return s.err != nil
+				}
+				if _, ok := s.done[id]; !ok && s.err == nil {
+					return false
+				}
+				ids = append(ids, id)
+			}
+			return true
+		}); err != nil {
+			return nil, err
+		}
+		if !rerun || s.gen == gen {
+			failed := s.err
+			for _, id := range ids {
+				if err, ok := s.done[id]; ok && err != nil {
+					failed = err
+					break
+				}
+			}
+			if failed == nil {
+				return ids, nil
+			}
+			if !rerun || !s.mayRecover() {
+				return nil, failed
+			}
+			// Cut short, maybe by a lost worker: the run either recovers
+			// (and submits the steps again) or gives up.
+			if err := workflow.Await(ctx, func() bool { return s.gen != gen || s.abandoned }); err != nil {
+				return nil, err
+			}
+			if s.gen == gen {
+				return nil, failed
+			}
+		}
+		tickets = s.followRerun(tickets)
+	}
 }

@@ -25,6 +25,9 @@ type checkpointMocks struct {
 	completed []activities.CompleteCheckpointInput
 	refuse    bool // AwaitCheckpoint fails every checkpoint
 	noCommit  bool // CommitCheckpoint fails (the sinks cannot be told)
+	// restoreTakes is how long RestoreCheckpoint takes (a recovery's
+	// duration in workflow time).
+	restoreTakes time.Duration
 }
 
 func (m *checkpointMocks) register(env *testsuite.TestWorkflowEnvironment, calls *activityLog) {
@@ -85,7 +88,7 @@ func (m *checkpointMocks) register(env *testsuite.TestWorkflowEnvironment, calls
 				JobID: in.JobID, CheckpointID: last.CheckpointID, Seq: last.Seq, Deployment: last.Deployment, Offsets: last.Offsets,
 			}}, nil
 		})
-	env.OnActivity(a.RestoreCheckpoint, mock.Anything, mock.Anything).Return(
+	env.OnActivity(a.RestoreCheckpoint, mock.Anything, mock.Anything).After(m.restoreTakes).Return(
 		func(_ context.Context, in activities.RestoreInput) ([]control.CheckpointTaskAck, error) {
 			calls.add("RestoreCheckpoint", in, env.Now())
 			return nil, nil

@@ -177,6 +177,17 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 				}
 			}
 			sched.hold = func() bool { return ckpt.running }
+			// From a lost worker's report until the recovery is done
+			// (recoverLoss replaces watch), requests are refused.
+			sched.lostWorker = func() (string, bool) {
+				lost := lostWorker(watch.lost)
+				if lost == nil || len(ckpt.completed) == 0 {
+					return "", false
+				}
+				var detail activities.WorkerLost
+				_ = lost.Details(&detail)
+				return detail.WorkerID, true
+			}
 			ckpt.start(ctx)
 		}
 		sched.runTimeline(in.Reconfigurations)
@@ -195,10 +206,12 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 				}
 			} else {
 				// Reconfigurations (timeline and requests) do not run after a recovery.
-				ckpt.onRecovered = func() { sched.closed = true }
+				ckpt.onRecovered = func() { sched.closed, sched.abandoned = true, true }
 			}
 			if rctx, dep, workers, err = ckpt.recoverLoss(root, &watch, err, workers, start, endAt); err == nil {
 				ctx, actx = rctx, workflow.WithActivityOptions(rctx, stepOptions())
+			} else {
+				sched.abandoned = true // requests waiting for a recovery fail with their error
 			}
 			res.Reconfigs = sched.outcomes
 		}

@@ -71,7 +71,7 @@ plan: rerun a failing seed to reproduce it.`,
 	f.Uint64Var(&seed, "seed", 1, "seed of the schedule: the same seed gives the same events at the same times")
 	f.DurationVar(&segment, "segment", soak.DefaultSegment, "length of one segment's jobs; each segment runs one protocol")
 	f.StringVar(&protocols, "protocols", "", "protocols to rotate through, comma-separated (default all: "+protocolList()+")")
-	f.DurationVar(&idle, "window-idle-timeout", soak.DefaultWindowIdleTimeout, "the window job's SourceIdleTimeoutMs: above a Kafka restart's outage, else the records it delays are dropped as late (1s, the runtime's default, shows that loss)")
+	f.DurationVar(&idle, "window-idle-timeout", 0, "the window job's SourceIdleTimeoutMs (0: the runtime's default, 1s)")
 	f.StringVar(&results, "results", "results", "directory for the soak's tables, result.json and plot")
 	return cmd
 }

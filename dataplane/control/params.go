@@ -69,9 +69,16 @@ const KindCollectSink = "collect-sink"
 const ParamMaxOutOfOrderness = "MaxOutOfOrdernessMs"
 
 // ParamSourceIdleTimeout is the job parameter after which a partition that
-// delivers nothing (and has no known backlog) stops holding the watermark
-// back, in milliseconds (default 1000).
+// delivers nothing stops holding the watermark back, in milliseconds
+// (default 1000), provided a fresh end offset shows it has no backlog
+// (dataplane/idleness.go).
 const ParamSourceIdleTimeout = "SourceIdleTimeoutMs"
+
+// ParamSourceOutageGrace bounds, in milliseconds (default 10000, ≥ 0), how
+// long after its source reaches the broker again a partition that went
+// through an outage (its end offset could not be looked up) and delivered
+// nothing since keeps holding the watermark back (dataplane/idleness.go).
+const ParamSourceOutageGrace = "SourceOutageGraceMs"
 
 // Job parameters of the Kafka source's fetches.
 const (

@@ -53,6 +53,10 @@ type Cluster struct {
 	tempDir []string       // data directories Close removes
 }
 
+// Kafka is the cluster's kfake broker, for tests that cut it off
+// (kfake's ControlKey) to play an outage.
+func (c *Cluster) Kafka() *kfake.Cluster { return c.kafka }
+
 // Start brings up NATS, one kfake broker and the workers. On error whatever
 // was started is stopped again.
 func Start(opts Options) (c *Cluster, err error) {

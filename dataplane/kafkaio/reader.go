@@ -18,10 +18,11 @@ type Reader struct {
 	topic      string
 	partitions []int32
 
-	mu   sync.Mutex
-	pos  map[int32]int64 // next offset to emit
-	hwm  map[int32]int64 // last high watermark seen
-	once sync.Once
+	mu    sync.Mutex
+	pos   map[int32]int64     // next offset to emit
+	hwm   map[int32]int64     // last high watermark seen
+	endAt map[int32]time.Time // when the broker reported it
+	once  sync.Once
 }
 
 // Partitions assigns partitions round-robin: partition p belongs to
@@ -54,7 +55,7 @@ func NewReader(brokers []string, topic string, parts []int32, start map[int32]in
 	if err != nil {
 		return nil, fmt.Errorf("kafka source client for %v: %w", brokers, err)
 	}
-	return &Reader{client: cl, topic: topic, partitions: parts, pos: pos, hwm: map[int32]int64{}}, nil
+	return &Reader{client: cl, topic: topic, partitions: parts, pos: pos, hwm: map[int32]int64{}, endAt: map[int32]time.Time{}}, nil
 }
 
 // Close closes the client; later calls do nothing.
@@ -67,10 +68,15 @@ func (s *Reader) Poll(ctx context.Context, max int) kgo.Fetches {
 
 // Advance records what one partition's fetch showed: its high watermark
 // and, when next ≥ 0, the position after the last record taken. Positions
-// move once per partition and fetch, not per record.
+// move once per partition and fetch, not per record. A fetch may have been
+// buffered for a while (and a failed one shows no high watermark), so it
+// only ever raises the known end and does not make it fresh: only
+// RefreshEnds does (EndAt).
 func (s *Reader) Advance(p int32, highWatermark, next int64) {
 	s.mu.Lock()
-	s.hwm[p] = highWatermark
+	if h, ok := s.hwm[p]; !ok && highWatermark >= 0 || highWatermark > h {
+		s.hwm[p] = highWatermark
+	}
 	if next >= 0 {
 		s.pos[p] = next
 	}
@@ -92,10 +98,11 @@ func (s *Reader) Positions() map[int32]int64 {
 type PartitionPos struct {
 	Partition int32
 	Next      int64 // next offset to emit
-	// HighWatermark is the last one a fetch or RefreshEnds saw; Known is
-	// false while there was none.
+	// HighWatermark is the last one a fetch or RefreshEnds saw, at EndAt;
+	// Known is false while there was none.
 	HighWatermark int64
 	Known         bool
+	EndAt         time.Time
 }
 
 // AppendPositions appends every partition's position to dst, in the
@@ -105,7 +112,7 @@ func (s *Reader) AppendPositions(dst []PartitionPos) []PartitionPos {
 	defer s.mu.Unlock()
 	for _, p := range s.partitions {
 		h, known := s.hwm[p]
-		dst = append(dst, PartitionPos{Partition: p, Next: s.pos[p], HighWatermark: h, Known: known})
+		dst = append(dst, PartitionPos{Partition: p, Next: s.pos[p], HighWatermark: h, Known: known, EndAt: s.endAt[p]})
 	}
 	return dst
 }
@@ -137,18 +144,30 @@ func (s *Reader) Reached(end map[int32]int64) bool {
 
 // RefreshEnds asks the broker for the end offsets of the partitions,
 // independently of polling, so Lag keeps growing while the source is
-// paused or falling behind (a fetch only reports the end it reached).
+// paused or falling behind (a fetch only reports the end it reached), and
+// so the source knows how fresh its view of each partition's end is
+// (EndAt, which idleness depends on: dataplane/idleness.go). An end offset
+// is stamped with the time the lookup was sent: records appended after
+// that are not in it. Partitions the broker answered for are updated even
+// when others failed; the error names the failure.
 func (s *Reader) RefreshEnds(ctx context.Context) error {
+	at := time.Now()
 	ends, err := kadm.NewClient(s.client).ListEndOffsets(ctx, s.topic)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var failed []int32
+	for _, p := range s.partitions {
+		if o, ok := ends.Lookup(s.topic, p); ok && o.Err == nil {
+			s.hwm[p], s.endAt[p] = o.Offset, at
+		} else if err == nil {
+			failed = append(failed, p)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("end offsets of %s: %w", s.topic, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.partitions {
-		if o, ok := ends.Lookup(s.topic, p); ok && o.Err == nil {
-			s.hwm[p] = o.Offset
-		}
+	if len(failed) > 0 {
+		return fmt.Errorf("end offsets of %s: no answer for partitions %v", s.topic, failed)
 	}
 	return nil
 }

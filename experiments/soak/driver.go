@@ -36,8 +36,8 @@ type Config struct {
 	// KoalaBinary runs the state server of remote segments (`koala
 	// statesvc`); without one, remote segments are left out.
 	KoalaBinary string
-	// WindowIdleTimeout is the window job's SourceIdleTimeoutMs (0:
-	// DefaultWindowIdleTimeout).
+	// WindowIdleTimeout is the window job's SourceIdleTimeoutMs (0: the
+	// runtime's default).
 	WindowIdleTimeout time.Duration
 	Out               io.Writer     // live lines and tables (default os.Stdout)
 	LiveEvery         time.Duration // default 5 s
@@ -129,9 +129,6 @@ type driver struct {
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Out == nil {
 		cfg.Out = os.Stdout
-	}
-	if cfg.WindowIdleTimeout == 0 {
-		cfg.WindowIdleTimeout = DefaultWindowIdleTimeout
 	}
 	if cfg.LiveEvery <= 0 {
 		cfg.LiveEvery = 5 * time.Second
@@ -425,7 +422,7 @@ func rerun(cfg Config, protocols []Protocol) string {
 	if len(protocols) > 0 {
 		s += " --protocols " + strings.ReplaceAll(joinAny(protocols), ", ", ",")
 	}
-	if cfg.WindowIdleTimeout != DefaultWindowIdleTimeout {
+	if cfg.WindowIdleTimeout != 0 {
 		s += " --window-idle-timeout " + cfg.WindowIdleTimeout.String()
 	}
 	return s

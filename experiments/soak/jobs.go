@@ -35,18 +35,6 @@ const (
 	joinPeople  = 300
 )
 
-// DefaultWindowIdleTimeout is the window job's SourceIdleTimeoutMs. A
-// Kafka broker restart holds the producers' records for 15-45 s; with the
-// runtime's default (1 s) every partition is idle by then, and when the
-// broker is back the first partition to deliver its backlog advances the
-// watermark while the others are still idle, so the records of those that
-// come back later are behind it and dropped as late (found by seed 9:
-// see README, Chaos soak). A bound on disorder does not help: the records
-// are as old as the outage is long. The soak keeps partitions from going
-// idle for longer than a broker restart takes, so that it checks what the
-// runtime promises; --window-idle-timeout 1s shows the loss.
-const DefaultWindowIdleTimeout = 2 * time.Minute
-
 // JobSpec is one job of a segment as the driver starts it.
 type JobSpec struct {
 	Query      string
@@ -61,8 +49,9 @@ type JobSpec struct {
 // input with it), and its sink writes to outTopic (transactional with
 // checkpoints), which the oracle reads back.
 //
-// windowIdle > 0 is the window job's SourceIdleTimeoutMs (see
-// DefaultWindowIdleTimeout).
+// windowIdle > 0 is the window job's SourceIdleTimeoutMs; 0 leaves the
+// runtime's default, which the soak checks (a Kafka restart used to make
+// it drop records as late: dataplane/idleness.go).
 func jobInput(q string, seg Segment, seed uint64, taskWorkers []string, producer string, brokers []string, outTopic, remoteAddr string, windowIdle time.Duration) (workflows.ExperimentInput, error) {
 	m := map[string]any{
 		"QueryName":           registered[q],
