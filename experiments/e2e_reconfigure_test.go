@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"koala/deploy/local"
 	"koala/workflows"
 )
 
@@ -82,6 +83,19 @@ func TestEndToEndReconfigureOnRequest(t *testing.T) {
 		}
 	}
 
+	out := exactResult(ctx, t, cfg, id)
+	if len(out.Reconfigs) != 1 || out.Reconfigs[0].WorkflowID != child {
+		t.Errorf("reconfigurations in the result: %+v, want the one requested (%s)", out.Reconfigs, child)
+	}
+	if got := len(out.Final.TasksOf("counter")); got != 3 {
+		t.Errorf("%d counter tasks at the end, want 3", got)
+	}
+}
+
+// exactResult waits for experiment workflow id's result and checks that
+// it produced input and lost and duplicated none of it.
+func exactResult(ctx context.Context, t *testing.T, cfg local.Config, id string) workflows.ExperimentResult {
+	t.Helper()
 	tc := temporalClient(ctx, t, cfg)
 	var out workflows.ExperimentResult
 	if err := tc.GetWorkflow(ctx, id, "").Get(ctx, &out); err != nil {
@@ -90,10 +104,5 @@ func TestEndToEndReconfigureOnRequest(t *testing.T) {
 	if out.Lost != 0 || out.Duplicated != 0 || out.Produced == 0 {
 		t.Errorf("produced %d, lost %d, duplicated %d: want > 0, 0, 0", out.Produced, out.Lost, out.Duplicated)
 	}
-	if len(out.Reconfigs) != 1 || out.Reconfigs[0].WorkflowID != child {
-		t.Errorf("reconfigurations in the result: %+v, want the one requested (%s)", out.Reconfigs, child)
-	}
-	if got := len(out.Final.TasksOf("counter")); got != 3 {
-		t.Errorf("%d counter tasks at the end, want 3", got)
-	}
+	return out
 }

@@ -171,14 +171,7 @@ func TestEndToEndLiveUI(t *testing.T) {
 	}
 	checkUIJSON(ctx, t, base, jobID)
 
-	tc := temporalClient(ctx, t, cfg)
-	var out workflows.ExperimentResult
-	if err := tc.GetWorkflow(ctx, id, "").Get(ctx, &out); err != nil {
-		t.Fatalf("result of workflow %s: %v%s", id, err, stackLogTails(cfg))
-	}
-	if out.Lost != 0 || out.Duplicated != 0 || out.Produced == 0 {
-		t.Errorf("produced %d, lost %d, duplicated %d: want > 0, 0, 0", out.Produced, out.Lost, out.Duplicated)
-	}
+	exactResult(ctx, t, cfg, id)
 }
 
 // checkUIJSON reads the job from the JSON endpoints: 4 counter tasks and

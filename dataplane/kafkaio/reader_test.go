@@ -2,8 +2,6 @@ package kafkaio
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,20 +24,8 @@ func TestRefreshEndsThroughOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	var mu sync.Mutex
-	var down bool
-	var cut int
-	kc.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		mu.Lock()
-		defer mu.Unlock()
-		if down {
-			cut++
-			return nil, errors.New("broker restarting"), true
-		}
-		return nil, nil, false
-	})
-	setDown := func(v bool) { mu.Lock(); down = v; mu.Unlock() }
+	outage := cutRequests(kc, kmsg.ListOffsets)
+	setDown := outage.set
 
 	prod, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -92,11 +78,9 @@ func TestRefreshEndsThroughOutage(t *testing.T) {
 	if err == nil {
 		t.Fatal("a lookup during the outage succeeded")
 	}
-	mu.Lock()
-	if cut == 0 {
+	if outage.count() == 0 {
 		t.Fatal("no ListOffsets was cut off: the test did not simulate the outage")
 	}
-	mu.Unlock()
 	during := ends()
 	for p := range first {
 		if during[p].EndAt != first[p].EndAt || during[p].HighWatermark != first[p].HighWatermark {

@@ -2,9 +2,7 @@ package kafkaio
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,20 +31,8 @@ func TestTxnCommitSurvivesBrokerOutage(t *testing.T) {
 
 	// The outage: every EndTxn is cut off (its connection closed before
 	// the broker handles it) until the outage ends.
-	var mu sync.Mutex
-	var down bool
-	var cut int
-	kc.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		mu.Lock()
-		defer mu.Unlock()
-		if down {
-			cut++
-			return nil, errors.New("broker restarting"), true
-		}
-		return nil, nil, false
-	})
-	setDown := func(v bool) { mu.Lock(); down = v; mu.Unlock() }
+	outage := cutRequests(kc, kmsg.EndTxn)
+	setDown := outage.set
 
 	// Few quick retries, so that franz-go gives up within the outage as
 	// it did against the restarting broker.
@@ -74,12 +60,10 @@ func TestTxnCommitSurvivesBrokerOutage(t *testing.T) {
 	if err := x.Commit(ctx, "cp-000001"); err != nil {
 		t.Fatalf("commit during a broker outage: %v", err)
 	}
-	mu.Lock()
-	t.Logf("commit of cp-000001 went through a %s outage (%d EndTxn requests cut off)", time.Since(began).Round(100*time.Millisecond), cut)
-	if cut == 0 {
+	t.Logf("commit of cp-000001 went through a %s outage (%d EndTxn requests cut off)", time.Since(began).Round(100*time.Millisecond), outage.count())
+	if outage.count() == 0 {
 		t.Fatal("no EndTxn was cut off: the test did not simulate the outage")
 	}
-	mu.Unlock()
 
 	// The sink goes on: the next checkpoint commits too.
 	write("c", 10)

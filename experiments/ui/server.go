@@ -129,22 +129,19 @@ func (s *Server) indexLive(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "jobs", s.jobs(r.Context()))
 }
 
-func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
-	v, found := s.job(r.Context(), r.PathValue("id"))
-	status := http.StatusOK
-	if !found {
-		status = http.StatusNotFound
-	}
-	s.render(w, status, "job", pageOf(v, s.cfg.Window))
-}
+func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) { s.renderJob(w, r, "job") }
 
-func (s *Server) jobLive(w http.ResponseWriter, r *http.Request) {
+func (s *Server) jobLive(w http.ResponseWriter, r *http.Request) { s.renderJob(w, r, "joblive") }
+
+// renderJob renders the job named in the path with template name (404
+// with the same page when no such job is known).
+func (s *Server) renderJob(w http.ResponseWriter, r *http.Request, name string) {
 	v, found := s.job(r.Context(), r.PathValue("id"))
 	status := http.StatusOK
 	if !found {
 		status = http.StatusNotFound
 	}
-	s.render(w, status, "joblive", pageOf(v, s.cfg.Window))
+	s.render(w, status, name, pageOf(v, s.cfg.Window))
 }
 
 func (s *Server) apiJobs(w http.ResponseWriter, r *http.Request) {
