@@ -366,7 +366,6 @@ func dialTemporal(ctx context.Context, addr string) (client.Client, error) {
 	return c, nil
 }
 
-// freePort is a port free on host right now.
 // koalaHome is the install cache the stack's Temporal CLI comes from:
 // $KOALA_HOME, or <repo>/.koala where `make test` installs it (koala stack
 // install) before running the tests.
@@ -396,6 +395,7 @@ func koalaHome(t *testing.T) string {
 	return home
 }
 
+// freePort is a port free on host right now.
 func freePort(t *testing.T, host string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
