@@ -247,10 +247,12 @@ func (r CompareRow) ExactnessViolated() bool {
 
 // Comparison is the outcome of `koala compare`.
 type Comparison struct {
-	Experiment string       `json:"experiment"`
-	Config     string       `json:"config"`
-	Started    time.Time    `json:"started"`
-	Rows       []CompareRow `json:"rows"`
+	Experiment string    `json:"experiment"`
+	Config     string    `json:"config"`
+	Started    time.Time `json:"started"`
+	// Load is set when the rate was probed (--overload).
+	Load *OfferedLoad `json:"load,omitempty"`
+	Rows []CompareRow `json:"rows"`
 }
 
 // Violations lists "protocol: lost=N duplicated=M reordered=R" for every

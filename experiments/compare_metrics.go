@@ -29,6 +29,9 @@ type RunSeries struct {
 	// are the drain and are ignored by the lag and pre-scale windows.
 	// 0 means unknown (the whole series is used).
 	InputEnd float64
+	// DrainLag is the lag of the pipeline keeping up (the rate probe's
+	// last sustained step); 0: derived from the run's pre-scale seconds.
+	DrainLag float64
 }
 
 // RunMetrics are the comparison figures of one run. A nil field is "n/a".
@@ -67,6 +70,10 @@ type RunMetrics struct {
 	BatchHDRError string                    `json:"batch_hdr_error,omitempty"`
 
 	BytesMigrated float64 `json:"bytes_migrated"`
+
+	// Backlog: when the lag stopped growing and drained after the first
+	// reconfiguration (backlog.go); nil without a reconfiguration.
+	Backlog *Backlog `json:"backlog,omitempty"`
 }
 
 // ComputeRunMetrics derives the comparison figures of one run. It is pure.
@@ -147,6 +154,12 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 			m.LagRecoverySec, m.LagNote = ptr(sec), note
 		}
 	}
+	drain := s.DrainLag
+	if drain <= 0 {
+		drain, _ = drainLagOf(lag, CompareWarmupSec, start)
+	}
+	bl := BacklogFigures(lag, start, horizon, drain)
+	m.Backlog = &bl
 	var peak float64
 	found := false
 	for _, pts := range s.BatchMaxByTask {

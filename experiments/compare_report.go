@@ -186,6 +186,7 @@ func (c Comparison) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "  %-*s  %s\n", widths[0], r.Protocol, orDash(r.stepsText()))
 		}
 	}
+	b.WriteString(c.backlogText())
 	b.WriteString("\n" + movesHeading + "\n")
 	for _, r := range c.Rows {
 		if r.Status == StatusOK {
@@ -257,6 +258,7 @@ func (c Comparison) Markdown() string {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", r.Protocol, r.WorkflowID, orDash(r.stepsText()))
 		}
 	}
+	b.WriteString(c.backlogMarkdown())
 	b.WriteString("\n## State moved\n\n| protocol | moves |\n|---|---|\n")
 	for _, r := range c.Rows {
 		if r.Status == StatusOK {

@@ -17,6 +17,8 @@ import (
 func init() {
 	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, protocols, remotePebble string
 	var gap, flushWait, extra time.Duration
+	var overload, probeFactor float64
+	var probeFrom, probeMax, probeStep int
 	cmd := &cobra.Command{
 		Use:   "compare CONFIG.json",
 		Short: "Run the same experiment once per reconfiguration protocol and compare them",
@@ -31,7 +33,15 @@ Protocols: lazy (the config's lazy knobs), stop-and-restart (the config's
 state backend), remote (stop-and-restart over remote-pebble; needs
 RemotePebbleAddrs in the config or --remote-pebble; without either,
 compare starts its own koala statesvc for the run and stops it after) and
-drrs (subscales moved one after another, records re-routed).`,
+drrs (subscales moved one after another, records re-routed).
+
+--overload F first runs the config once without its reconfigurations over
+a staircase of rates (--probe-from, × --probe-factor per step up to
+--probe-max, --probe-step seconds each) to find the rate the pre-scale
+pipeline sustains, then runs every protocol at F × that rate, so a backlog
+builds up before the reconfiguration and must drain after it; a backlog
+table (lag at the trigger, when it stopped growing, when it drained, what
+was left) follows the main one.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -49,6 +59,7 @@ drrs (subscales moved one after another, records re-routed).`,
 				Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
 				Config:   args[0], Protocols: protocols, ResultsDir: resultsDir, RemotePebble: remotePebble,
 				Gap: gap, FlushWait: flushWait, Margin: extra,
+				Overload: overload, ProbeFrom: probeFrom, ProbeFactor: probeFactor, ProbeMax: probeMax, ProbeStepSec: probeStep,
 			})
 		},
 	}
@@ -56,6 +67,11 @@ drrs (subscales moved one after another, records re-routed).`,
 	f.StringVar(&protocols, "protocols", strings.Join(experiments.CompareVariants, ","), "comma-separated protocols to run, in order ("+strings.Join(experiments.CompareVariants, ", ")+")")
 	f.StringVar(&resultsDir, "results", "results", "directory under which compare-TIMESTAMP/ is written")
 	f.StringVar(&remotePebble, "remote-pebble", "", "remote state server host:port list for the remote protocol (overrides the config's RemotePebbleAddrs)")
+	f.Float64Var(&overload, "overload", 0, "probe the sustainable rate first and run every protocol at this multiple of it (1.0-3.0; 0: the config's rate)")
+	f.IntVar(&probeFrom, "probe-from", 2000, "first rate of the probe's staircase, events/s")
+	f.Float64Var(&probeFactor, "probe-factor", 1.15, "rate multiple from one probe step to the next")
+	f.IntVar(&probeMax, "probe-max", 60000, "highest rate of the probe's staircase, events/s")
+	f.IntVar(&probeStep, "probe-step", 8, "seconds per probe step")
 	f.StringVar(&temporalAddr, "temporal", envOr(envTemporal, defTemporal), "Temporal frontend host:port (env "+envTemporal+")")
 	f.StringVar(&namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers, comma-separated, used when the config names none (env "+envKafka+")")

@@ -15,7 +15,7 @@ import (
 // sustains (probe.go), then runs the protocol comparison with the compare
 // machinery at DisruptionShare of it, starting a remote state server for
 // the remote protocol.
-func benchDisruption(ctx context.Context, e steadyEnv, notes *[]string) (*experiments.Comparison, *RateProbe, string, error) {
+func benchDisruption(ctx context.Context, e steadyEnv, notes *[]string) (*experiments.Comparison, *runner.RateProbe, string, error) {
 	o, tc, ch, stamp := e.o, e.tc, e.ch, e.stamp
 	variants, err := experiments.ParseVariants(o.Protocols)
 	if err != nil {
@@ -31,12 +31,17 @@ func benchDisruption(ctx context.Context, e steadyEnv, notes *[]string) (*experi
 		delete(base.Params, "RateLimiterConfig")
 		*notes = append(*notes, "disruption: the config's RateLimiterConfig was left out; the runs offer the probed rate")
 	}
-	rates, err := ProbeRates(o.ProbeFrom, o.ProbeFactor, o.ProbeMax)
+	rates, err := runner.ProbeRates(o.ProbeFrom, o.ProbeFactor, o.ProbeMax)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("--probe-from/--probe-factor/--probe-max: %w", err)
 	}
-	probe := benchProbe(ctx, e, base, rates, o.ProbeStepSec)
-	probe.runRate(base.Producer.RatePerSec)
+	probe := runner.Probe(ctx, runner.Services{Temporal: e.tc, ClickHouse: e.ch, Namespace: o.Namespace, UIURL: o.UIURL}, base, rates, o.ProbeStepSec, runner.ProbeRun{
+		Config: o.DisruptionConfig, Stamp: stamp, Label: "[disruption probe]", ResultsDir: o.ResultsDir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala bench",
+	})
+	for _, st := range probe.Steps {
+		fmt.Printf("[disruption probe] %7d ev/s offered: %8.0f at the sink, lag %+8.0f → %s\n", st.Rate, st.Counted, st.LagGrowth, st.Verdict)
+	}
+	probe.SetRunRate(DisruptionShare, base.Producer.RatePerSec)
 	if probe.Error != "" {
 		fmt.Printf("disruption: probe: %s; the protocols run at the config's %d ev/s\n", probe.Error, probe.RunRate)
 	} else {
@@ -119,3 +124,6 @@ func stopStateSvc(svc *runner.StateServer) {
 	svc.Stop()
 	fmt.Printf("disruption: stopped koala statesvc pid %d\n", pid)
 }
+
+// DisruptionShare is the share of the probed rate the protocols run at.
+const DisruptionShare = 0.7

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"koala/experiments"
+	"koala/experiments/runner"
 )
 
 // Expected durations, printed before the phases run so a caller knows what
@@ -75,7 +76,7 @@ func EstimatePhases(o Options, phases map[string]bool, rows map[string]bool) []P
 			e.Sec = 3*o.CeilingDuration.Seconds() + 2
 			e.Basis = fmt.Sprintf("3 × %s and the Kafka ceiling", o.CeilingDuration)
 		case PhaseDisruption:
-			rates, _ := ProbeRates(o.ProbeFrom, o.ProbeFactor, o.ProbeMax)
+			rates, _ := runner.ProbeRates(o.ProbeFrom, o.ProbeFactor, o.ProbeMax)
 			e.Sec = float64(len(rates)*o.ProbeStepSec) + runOverheadSec + flush + gap
 			variants, _ := experiments.ParseVariants(o.Protocols)
 			rt := configRuntime(o.DisruptionConfig) // --steady-seconds does not apply

@@ -86,21 +86,6 @@ func TestParseVmRSS(t *testing.T) {
 	}
 }
 
-func TestSlope(t *testing.T) {
-	if s, ok := Slope([]float64{0, 1, 2, 3}, []float64{1, 3, 5, 7}); !ok || math.Abs(s-2) > 1e-12 {
-		t.Errorf("slope of y=2x+1 = %v %v, want 2", s, ok)
-	}
-	if s, ok := Slope([]float64{0, 1, 2, 3}, []float64{5, 5, 5, 5}); !ok || s != 0 {
-		t.Errorf("flat slope = %v %v", s, ok)
-	}
-	if _, ok := Slope([]float64{1, 1}, []float64{1, 2}); ok {
-		t.Error("slope over one x: ok")
-	}
-	if _, ok := Slope([]float64{1}, []float64{1}); ok {
-		t.Error("slope of one point: ok")
-	}
-}
-
 func rssSeries(mb func(i int) float64, n int) []RSSSample {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	out := make([]RSSSample, n)

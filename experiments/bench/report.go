@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"koala/experiments"
+	"koala/experiments/runner"
 )
 
 // BenchReport is everything `koala bench` measured in one run.
@@ -35,7 +36,7 @@ type BenchReport struct {
 	LargeStateSec float64 `json:"large_state_sec"`
 
 	Disruption    *experiments.Comparison `json:"disruption,omitempty"`
-	Probe         *RateProbe              `json:"disruption_probe,omitempty"`
+	Probe         *runner.RateProbe       `json:"disruption_probe,omitempty"`
 	DisruptionDir string                  `json:"disruption_dir,omitempty"`
 	DisruptionSec float64                 `json:"disruption_sec"`
 

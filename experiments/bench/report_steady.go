@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"koala/experiments"
+	"koala/experiments/runner"
 )
 
 // The steady-state and large-state rows in the report: their targets and
@@ -184,7 +185,7 @@ func (r BenchReport) probeMarkdown() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Rate: one run of `%s` without its reconfiguration (workflow `%s`) offered a staircase of rates, %d s per step; a step is sustained when the source's Kafka lag grew by at most max(%.2f s of its rate, %d batches) over its last %d s and, the lag flat, the sink counted at least %.0f %% of the rate (else the producers fell short). ",
-		p.Config, p.WorkflowID, p.StepSec, ProbeLagSec, ProbeLagMinBatches, p.StepSec-ProbeSettleSec, 100*ProbeProducedShare)
+		p.Config, p.WorkflowID, p.StepSec, runner.ProbeLagSec, runner.ProbeLagMinBatches, p.StepSec-runner.ProbeSettleSec, 100*runner.ProbeProducedShare)
 	if p.Error != "" {
 		fmt.Fprintf(&b, "**The probe found no rate** (%s), so the protocols ran at the config's %d ev/s.\n\n", esc(p.Error), p.RunRate)
 	} else {

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"koala/experiments/runner"
+
 	"math"
 	"strings"
 	"testing"
@@ -345,4 +347,11 @@ func TestMarkdownLargeState(t *testing.T) {
 		"| not measured: 1.20 GB of state on disk at the window's start, under the 2.00 GB the row needs |",
 		"State built by `experiments/bench/q6mod-warmup-1task.json` (workflow `q6mod-warmup-1task-s`): 1000000 records, 1000000 keys, 2.19 GB of checkpoint, in 71 s.",
 		"| q6-2tasks | nexmark_query6_modified | failed: warm-up: run exceeded its time limit |")
+}
+
+// The report names the probed rate and the share the protocols ran at.
+func TestProbeReport(t *testing.T) {
+	md := BenchReport{Probe: &runner.RateProbe{Config: "c.json", WorkflowID: "wf", StepSec: 6, Sustainable: 30_000, Limit: "lag grew at 40000 ev/s", RunRate: 21_000,
+		Steps: []runner.ProbeStep{{Rate: 30_000, FromSec: 20, ToSec: 24, Counted: 29_900, LagGrowth: 120, Verdict: runner.StepSustained}}}}.Markdown()
+	markdownHas(t, md, "Probed sustainable rate **30000 ev/s** (lag grew at 40000 ev/s); the protocols ran at 70 % of it, **21000 ev/s**", "| 30000 | [20 s, 24 s) | 29900 | +120 | sustained |")
 }

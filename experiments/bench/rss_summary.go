@@ -57,30 +57,6 @@ type RSSSample struct {
 	Bytes int64     `json:"bytes"`
 }
 
-// Slope is the least-squares slope of ys over xs (units of y per unit of x);
-// ok is false with fewer than two distinct xs.
-func Slope(xs, ys []float64) (slope float64, ok bool) {
-	n := float64(len(xs))
-	if len(xs) != len(ys) || len(xs) < 2 {
-		return 0, false
-	}
-	var sx, sy float64
-	for i := range xs {
-		sx += xs[i]
-		sy += ys[i]
-	}
-	mx, my := sx/n, sy/n
-	var sxy, sxx float64
-	for i := range xs {
-		sxy += (xs[i] - mx) * (ys[i] - my)
-		sxx += (xs[i] - mx) * (xs[i] - mx)
-	}
-	if sxx == 0 {
-		return 0, false
-	}
-	return sxy / sxx, true
-}
-
 // WorkerRSS is the RSS figures of one worker over the run.
 type WorkerRSS struct {
 	Worker  string  `json:"worker"`
@@ -116,7 +92,7 @@ func SummarizeRSS(worker string, pid int, ss []RSSSample) WorkerRSS {
 	}
 	w.LastHalfMeanMB = sum / float64(len(half))
 	w.LastHalfSeconds = xs[len(xs)-1]
-	slope, ok := Slope(xs, ys)
+	slope, ok := experiments.Slope(xs, ys)
 	if !ok || w.LastHalfMeanMB <= 0 {
 		return w
 	}

@@ -104,11 +104,11 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	if phases[PhaseDisruption] {
-		if _, err := ProbeRates(o.ProbeFrom, o.ProbeFactor, o.ProbeMax); err != nil {
+		if _, err := runner.ProbeRates(o.ProbeFrom, o.ProbeFactor, o.ProbeMax); err != nil {
 			return fmt.Errorf("--probe-from/--probe-factor/--probe-max: %w", err)
 		}
-		if o.ProbeStepSec < ProbeSettleSec+2 {
-			return fmt.Errorf("--probe-step-seconds %d: want at least %d (the first %d s of a step are skipped)", o.ProbeStepSec, ProbeSettleSec+2, ProbeSettleSec)
+		if o.ProbeStepSec < runner.ProbeSettleSec+2 {
+			return fmt.Errorf("--probe-step-seconds %d: want at least %d (the first %d s of a step are skipped)", o.ProbeStepSec, runner.ProbeSettleSec+2, runner.ProbeSettleSec)
 		}
 	}
 	rows := BenchRows(o)

@@ -177,7 +177,7 @@ func ComputeSteady(s Steady, in SteadyInputs) Steady {
 			lagX, lagY = append(lagX, p.Sec), append(lagY, p.Value)
 		}
 	}
-	if slope, ok := Slope(lagX, lagY); ok && span > 0 {
+	if slope, ok := experiments.Slope(lagX, lagY); ok && span > 0 {
 		s.LagRead, s.LagGrowth = true, slope*span
 	}
 	s.State = StateAtWindow(in.State, at(in.From), at(in.To))

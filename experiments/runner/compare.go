@@ -41,6 +41,9 @@ type VariantRun struct {
 	// Terminator names the command in the reason a given-up workflow is
 	// terminated with.
 	Terminator string
+	// DrainLag is the lag of the pipeline keeping up, from a rate probe (0:
+	// derived from the run, experiments.RunSeries.DrainLag).
+	DrainLag float64
 }
 
 // CompareOptions configure Compare.
@@ -56,12 +59,49 @@ type CompareOptions struct {
 	Gap               time.Duration // pause between two runs
 	FlushWait         time.Duration
 	Margin            time.Duration
+	// Overload, when > 0, first probes the rate the config's pre-scale
+	// pipeline sustains (a staircase ProbeFrom × ProbeFactor per step up
+	// to ProbeMax, ProbeStepSec each) and runs every protocol at Overload
+	// × that rate, so a backlog builds up before the reconfiguration.
+	Overload     float64
+	ProbeFrom    int
+	ProbeFactor  float64
+	ProbeMax     int
+	ProbeStepSec int
+}
+
+// Limits of CompareOptions.Overload.
+const (
+	MinOverload = 1.0
+	MaxOverload = 3.0
+)
+
+// validateOverload checks the overload options.
+func (o CompareOptions) validateOverload() ([]int, error) {
+	if o.Overload == 0 {
+		return nil, nil
+	}
+	if !(o.Overload >= MinOverload && o.Overload <= MaxOverload) {
+		return nil, fmt.Errorf("--overload %v: want a multiple of the probed rate from %.1f to %.1f (0: no probe, the config's rate)", o.Overload, MinOverload, MaxOverload)
+	}
+	if o.ProbeStepSec < 3 {
+		return nil, fmt.Errorf("--probe-step %d s: want at least 3 s (each step skips its first %d s)", o.ProbeStepSec, ProbeSettleSec)
+	}
+	rates, err := ProbeRates(o.ProbeFrom, o.ProbeFactor, o.ProbeMax)
+	if err != nil {
+		return nil, fmt.Errorf("--probe-from/--probe-factor/--probe-max: %w", err)
+	}
+	return rates, nil
 }
 
 // Compare runs the experiment once per protocol, one after another, and
 // writes the comparison under ResultsDir/compare-<stamp>/.
 func Compare(ctx context.Context, o CompareOptions) error {
 	variants, err := experiments.ParseVariants(o.Protocols)
+	if err != nil {
+		return err
+	}
+	rates, err := o.validateOverload()
 	if err != nil {
 		return err
 	}
@@ -75,6 +115,15 @@ func Compare(ctx context.Context, o CompareOptions) error {
 	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
 	cmp := experiments.Comparison{Experiment: base.Name, Config: o.Config, Started: started}
 	fmt.Printf("comparing %s: %s (%d s each)\n  results: %s\n", base.Name, strings.Join(variants, ", "), base.TotalRuntimeSeconds, dir)
+	var drainLag float64
+	if rates != nil {
+		load := overloadProbe(ctx, o, &base, rates, stamp, dir)
+		cmp.Load, drainLag = &load, load.DrainLag
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		Sleep(ctx, o.Gap)
+	}
 	remote := o.RemotePebble
 	if experiments.NeedsStateServer(base, variants, remote) {
 		// Without a server the remote row would only say "skipped"; a
@@ -98,7 +147,7 @@ func Compare(ctx context.Context, o CompareOptions) error {
 		}
 		cmp.Rows = append(cmp.Rows, RunVariant(ctx, o.Services, VariantRun{
 			Base: base, Variant: v, RemotePebble: remote, Stamp: stamp, Label: fmt.Sprintf("[%d/%d %s]", i+1, len(variants), v),
-			Dir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare",
+			Dir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare", DrainLag: drainLag,
 		}))
 	}
 	fmt.Println()
@@ -185,6 +234,7 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 	if jobStart.IsZero() {
 		jobStart = res.StartedAt // the workflow's own series then share its axis closely enough
 	}
+	sr.DrainLag = v.DrainLag
 	row = experiments.BuildRow(row, res, in.TotalRuntimeSeconds, jobStart, sr)
 	if len(merr) > 0 {
 		row.MetricsError = strings.Join(merr, "; ")

@@ -1,4 +1,4 @@
-package bench
+package runner
 
 import (
 	"context"
@@ -6,28 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"koala/activities"
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/dataplane/produce"
 	"koala/experiments"
-	"koala/experiments/runner"
 	"koala/workflows"
 )
 
-// Rate probe of the disruption phase: a reconfiguration's disruption
-// depends on how close to its limit the pipeline runs, so the protocols
-// run at DisruptionShare of the rate the pre-scale pipeline sustains,
-// probed in the same bench run instead of a fixed rate. One run of the
-// disruption config without its reconfigurations offers a staircase of
-// rates (a RateLimiterConfig schedule, ProbeStepSec per step); a step is
+// Rate probe: a reconfiguration's disruption depends on how close to its
+// limit the pipeline runs, so the bench's disruption phase and `koala
+// compare --overload` set their rate from the rate the pre-scale pipeline
+// sustains, probed in the same run of the command instead of guessed. One
+// run of the config without its reconfigurations offers a staircase of
+// rates (a RateLimiterConfig schedule, StepSec per step); a step is
 // sustained when the source's Kafka lag (produced minus processed, records
 // read ahead included) did not grow over it. The probed rate is the last
 // sustained step before the first that was not.
-
-// DisruptionShare is the share of the probed rate the protocols run at.
-const DisruptionShare = 0.7
 
 // Probe thresholds: the first ProbeSettleSec of a step are skipped (the
 // rate just changed); a step's lag grew when it rose by more than
@@ -55,6 +54,7 @@ type ProbeStep struct {
 	FromSec   float64 `json:"from_sec"` // measured part, on the job's metric axis
 	ToSec     float64 `json:"to_sec"`
 	Counted   float64 `json:"counted_per_sec"` // the sink's records_in per second over it
+	LagMean   float64 `json:"lag_mean"`        // records, over the measured part
 	LagGrowth float64 `json:"lag_growth"`      // records: least-squares slope × its length
 	Verdict   string  `json:"verdict"`
 }
@@ -69,10 +69,24 @@ type RateProbe struct {
 	// what ended the staircase.
 	Sustainable int    `json:"sustainable"`
 	Limit       string `json:"limit"`
-	// RunRate is the rate the protocols ran at; Error why it is not
-	// DisruptionShare × Sustainable (the config's rate was used).
-	RunRate int    `json:"run_rate"`
-	Error   string `json:"error,omitempty"`
+	// Share is the multiple of Sustainable the protocols ran at (the
+	// bench's 0.7, compare's --overload); RunRate that rate; Error why it
+	// is not Share × Sustainable (the config's rate was used).
+	Share   float64 `json:"share,omitempty"`
+	RunRate int     `json:"run_rate"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// SustainedLag is the mean lag over the last sustained step: what the
+// source's lag is while the pipeline keeps up (its read-ahead and one
+// second of input), 0 when no step was sustained.
+func (p RateProbe) SustainedLag() float64 {
+	for i := len(p.Steps) - 1; i >= 0; i-- {
+		if p.Steps[i].Verdict == StepSustained {
+			return p.Steps[i].LagMean
+		}
+	}
+	return 0
 }
 
 // ProbeRates is the staircase: from, then × factor per step, up to max.
@@ -132,7 +146,10 @@ func AnalyzeProbe(rates []int, stepSec, batchSize int, offset float64, lag, coun
 		if span > 0 {
 			st.Counted = sum / span
 		}
-		slope, ok := Slope(xs, ys)
+		for _, y := range ys {
+			st.LagMean += y / float64(len(ys))
+		}
+		slope, ok := experiments.Slope(xs, ys)
 		switch {
 		case !ok || span <= 0:
 			st.Verdict = StepNoData
@@ -156,12 +173,12 @@ func AnalyzeProbe(rates []int, stepSec, batchSize int, offset float64, lag, coun
 	return p
 }
 
-// runRate is the rate the protocols run at after the probe: DisruptionShare
-// of the probed rate, or the config's when the probe found none (Error
-// says so).
-func (p *RateProbe) runRate(configRate int) {
+// SetRunRate sets Share and RunRate: share × the probed rate, or the
+// config's rate when the probe found none (Error says so).
+func (p *RateProbe) SetRunRate(share float64, configRate int) {
+	p.Share = share
 	if p.Sustainable > 0 {
-		p.RunRate = int(math.Round(DisruptionShare * float64(p.Sustainable)))
+		p.RunRate = int(math.Round(share * float64(p.Sustainable)))
 		return
 	}
 	if p.Error == "" {
@@ -170,10 +187,21 @@ func (p *RateProbe) runRate(configRate int) {
 	p.RunRate = configRate
 }
 
-// benchProbe runs the staircase on base (the disruption config) and
-// analyses it.
-func benchProbe(ctx context.Context, e steadyEnv, base workflows.ExperimentInput, rates []int, stepSec int) RateProbe {
-	p := RateProbe{Config: e.o.DisruptionConfig, StepSec: stepSec}
+// ProbeRun says where a probe's run goes and how it is waited for.
+type ProbeRun struct {
+	Config     string // the config's path, for the report
+	Stamp      string // part of the workflow id
+	Label      string // prefix of the progress lines
+	ResultsDir string // where the raw result is kept
+	FlushWait  time.Duration
+	Margin     time.Duration
+	Terminator string // names the command in a terminated workflow's reason
+}
+
+// Probe runs the staircase on base without its reconfigurations and
+// analyses it. Failures are in the probe's Error.
+func Probe(ctx context.Context, s Services, base workflows.ExperimentInput, rates []int, stepSec int, o ProbeRun) RateProbe {
+	p := RateProbe{Config: o.Config, StepSec: stepSec}
 	in := base
 	in.Reconfigurations = nil
 	in.Name = base.Name + "-probe"
@@ -190,40 +218,40 @@ func benchProbe(ctx context.Context, e steadyEnv, base workflows.ExperimentInput
 	in.TotalRuntimeSeconds = len(rates) * stepSec
 	// The top steps may leave a backlog to drain after the producers stop.
 	in.DrainTimeoutSeconds = max(in.DrainTimeoutSeconds, 2*in.TotalRuntimeSeconds)
-	id := fmt.Sprintf("%s-%s", in.Name, e.stamp)
-	label := "[disruption probe]"
-	run, err := e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
+	id := fmt.Sprintf("%s-%s", in.Name, o.Stamp)
+	label := o.Label
+	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
 	if err != nil {
 		p.Error = fmt.Sprintf("start workflow %s: %v", id, err)
 		return p
 	}
 	p.WorkflowID = run.GetID()
 	fmt.Printf("%s started %s: %d steps of %d s, %v ev/s\n", label, id, len(offered), stepSec, offered)
-	res, err := runner.Follow(ctx, run, label, in.TotalRuntimeSeconds, runner.RunLimit(in, e.o.Margin))
+	res, err := Follow(ctx, run, label, in.TotalRuntimeSeconds, RunLimit(in, o.Margin))
 	if err != nil {
-		if errors.Is(err, runner.ErrGaveUp) {
-			_ = runner.Terminate(e.tc, run, "koala bench: probe exceeded its time limit")
+		if errors.Is(err, ErrGaveUp) {
+			_ = Terminate(s.Temporal, run, o.Terminator+": probe exceeded its time limit")
 		}
 		p.Error = err.Error()
 		return p
 	}
-	runner.WriteRawResult(e.o.ResultsDir, "probe-"+in.QueryName, res)
-	if e.ch == nil {
+	WriteRawResult(o.ResultsDir, "probe-"+in.QueryName, res)
+	if s.ClickHouse == nil {
 		p.Error = "no ClickHouse to read the lag from"
 		return p
 	}
-	runner.Sleep(ctx, e.o.FlushWait)
-	jobStart, err := e.ch.JobStart(ctx, res.JobID)
+	Sleep(ctx, o.FlushWait)
+	jobStart, err := s.ClickHouse.JobStart(ctx, res.JobID)
 	if err != nil {
 		p.Error = "job start: " + err.Error()
 		return p
 	}
-	lag, err := e.ch.Lag(ctx, res.JobID)
+	lag, err := s.ClickHouse.Lag(ctx, res.JobID)
 	if err != nil {
 		p.Error = "lag: " + err.Error()
 		return p
 	}
-	counted, err := e.ch.Throughput(ctx, res.JobID, runner.SinkOperator(res))
+	counted, err := s.ClickHouse.Throughput(ctx, res.JobID, SinkOperator(res))
 	if err != nil {
 		p.Error = "sink: " + err.Error()
 		return p
@@ -238,4 +266,38 @@ func benchProbe(ctx context.Context, e steadyEnv, base workflows.ExperimentInput
 		fmt.Printf("%s %7d ev/s offered: %8.0f at the sink, lag %+8.0f → %s\n", label, st.Rate, st.Counted, st.LagGrowth, st.Verdict)
 	}
 	return got
+}
+
+// overloadProbe probes the rate base's pre-scale pipeline sustains and
+// sets base's rate to o.Overload × it (the config's rate stays when the
+// probe found none; the load says why).
+func overloadProbe(ctx context.Context, o CompareOptions, base *workflows.ExperimentInput, rates []int, stamp, dir string) experiments.OfferedLoad {
+	if _, ok := base.Params["RateLimiterConfig"]; ok {
+		// The probe and the runs set the rate; a schedule would override it.
+		delete(base.Params, "RateLimiterConfig")
+		fmt.Println("  the config's RateLimiterConfig is left out: the probe and the runs set the rate")
+	}
+	p := Probe(ctx, o.Services, *base, rates, o.ProbeStepSec, ProbeRun{
+		Config: o.Config, Stamp: stamp, Label: "[probe]", ResultsDir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare",
+	})
+	for _, st := range p.Steps {
+		fmt.Printf("[probe] %7d ev/s offered: %8.0f at the sink, lag %+8.0f (mean %.0f) → %s\n", st.Rate, st.Counted, st.LagGrowth, st.LagMean, st.Verdict)
+	}
+	p.SetRunRate(o.Overload, base.Producer.RatePerSec)
+	load := experiments.OfferedLoad{Rate: p.RunRate, Share: p.Share, Sustainable: p.Sustainable, Limit: p.Limit, ProbeWorkflow: p.WorkflowID, Error: p.Error}
+	if lag := p.SustainedLag(); p.Sustainable > 0 {
+		load.DrainLag = experiments.LagThreshold(lag)
+	}
+	if base.Params[control.ParamLoadWarmUpData] == "true" {
+		if m, err := activities.ReadSnapshotManifest(base.Params[control.ParamWarmUpSnapshotDir]); err == nil {
+			load.StateBytes = m.Bytes
+		}
+	}
+	base.Producer.RatePerSec = p.RunRate
+	if p.Error != "" {
+		fmt.Printf("[probe] %s; the protocols run at the config's %d ev/s\n", p.Error, p.RunRate)
+	} else {
+		fmt.Printf("[probe] sustainable %d ev/s (%s); the protocols run at %.2f × it, %d ev/s\n", p.Sustainable, p.Limit, o.Overload, p.RunRate)
+	}
+	return load
 }

@@ -1,4 +1,4 @@
-package bench
+package runner
 
 import (
 	"reflect"
@@ -104,20 +104,48 @@ func TestAnalyzeProbe(t *testing.T) {
 	}
 }
 
-// The protocols run at 70 % of the probed rate, or at the config's when
+// The protocols run at share × the probed rate, or at the config's when
 // the probe found none, saying so.
 func TestProbeRunRate(t *testing.T) {
 	p := RateProbe{Sustainable: 30_000, Limit: "lag grew at 40000 ev/s"}
-	p.runRate(10_000)
-	if p.RunRate != 21_000 || p.Error != "" {
-		t.Errorf("probed 30000: run rate %d, error %q", p.RunRate, p.Error)
+	p.SetRunRate(0.7, 10_000)
+	if p.RunRate != 21_000 || p.Error != "" || p.Share != 0.7 {
+		t.Errorf("probed 30000: run rate %d, share %v, error %q", p.RunRate, p.Share, p.Error)
+	}
+	p.SetRunRate(1.3, 10_000)
+	if p.RunRate != 39_000 {
+		t.Errorf("probed 30000 × 1.3: run rate %d", p.RunRate)
 	}
 	none := AnalyzeProbe([]int{10_000}, 6, 1000, 0, nil, nil)
-	none.runRate(10_000)
+	none.SetRunRate(0.7, 10_000)
 	if none.RunRate != 10_000 || !strings.Contains(none.Error, "no step was sustained (no lag data at 10000 ev/s)") {
 		t.Errorf("no data: run rate %d, error %q", none.RunRate, none.Error)
 	}
-	md := BenchReport{Probe: &RateProbe{Config: "c.json", WorkflowID: "wf", StepSec: 6, Sustainable: 30_000, Limit: "lag grew at 40000 ev/s", RunRate: 21_000,
-		Steps: []ProbeStep{{Rate: 30_000, FromSec: 20, ToSec: 24, Counted: 29_900, LagGrowth: 120, Verdict: StepSustained}}}}.Markdown()
-	markdownHas(t, md, "Probed sustainable rate **30000 ev/s** (lag grew at 40000 ev/s); the protocols ran at 70 % of it, **21000 ev/s**", "| 30000 | [20 s, 24 s) | 29900 | +120 | sustained |")
+}
+
+// Bad overload options are refused before anything runs, naming the flag.
+func TestValidateOverload(t *testing.T) {
+	ok := CompareOptions{Overload: 1.3, ProbeFrom: 2000, ProbeFactor: 1.15, ProbeMax: 60000, ProbeStepSec: 8}
+	if rates, err := ok.validateOverload(); err != nil || len(rates) == 0 || rates[0] != 2000 {
+		t.Fatalf("valid options: rates %v, error %v", rates, err)
+	}
+	if rates, err := (CompareOptions{}).validateOverload(); err != nil || rates != nil {
+		t.Errorf("no overload: rates %v, error %v", rates, err)
+	}
+	for _, c := range []struct {
+		mod  func(*CompareOptions)
+		want string
+	}{
+		{func(o *CompareOptions) { o.Overload = 0.5 }, "--overload 0.5"},
+		{func(o *CompareOptions) { o.Overload = 4 }, "--overload 4"},
+		{func(o *CompareOptions) { o.ProbeStepSec = 2 }, "--probe-step 2"},
+		{func(o *CompareOptions) { o.ProbeFactor = 1 }, "--probe-factor"},
+		{func(o *CompareOptions) { o.ProbeMax = 100 }, "--probe-max"},
+	} {
+		o := ok
+		c.mod(&o)
+		if _, err := o.validateOverload(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one naming %s", o, err, c.want)
+		}
+	}
 }
