@@ -1,6 +1,9 @@
 package control
 
-import "os"
+import (
+	"os"
+	"path/filepath"
+)
 
 // EnvHome names the directory of koala's local state that the CLI, the
 // controller and its activities share: the stack's install cache and run
@@ -11,10 +14,17 @@ const EnvHome = "KOALA_HOME"
 // when EnvHome is unset.
 const DefaultHome = ".koala"
 
-// Home is $KOALA_HOME, or DefaultHome when it is unset.
+// Home is $KOALA_HOME, or DefaultHome when it is unset, made absolute
+// against the working directory: paths under it are sent to workers and
+// the controller, whose working directories differ from the CLI's (a
+// relative path put the CLI's snapshot under a worker's run directory).
 func Home() string {
-	if h := os.Getenv(EnvHome); h != "" {
-		return h
+	h := os.Getenv(EnvHome)
+	if h == "" {
+		h = DefaultHome
 	}
-	return DefaultHome
+	if abs, err := filepath.Abs(h); err == nil {
+		return abs
+	}
+	return h
 }

@@ -255,7 +255,14 @@ func (c Config) ClickHouseNativeAddr() string { return hostPort(c.ClickHouseTCPP
 
 // Env is the environment koala processes get so they find the stack.
 func (c Config) Env() []string {
+	home := c.Home
+	if abs, err := filepath.Abs(home); err == nil {
+		home = abs
+	}
 	return []string{
+		// Absolute: the stack's processes run in other directories, and
+		// the snapshots and checkpoint stores they name live under it.
+		control.EnvHome + "=" + home,
 		"KOALA_TEMPORAL_ADDR=" + c.TemporalAddr(),
 		"KOALA_NATS_URL=" + c.NATSURL(),
 		"KOALA_KAFKA_BROKERS=" + c.KafkaBrokers()[0],

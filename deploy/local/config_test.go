@@ -28,6 +28,9 @@ func TestDefaultConfig(t *testing.T) {
 			t.Errorf("got %q, want %q", got, want)
 		}
 	}
+	if env := strings.Join(c.Env(), " "); !strings.Contains(env, "KOALA_HOME=/") {
+		t.Errorf("Env() = %q lacks an absolute KOALA_HOME", env)
+	}
 	if env := strings.Join(c.Env(), " "); !strings.Contains(env, "KOALA_CLICKHOUSE_NATIVE=127.0.0.1:9000") ||
 		!strings.Contains(env, "KOALA_CLICKHOUSE_URL=http://127.0.0.1:8123") {
 		t.Errorf("Env() = %q lacks the ClickHouse addresses", env)
