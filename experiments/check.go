@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"koala/dataplane/control"
+	"koala/queries/nexmark"
 	"koala/workflows"
 )
 
@@ -207,4 +208,22 @@ func traceFiles(in *workflows.ExperimentInput) string {
 	in.Params = params
 	return fmt.Sprintf("field \"FilePath\": %d of %d trace files are not on this machine (%s); the synthetic %q generator makes the records instead (put the artifact's trace files under %s to replay them)",
 		len(missing), len(paths), abbreviate(missing, 1), in.Producer.Generator, control.Home())
+}
+
+// checkNexmarkGenerator builds the Nexmark generator the producers will
+// build, so a knob combination it refuses fails the config before any
+// workflow starts instead of at the producers' start, minutes into a
+// comparison (HotSellerRatio with NexmarkSellers "uniform", say).
+func checkNexmarkGenerator(in workflows.ExperimentInput) error {
+	if in.Producer.Generator != nexmark.GeneratorName {
+		return nil
+	}
+	_, err := nexmark.NewGenerator(nexmark.ConfigOf(control.ProduceRequest{
+		Generator: in.Producer.Generator, RatePerSec: in.Producer.RatePerSec, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed,
+		ValueSize: in.Producer.ValueSize, Skew: in.Producer.Skew, MaxEvents: in.Producer.MaxEvents, Nexmark: in.Producer.Nexmark,
+	}))
+	if err != nil {
+		return fmt.Errorf("NexmarkLogicalSourceConfigs / NexmarkSellers: %w", err)
+	}
+	return nil
 }

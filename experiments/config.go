@@ -71,6 +71,11 @@ func ParseConfig(name string, data []byte) (workflows.ExperimentInput, error) {
 func ParseConfigNotes(name string, data []byte) (workflows.ExperimentInput, []string, error) {
 	p := &parser{file: name}
 	in := p.parse(data)
+	if len(p.errs) == 0 {
+		if err := checkNexmarkGenerator(in); err != nil {
+			p.errorf("%v", err)
+		}
+	}
 	if len(p.errs) > 0 {
 		return workflows.ExperimentInput{}, p.notes, errors.Join(p.errs...)
 	}

@@ -379,3 +379,17 @@ func TestCheckpointInterval(t *testing.T) {
 		t.Fatalf("negative interval: %v, want an error naming the field", err)
 	}
 }
+
+// A Nexmark knob combination the producers' generator refuses fails the
+// config, before any workflow starts.
+func TestParseConfigNexmarkGeneratorRefused(t *testing.T) {
+	_, err := ParseConfig("q6.json", []byte(`{"QueryName": "nexmark_query6_modified", "NexmarkSellers": "uniform",
+		"NexmarkLogicalSourceConfigs": [{"EventType": "ClosedAuction", "NexmarkSourceConfig": {"NumActivePeople": 1000, "HotSellerRatio": 0.25}}]}`))
+	if err == nil || !strings.Contains(err.Error(), "HotSellerRatio 0.25 with sellers \"uniform\"") {
+		t.Fatalf("error %v, want one naming HotSellerRatio and the sellers mode", err)
+	}
+	if _, err := ParseConfig("q6.json", []byte(`{"QueryName": "nexmark_query6_modified", "NexmarkSellers": "uniform",
+		"NexmarkLogicalSourceConfigs": [{"EventType": "ClosedAuction", "NexmarkSourceConfig": {"NumActivePeople": 1000}}]}`)); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+}

@@ -122,6 +122,10 @@ func Compare(ctx context.Context, o CompareOptions) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if load.Error != "" {
+			// Running at the config's rate would not be the overload asked for.
+			return fmt.Errorf("--overload %v: the rate probe found no sustainable rate: %s (probe result under %s)", o.Overload, load.Error, dir)
+		}
 		Sleep(ctx, o.Gap)
 	}
 	remote := o.RemotePebble

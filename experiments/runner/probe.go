@@ -294,9 +294,7 @@ func overloadProbe(ctx context.Context, o CompareOptions, base *workflows.Experi
 		}
 	}
 	base.Producer.RatePerSec = p.RunRate
-	if p.Error != "" {
-		fmt.Printf("[probe] %s; the protocols run at the config's %d ev/s\n", p.Error, p.RunRate)
-	} else {
+	if p.Error == "" {
 		fmt.Printf("[probe] sustainable %d ev/s (%s); the protocols run at %.2f × it, %d ev/s\n", p.Sustainable, p.Limit, o.Overload, p.RunRate)
 	}
 	return load
