@@ -38,9 +38,6 @@ func benchDisruption(ctx context.Context, e steadyEnv, notes *[]string) (*experi
 	probe := runner.Probe(ctx, runner.Services{Temporal: e.tc, ClickHouse: e.ch, Namespace: o.Namespace, UIURL: o.UIURL}, base, rates, o.ProbeStepSec, runner.ProbeRun{
 		Config: o.DisruptionConfig, Stamp: stamp, Label: "[disruption probe]", ResultsDir: o.ResultsDir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala bench",
 	})
-	for _, st := range probe.Steps {
-		fmt.Printf("[disruption probe] %7d ev/s offered: %8.0f at the sink, lag %+8.0f → %s\n", st.Rate, st.Counted, st.LagGrowth, st.Verdict)
-	}
 	probe.SetRunRate(DisruptionShare, base.Producer.RatePerSec)
 	if probe.Error != "" {
 		fmt.Printf("disruption: probe: %s; the protocols run at the config's %d ev/s\n", probe.Error, probe.RunRate)

@@ -263,7 +263,7 @@ func Probe(ctx context.Context, s Services, base workflows.ExperimentInput, rate
 	got := AnalyzeProbe(offered, stepSec, in.BatchSize, offset, lag, counted)
 	got.Config, got.WorkflowID = p.Config, p.WorkflowID
 	for _, st := range got.Steps {
-		fmt.Printf("%s %7d ev/s offered: %8.0f at the sink, lag %+8.0f → %s\n", label, st.Rate, st.Counted, st.LagGrowth, st.Verdict)
+		fmt.Printf("%s %7d ev/s offered: %8.0f at the sink, lag %+8.0f (mean %.0f) → %s\n", label, st.Rate, st.Counted, st.LagGrowth, st.LagMean, st.Verdict)
 	}
 	return got
 }
@@ -280,9 +280,6 @@ func overloadProbe(ctx context.Context, o CompareOptions, base *workflows.Experi
 	p := Probe(ctx, o.Services, *base, rates, o.ProbeStepSec, ProbeRun{
 		Config: o.Config, Stamp: stamp, Label: "[probe]", ResultsDir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare",
 	})
-	for _, st := range p.Steps {
-		fmt.Printf("[probe] %7d ev/s offered: %8.0f at the sink, lag %+8.0f (mean %.0f) → %s\n", st.Rate, st.Counted, st.LagGrowth, st.LagMean, st.Verdict)
-	}
 	p.SetRunRate(o.Overload, base.Producer.RatePerSec)
 	load := experiments.OfferedLoad{Rate: p.RunRate, Share: p.Share, Sustainable: p.Sustainable, Limit: p.Limit, ProbeWorkflow: p.WorkflowID, Error: p.Error}
 	if lag := p.SustainedLag(); p.Sustainable > 0 {
