@@ -7,15 +7,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"koala/dataplane/metrics"
+	"koala/dataplane/transport"
 	"koala/experiments"
 	"koala/experiments/runner"
 )
 
 func init() {
-	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, protocols, remotePebble string
+	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, protocols, remotePebble, natsURL string
+	var natsSec transport.NATSSecurity
 	var gap, flushWait, extra time.Duration
 	cmd := &cobra.Command{
 		Use:   "compare CONFIG.json",
@@ -31,7 +34,12 @@ Protocols: lazy (the config's lazy knobs), stop-and-restart (the config's
 state backend), remote (stop-and-restart over remote-pebble; needs
 RemotePebbleAddrs in the config or --remote-pebble; without either,
 compare starts its own koala statesvc for the run and stops it after) and
-drrs (subscales moved one after another, records re-routed).`,
+drrs (subscales moved one after another, records re-routed).
+
+A config that loads a warm-up snapshot (LoadWarmUpData) whose snapshot is
+missing gets it built first, once, by the warm-up config found beside it
+(as koala warmup does, with its progress); without one, compare stops and
+says which snapshot is missing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -45,10 +53,12 @@ drrs (subscales moved one after another, records re-routed).`,
 				return err
 			}
 			defer tc.Close()
+			resolveNATSSecrets(&natsSec)
 			return runner.Compare(ctx, runner.CompareOptions{
 				Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
 				Config:   args[0], Protocols: protocols, ResultsDir: resultsDir, RemotePebble: remotePebble,
 				Gap: gap, FlushWait: flushWait, Margin: extra,
+				DialNATS: func() (*nats.Conn, error) { return dialNATS(natsURL, natsSec, "koala-compare") },
 			})
 		},
 	}
@@ -61,6 +71,8 @@ drrs (subscales moved one after another, records re-routed).`,
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers, comma-separated, used when the config names none (env "+envKafka+")")
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL the metrics are read from, none to skip (env "+envClickHouse+")")
 	clickHouseNativeFlag(f, &chNative)
+	f.StringVar(&natsURL, "nats", envOr(envNATS, defNATS), "NATS URL, for the progress of a warm-up compare builds first (env "+envNATS+")")
+	addNATSSecurityFlags(f, &natsSec)
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
 	f.DurationVar(&gap, "gap", 5*time.Second, "pause between two runs")
 	f.DurationVar(&flushWait, "flush-wait", 3*time.Second, "wait after a run before reading its metrics (workers flush once a second)")
