@@ -37,6 +37,9 @@ type keyedState struct {
 	gradual int
 	dir     string
 
+	// size is the store's size, for status (StateBytes).
+	size stateSize
+
 	owners sync.Map // task id → control.TaskRef of owners named in the KLT
 	eager  bool     // a removed task handed keys over: migrate them all progressively
 	// bulk: a stop-and-restart or DRRS handoff, whose state is copied at

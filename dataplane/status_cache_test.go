@@ -9,12 +9,14 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/produce"
+	"koala/statesvc"
 )
 
 // A started keyed task's status carries its Pebble value cache's counters
 // (koala bench reads them to show how much of a large state's reads the
 // cache answered); a backend without that cache reports none, nor does a
 // task not started yet (a snapshot load may still replace its store).
+// The same goes for its state's size (StateBytes).
 func TestStatusReportsStateCache(t *testing.T) {
 	q := NewQuery("statuscache")
 	q.Source("source", 1).KeyedStateful("count", []string{"count"}, func(r Record, st *State, emit Emit) error {
@@ -42,11 +44,22 @@ func TestStatusReportsStateCache(t *testing.T) {
 		if _, err := tk.keyed.store.MultiGet([][]byte{[]byte("a"), []byte("b")}); err != nil {
 			t.Fatal(err)
 		}
-		if c := tk.status(control.TasksRequest{}).StateCache; c != nil {
+		if err := tk.keyed.store.MultiPut([]statesvc.KV{{Key: []byte("a"), Value: make([]byte, 1000)}}); err != nil {
+			t.Fatal(err)
+		}
+		st := tk.status(control.TasksRequest{})
+		if c := st.StateCache; c != nil {
 			t.Errorf("%s: a task not started reports value-cache counters %+v", backend, *c)
 		}
+		if st.StateBytes != 0 {
+			t.Errorf("%s: a task not started reports %d state bytes", backend, st.StateBytes)
+		}
 		tk.started.Store(true)
-		c := tk.status(control.TasksRequest{}).StateCache
+		st = tk.status(control.TasksRequest{})
+		if st.StateBytes < 1000 {
+			t.Errorf("%s: state bytes %d after writing a 1000-byte value, want at least 1000", backend, st.StateBytes)
+		}
+		c := st.StateCache
 		switch {
 		case backend == "memory" && c != nil:
 			t.Errorf("memory backend reports value-cache counters %+v", *c)

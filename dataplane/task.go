@@ -512,6 +512,9 @@ func (t *task) status(req control.TasksRequest) control.TaskStatus {
 			c := cs.CacheStats()
 			st.StateCache = &control.StateCacheStats{Lookups: c.Lookups, Hits: c.Hits, LimitBytes: c.LimitBytes}
 		}
+		if st.Running && !t.keyed.shared { // a shared store sizes the whole server
+			st.StateBytes = t.keyed.size.get(time.Now(), t.keyed.store.ApproxSize)
+		}
 	}
 	if t.source != nil {
 		st.Paused = t.source.paused.Load()

@@ -43,6 +43,9 @@ type RunOptions struct {
 	// its warm-up config is looked for) for a config that is not a file in
 	// the tree: a suite entry read from a git branch (suite_git.go).
 	siblings func() []configFile
+	// keepBuilt: a warm-up whose snapshot exists is no error (FindWarmUp
+	// reports that snapshot instead of building it again).
+	keepBuilt bool
 }
 
 // LocalHosts are the names of this machine.

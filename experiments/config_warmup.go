@@ -152,7 +152,7 @@ func checkWarmUp(config string, in workflows.ExperimentInput, o RunOptions) erro
 		return &missingSnapshotError{field: field, dir: dir, warmUp: findWarmUpConfig(siblings(), in.Params[paramWarmUpDataFolder], in.StateBackend)}
 	case in.Params[control.ParamLoadWarmUpData] == "true" && err != nil:
 		return fmt.Errorf("field %q: warm-up snapshot %s: %w", field, dir, err)
-	case in.Params[control.ParamIsWarmUp] == "true" && err == nil:
+	case in.Params[control.ParamIsWarmUp] == "true" && err == nil && !o.keepBuilt:
 		return fmt.Errorf("field %q: a warm-up snapshot exists at %s already; remove that directory to build it again", field, dir)
 	}
 	return nil

@@ -24,7 +24,8 @@ import (
 // entry, with the entry's attempts and cool-down, and a note says so. A
 // snapshot with no warm-up config found stays an error naming the field.
 // `koala run` of a single config does not do this: it names the command
-// that builds the snapshot instead.
+// that builds the snapshot instead. `koala warmup` and `koala compare`
+// find the warm-up the same way (FindWarmUp, warmup_find.go) and build it.
 
 // loadedWarmUp is a warm-up config a suite runs before an entry.
 type loadedWarmUp struct {
@@ -41,19 +42,14 @@ func prepareEntry(src configSource, o RunOptions) (loadedConfig, error) {
 	l := loadedConfig{in: in, notes: notes}
 	var missing *missingSnapshotError
 	if errors.As(err, &missing) && missing.warmUp.path != "" {
-		wo := o
-		wo.siblings = nil // a warm-up loads no snapshot: nothing to look up beside it
-		w, wnotes, werr := prepareData(missing.warmUp.path, missing.warmUp.data, wo)
+		w, wnotes, ok, werr := prepareBuilder(missing.warmUp, missing.dir, o)
 		l.notes = append(l.notes, wnotes...)
 		switch {
 		case werr != nil:
 			err = errors.Join(err, werr)
-		case w.Params[control.ParamIsWarmUp] != "true" || w.Params[control.ParamWarmUpSnapshotDir] != missing.dir:
-			// Scaled alike, both name the same directory; anything else
-			// is a warm-up that does not build this snapshot.
-		default:
+		case ok:
 			o.builtBefore[missing.dir] = missing.warmUp.path
-			l.warmUps = append(l.warmUps, loadedWarmUp{path: missing.warmUp.path, dir: missing.dir, in: w})
+			l.warmUps = append(l.warmUps, w)
 			l.in, l.notes, err = prepareData(src.path, src.data, o)
 			l.notes = append(wnotes, l.notes...)
 		}
@@ -62,6 +58,22 @@ func prepareEntry(src configSource, o RunOptions) (loadedConfig, error) {
 		o.builtBefore[dir] = src.path
 	}
 	return l, err
+}
+
+// prepareBuilder prepares f, the warm-up config found for snapshot dir,
+// with o; ok is false when, so prepared, it does not build dir.
+func prepareBuilder(f configFile, dir string, o RunOptions) (w loadedWarmUp, notes []string, ok bool, err error) {
+	o.siblings = nil // a warm-up loads no snapshot: nothing to look up beside it
+	in, notes, err := prepareData(f.path, f.data, o)
+	if err != nil {
+		return w, notes, false, err
+	}
+	// Scaled alike, both name the same directory; anything else is a
+	// warm-up that does not build this snapshot.
+	if in.Params[control.ParamIsWarmUp] != "true" || in.Params[control.ParamWarmUpSnapshotDir] != dir {
+		return w, notes, false, nil
+	}
+	return loadedWarmUp{path: f.path, dir: dir, in: in}, notes, true, nil
 }
 
 // warmUpKeyword is the keyword of a warm-up a suite runs first: its

@@ -7,15 +7,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"koala/dataplane/metrics"
+	"koala/dataplane/transport"
 	"koala/experiments"
 	"koala/experiments/runner"
 )
 
 func init() {
-	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, protocols, remotePebble string
+	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, protocols, remotePebble, natsURL string
+	var natsSec transport.NATSSecurity
 	var gap, flushWait, extra time.Duration
 	var overload, probeFactor float64
 	var probeFrom, probeMax, probeStep int
@@ -41,7 +44,12 @@ a staircase of rates (--probe-from, × --probe-factor per step up to
 pipeline sustains, then runs every protocol at F × that rate, so a backlog
 builds up before the reconfiguration and must drain after it; a backlog
 table (lag at the trigger, when it stopped growing, when it drained, what
-was left) follows the main one.`,
+was left) follows the main one.
+
+A config that loads a warm-up snapshot (LoadWarmUpData) whose snapshot is
+missing gets it built first, once, by the warm-up config found beside it
+(as koala warmup does, with its progress); without one, compare stops and
+says which snapshot is missing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -55,11 +63,13 @@ was left) follows the main one.`,
 				return err
 			}
 			defer tc.Close()
+			resolveNATSSecrets(&natsSec)
 			return runner.Compare(ctx, runner.CompareOptions{
 				Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
 				Config:   args[0], Protocols: protocols, ResultsDir: resultsDir, RemotePebble: remotePebble,
 				Gap: gap, FlushWait: flushWait, Margin: extra,
 				Overload: overload, ProbeFrom: probeFrom, ProbeFactor: probeFactor, ProbeMax: probeMax, ProbeStepSec: probeStep,
+				DialNATS: func() (*nats.Conn, error) { return dialNATS(natsURL, natsSec, "koala-compare") },
 			})
 		},
 	}
@@ -77,6 +87,8 @@ was left) follows the main one.`,
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers, comma-separated, used when the config names none (env "+envKafka+")")
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL the metrics are read from, none to skip (env "+envClickHouse+")")
 	clickHouseNativeFlag(f, &chNative)
+	f.StringVar(&natsURL, "nats", envOr(envNATS, defNATS), "NATS URL, for the progress of a warm-up compare builds first (env "+envNATS+")")
+	addNATSSecurityFlags(f, &natsSec)
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
 	f.DurationVar(&gap, "gap", 5*time.Second, "pause between two runs")
 	f.DurationVar(&flushWait, "flush-wait", 3*time.Second, "wait after a run before reading its metrics (workers flush once a second)")

@@ -382,6 +382,11 @@ type TaskStatus struct {
 	// StateCache is the keyed state's value-cache counters since the
 	// store opened (nil: no keyed state, or a backend without the cache).
 	StateCache *StateCacheStats `json:"state_cache,omitempty"`
+	// StateBytes is the keyed state's size in its store (Pebble: sstables,
+	// memtable and writes not yet written back), read at most once a
+	// second; 0 for tasks without keyed state, before the task started,
+	// and with a store shared by tasks (remote-pebble).
+	StateBytes uint64 `json:"state_bytes,omitempty"`
 	// RouteBarriers lists the route barriers this task aligned (forwarding done).
 	RouteBarriers []string `json:"route_barriers,omitempty"`
 	// KLTInstalled lists the handoffs this task received: "reconfig/fromTask".

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.temporal.io/sdk/client"
 
 	"koala/activities"
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/experiments"
 	"koala/workflows"
@@ -59,6 +61,9 @@ type CompareOptions struct {
 	Gap               time.Duration // pause between two runs
 	FlushWait         time.Duration
 	Margin            time.Duration
+	// DialNATS connects to the workers' NATS, for the progress of a
+	// warm-up that builds the config's missing snapshot (BuildOptions).
+	DialNATS func() (*nats.Conn, error)
 	// Overload, when > 0, first probes the rate the config's pre-scale
 	// pipeline sustains (a staircase ProbeFrom × ProbeFactor per step up
 	// to ProbeMax, ProbeStepSec each) and runs every protocol at Overload
@@ -110,6 +115,11 @@ func Compare(ctx context.Context, o CompareOptions) error {
 		return err
 	}
 	DefaultBrokers(&base, o.Brokers)
+	if base.Params[control.ParamLoadWarmUpData] == "true" {
+		if err := ensureWarmUp(ctx, o); err != nil {
+			return err
+		}
+	}
 	started := time.Now()
 	stamp := started.Format("20060102-150405")
 	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
@@ -171,6 +181,30 @@ func Compare(ctx context.Context, o CompareOptions) error {
 	}
 	if v := cmp.Violations(); len(v) > 0 {
 		return fmt.Errorf("EXACTNESS VIOLATED: %s", strings.Join(v, "; "))
+	}
+	return nil
+}
+
+// ensureWarmUp builds the warm-up snapshot o.Config loads when it is
+// missing and its warm-up config is found beside it (as a suite would run
+// that warm-up first); a missing snapshot without one stays the error a
+// run gets.
+func ensureWarmUp(ctx context.Context, o CompareOptions) error {
+	t, notes, err := experiments.FindWarmUp(o.Config, experiments.RunOptions{})
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, "note:", n)
+	}
+	if err != nil || t.Built {
+		return err
+	}
+	fmt.Printf("warm-up snapshot %s is missing: building it first with %s\n", t.Dir, t.Config)
+	m, err := BuildWarmUp(ctx, o.Services, t, BuildOptions{DialNATS: o.DialNATS, Margin: o.Margin, Terminator: "koala compare"})
+	if err != nil {
+		return fmt.Errorf("build the warm-up snapshot %s with %s: %w", t.Dir, t.Config, err)
+	}
+	fmt.Printf("built the warm-up snapshot with %s (%d keys, %s); every protocol loads it\n\n", t.Config, m.Keys, gbText(m.Bytes))
+	if o.Gap > 0 {
+		Sleep(ctx, o.Gap) // let the warm-up's tasks stop
 	}
 	return nil
 }
