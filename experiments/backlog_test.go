@@ -72,7 +72,7 @@ func TestComputeRunMetricsBacklog(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
-	if md := c.Markdown(); !strings.Contains(md, "## Backlog") || !strings.Contains(md, "| lazy | 6000 | ") {
+	if md := c.Markdown(); !strings.Contains(md, "## Backlog") || !strings.Contains(md, "| lazy | n/a | 6000 | ") {
 		t.Errorf("markdown lacks the backlog table:\n%s", md)
 	}
 }

@@ -176,6 +176,8 @@ type CompareRow struct {
 	StateBackend     string `json:"state_backend,omitempty"`
 
 	Produced   int64 `json:"produced"`
+	// InputSec is how long the producers ran (the config's runtime).
+	InputSec float64 `json:"input_sec,omitempty"`
 	Lost       int64 `json:"lost"`
 	Duplicated int64 `json:"duplicated"`
 	// Reordered counts records that reached the sink after a later record
@@ -276,6 +278,7 @@ func BuildRow(row CompareRow, res workflows.ExperimentResult, totalSec int, jobS
 	row.JobID = res.JobID
 	row.Produced, row.Lost, row.Duplicated = res.Produced, res.Lost, res.Duplicated
 	row.Reordered, row.OrderUnchecked = res.Reordered, res.OrderUnchecked
+	row.InputSec = float64(totalSec)
 	offset := 0.0
 	if !res.StartedAt.IsZero() && !jobStart.IsZero() {
 		offset = res.StartedAt.Sub(jobStart).Seconds()

@@ -281,6 +281,10 @@ func overloadProbe(ctx context.Context, o CompareOptions, base *workflows.Experi
 		Config: o.Config, Stamp: stamp, Label: "[probe]", ResultsDir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare",
 	})
 	p.SetRunRate(o.Overload, base.Producer.RatePerSec)
+	if p.Error == "" && p.Sustainable == rates[len(rates)-1] {
+		// A multiple of a lower bound is no known overload.
+		p.Error = fmt.Sprintf("every step up to %d ev/s was sustained, so the limit is not known: raise --probe-max", p.Sustainable)
+	}
 	load := experiments.OfferedLoad{Rate: p.RunRate, Share: p.Share, Sustainable: p.Sustainable, Limit: p.Limit, ProbeWorkflow: p.WorkflowID, Error: p.Error}
 	if lag := p.SustainedLag(); p.Sustainable > 0 {
 		load.DrainLag = experiments.LagThreshold(lag)
