@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"koala/dataplane/control"
 	"koala/workflows"
 	"koala/workflows/plan"
 )
@@ -59,7 +60,9 @@ func checkAccepted(t *testing.T, in workflows.ExperimentInput) {
 	if in.TotalRuntimeSeconds < 1 || in.BatchSize < 1 || in.Partitions < 1 || in.MinWorkers < 1 || in.DrainTimeoutSeconds < 1 {
 		t.Fatalf("accepted a non-positive size: %+v", in)
 	}
-	if in.Producer.RatePerSec < 1 || in.Producer.NumKeys < 1 || in.Producer.Producers < 1 || in.Producer.ValueSize < 0 {
+	// A warm-up with no rate runs unlimited (RatePerSec 0, warmUpRate).
+	unlimited := in.Producer.RatePerSec == 0 && in.Params[control.ParamIsWarmUp] == "true"
+	if (in.Producer.RatePerSec < 1 && !unlimited) || in.Producer.NumKeys < 1 || in.Producer.Producers < 1 || in.Producer.ValueSize < 0 {
 		t.Fatalf("accepted producer %+v", in.Producer)
 	}
 	if in.Producer.Skew < 0 || in.Producer.Skew > 10 {

@@ -139,18 +139,22 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 	if err := workflow.ExecuteActivity(actx, a.DeployTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, err
 	}
+	// Producers started and not yet stopped: a failed or canceled run
+	// stops them in cleanup.
+	var running []activities.ProducerInput
 	wu, snap, err := warmUpStart(ctx, in, dep) // warmup.go: load warm-up state before the tasks start
 	if err != nil {
-		return res, cleanup(ctx, dep, err)
+		return res, cleanup(ctx, dep, err, running...)
 	}
 	if err := workflow.ExecuteActivity(actx, a.StartTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
-		return res, cleanup(ctx, dep, err)
+		return res, cleanup(ctx, dep, err, running...)
 	}
 	producers := warmUpProducers(in, wu, snap, producerInputs(in, job, producerWorkers))
 	for _, p := range producers {
 		if err := workflow.ExecuteActivity(actx, a.StartProducer, p).Get(ctx, nil); err != nil {
-			return res, cleanup(ctx, dep, err)
+			return res, cleanup(ctx, dep, err, running...)
 		}
+		running = append(running, p)
 	}
 	start := workflow.Now(ctx)
 	res.StartedAt = start
@@ -160,7 +164,7 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 		// A warm-up run has no reconfigurations (warmUpOf); its input ends
 		// once every record reached the sink (warmup.go).
 		if err := warmUpInputEnd(ctx, wu, dep, start, in); err != nil {
-			return res, cleanup(ctx, dep, err)
+			return res, cleanup(ctx, dep, err, running...)
 		}
 	case sched != nil:
 		sched.goLive(dep, workers, start)
@@ -220,11 +224,11 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 			res.Checkpoints = &summary
 		}
 		if err != nil {
-			return res, cleanup(ctx, dep, err)
+			return res, cleanup(ctx, dep, err, running...)
 		}
 		if ckpt != nil {
 			if err := ckpt.stop(ctx); err != nil {
-				return res, cleanup(ctx, dep, err)
+				return res, cleanup(ctx, dep, err, running...)
 			}
 			summary := ckpt.summary(in)
 			res.Checkpoints = &summary
@@ -237,14 +241,15 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 	for _, p := range producers {
 		var rep control.ProduceReport
 		if err := workflow.ExecuteActivity(actx, a.StopProducer, p).Get(ctx, &rep); err != nil {
-			return res, cleanup(ctx, dep, err)
+			return res, cleanup(ctx, dep, err, running...)
 		}
+		running = running[1:]
 		res.Produced += rep.Acked
 		res.ProduceFailed += rep.Failed
 	}
 	var ends map[int32]int64
 	if err := workflow.ExecuteActivity(actx, a.EndOffsets, job).Get(ctx, &ends); err != nil {
-		return res, cleanup(ctx, dep, err)
+		return res, cleanup(ctx, dep, err, running...)
 	}
 	drainTimeout := float64(in.DrainTimeoutSeconds)
 	if drainTimeout <= 0 {
@@ -253,10 +258,10 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 	if err := workflow.ExecuteActivity(actx, a.FinishAndDrain, activities.DrainInput{
 		Deployment: dep, BarrierID: jobID + "-eos", EndOffsets: ends, TimeoutSecs: drainTimeout,
 	}).Get(ctx, nil); err != nil {
-		return res, cleanup(ctx, dep, err)
+		return res, cleanup(ctx, dep, err, running...)
 	}
 	if err := workflow.ExecuteActivity(actx, a.CollectSinkCounts, dep).Get(ctx, &res.Sink); err != nil {
-		return res, cleanup(ctx, dep, err)
+		return res, cleanup(ctx, dep, err, running...)
 	}
 	if job.ExactnessUnchecked == "" {
 		res.Lost = res.Produced - int64(res.Sink.Distinct)
@@ -274,7 +279,7 @@ func RunExperiment(ctx workflow.Context, in ExperimentInput) (_ ExperimentResult
 	}
 	res.Final = dep
 	if err := warmUpEnd(ctx, in, wu, dep, res.Produced); err != nil { // warmup.go: snapshot a warm-up's state
-		return res, cleanup(ctx, dep, err)
+		return res, cleanup(ctx, dep, err, running...)
 	}
 	if err := workflow.ExecuteActivity(actx, a.StopTasks, activities.TasksInput{Deployment: dep}).Get(ctx, nil); err != nil {
 		return res, err
@@ -346,11 +351,18 @@ func sleepUntil(ctx workflow.Context, start time.Time, sec int) error {
 	return workflow.Sleep(ctx, d)
 }
 
-// cleanup stops the producer-fed job after a failure so no task keeps
-// running for a run that has ended; the original error is returned.
-func cleanup(ctx workflow.Context, dep control.Deployment, cause error) error {
+// cleanup stops the producer-fed job after a failure or a cancel so no
+// task keeps running for a run that has ended, and the producers it
+// started and has not stopped (a canceled run's kept writing to Kafka
+// beside the next run); the original error is returned.
+func cleanup(ctx workflow.Context, dep control.Deployment, cause error, producers ...activities.ProducerInput) error {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
+	if len(producers) > 0 && workflow.GetVersion(dctx, "cleanup-stops-producers", workflow.DefaultVersion, 1) >= 1 {
+		for _, p := range producers {
+			_ = workflow.ExecuteActivity(dctx, a.StopProducer, p).Get(dctx, nil)
+		}
+	}
 	_ = workflow.ExecuteActivity(dctx, a.StopTasks, activities.TasksInput{Deployment: dep}).Get(dctx, nil)
 	dropRemoteState(dctx, dep.Job)
 	return cause

@@ -289,7 +289,7 @@ func TestRunExperiment_ReconfigurationFailureStopsTasks(t *testing.T) {
 	err := env.GetWorkflowError()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `operator "nope" not found`)
-	assert.Empty(t, calls.of("StopProducer"), "the run ends at the failure")
+	assert.Len(t, calls.of("StopProducer"), len(calls.of("StartProducer")), "the run ends at the failure and stops the producers it started")
 	require.NotEmpty(t, calls.of("StopTasks"), "cleanup stops the job's tasks")
 	assert.Equal(t, 1, parallelismOf(tasksOf(t, calls.of("StopTasks")[0]).Deployment, "mapper"))
 }
@@ -329,4 +329,24 @@ func TestRunExperiment_InvalidInput(t *testing.T) {
 			assert.Empty(t, started, "no activity runs for an invalid experiment")
 		})
 	}
+}
+
+// A run canceled while its job runs (koala compare interrupted, a run that
+// exceeded its time limit) stops the job's tasks: a terminated workflow
+// runs no code, and its tasks kept processing beside the next run.
+func TestRunExperiment_CanceledStopsTasks(t *testing.T) {
+	env := newTestEnv(t)
+	var calls activityLog
+	mockExperimentActivities(env, &calls, experimentMocks{ackedPerProducer: 1000, sink: activities.SinkCounts{Distinct: 1000}})
+	in := helloExperiment()
+	in.Reconfigurations = nil
+	env.RegisterDelayedCallback(env.CancelWorkflow, 5*time.Second)
+
+	env.ExecuteWorkflow(RunExperiment, in)
+
+	require.True(t, env.IsWorkflowCompleted())
+	require.Error(t, env.GetWorkflowError())
+	require.NotEmpty(t, calls.of("StartTasks"), "the job ran before the cancel")
+	require.NotEmpty(t, calls.of("StopTasks"), "a canceled run stops the job's tasks")
+	require.NotEmpty(t, calls.of("StopProducer"), "and its producers")
 }

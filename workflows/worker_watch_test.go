@@ -112,7 +112,7 @@ func TestWorkerWatch(t *testing.T) {
 				assert.Equal(t, tc.wantMsg, appErr.Message(), "nothing but the reason")
 			}
 			assert.Equal(t, tc.wantCancelled, cancelled, "the reconfiguration child was cancelled")
-			assert.Empty(t, calls.of("StopProducer"), "a failed run reports no results")
+			assert.Len(t, calls.of("StopProducer"), len(calls.of("StartProducer")), "a failed run stops every producer it started")
 
 			stops := calls.of("StopJob")
 			if tc.wantStopJob {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -172,8 +171,8 @@ func autoscaleRow(ctx context.Context, e steadyEnv, spec AutoscaleRowSpec) Autos
 		label, id, in.QueryName, r.PreRate, r.PostRate, AutoscaleStepSec, spec.Protocol, r.Cost, r.Policy)
 	res, err := runner.Follow(ctx, run, label, in.TotalRuntimeSeconds, runner.RunLimit(in, o.Margin))
 	if err != nil {
-		if errors.Is(err, runner.ErrGaveUp) {
-			_ = runner.Terminate(e.tc, run, "koala bench: run exceeded its time limit")
+		if runner.Stopping(ctx, err) {
+			_ = runner.Stop(e.tc, run, "koala bench: "+err.Error())
 		}
 		return notMeasured("the run failed: " + err.Error())
 	}

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -121,8 +120,8 @@ func runWarmUp(ctx context.Context, e steadyEnv, in workflows.ExperimentInput, d
 	fmt.Printf("%s started %s: %d records as fast as the pipeline takes them (at most %d s), snapshot into %s\n", label, id, in.Producer.MaxEvents, in.TotalRuntimeSeconds, dir)
 	res, err := runner.Follow(ctx, run, label, in.TotalRuntimeSeconds, runner.RunLimit(in, e.o.Margin))
 	if err != nil {
-		if errors.Is(err, runner.ErrGaveUp) {
-			_ = runner.Terminate(e.tc, run, "koala bench: warm-up exceeded its time limit")
+		if runner.Stopping(ctx, err) {
+			_ = runner.Stop(e.tc, run, "koala bench: warm-up: "+err.Error())
 		}
 		return err
 	}

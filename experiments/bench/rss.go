@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,12 +80,12 @@ func benchRSS(ctx context.Context, o Options, tc client.Client, ch *metrics.Clic
 		r.SamplesByPID[w.pid] = kept
 		r.Workers = append(r.Workers, SummarizeRSS(w.name, w.pid, kept))
 	}
-	if err != nil && !errors.Is(err, runner.ErrGaveUp) {
+	if err != nil && !runner.Stopping(ctx, err) {
 		r.Reason = err.Error()
 		return r
 	}
 	if err != nil {
-		_ = runner.Terminate(tc, run, "koala bench: run exceeded its time limit")
+		_ = runner.Stop(tc, run, "koala bench: "+err.Error())
 		r.Reason = err.Error()
 		return r
 	}

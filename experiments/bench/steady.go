@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -102,8 +101,8 @@ func benchSteady(ctx context.Context, e steadyEnv, row Row, snapshot string) Ste
 	stateSamples := states.stop()
 	prof.wait()
 	if err != nil {
-		if errors.Is(err, runner.ErrGaveUp) {
-			_ = runner.Terminate(e.tc, run, "koala bench: run exceeded its time limit")
+		if runner.Stopping(ctx, err) {
+			_ = runner.Stop(e.tc, run, "koala bench: "+err.Error())
 		}
 		s.Reason = err.Error()
 		fmt.Println(label, "failed:", s.Reason)

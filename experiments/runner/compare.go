@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -241,8 +240,8 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 
 	res, err := Follow(ctx, run, label, in.TotalRuntimeSeconds, RunLimit(in, v.Margin))
 	if err != nil {
-		if errors.Is(err, ErrGaveUp) {
-			if terr := Terminate(s.Temporal, run, v.Terminator+": run exceeded its time limit"); terr != nil {
+		if stopping(ctx, err) {
+			if terr := Stop(s.Temporal, run, v.Terminator+": "+err.Error()); terr != nil {
 				err = fmt.Errorf("%w (terminate: %v)", err, terr)
 			}
 		}

@@ -58,13 +58,46 @@ func Follow(ctx context.Context, run client.WorkflowRun, label string, total int
 	}
 }
 
-// Terminate stops a workflow this process started and gave up on, with its
-// own short deadline: the caller's context may already be done.
-func Terminate(tc client.Client, run client.WorkflowRun, reason string) error {
-	tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return tc.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), reason)
+// StopWait is how long Stop waits for a canceled run to close before it
+// terminates it.
+const StopWait = 30 * time.Second
+
+// Stop ends a run this process started and gave up on or was interrupted
+// in, with its own deadline (the caller's context may be done): a cancel
+// first, so the run's cleanup stops its tasks and producers — a
+// terminated run runs no code, and its job kept processing beside the
+// next run — then a terminate if it has not closed within StopWait.
+func Stop(tc client.Client, run client.WorkflowRun, reason string) error {
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := tc.CancelWorkflow(cctx, run.GetID(), run.GetRunID())
+	cancel()
+	if err == nil {
+		wctx, wcancel := context.WithTimeout(context.Background(), StopWait)
+		werr := run.Get(wctx, nil)
+		closed := wctx.Err() == nil
+		wcancel()
+		if closed {
+			fmt.Printf("  stopped %s (%s): canceled, its tasks and producers stopped (%v)\n", run.GetID(), reason, werr)
+			return nil
+		}
+	}
+	tctx, tcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer tcancel()
+	if terr := tc.TerminateWorkflow(tctx, run.GetID(), run.GetRunID(), reason); terr != nil {
+		return errors.Join(err, terr)
+	}
+	fmt.Printf("  terminated %s (%s): it did not close within %s of a cancel; its job may still run on the workers\n", run.GetID(), reason, StopWait)
+	return nil
 }
+
+// stopping says whether a Follow error leaves the run for the caller to
+// Stop: it gave up, or the caller was interrupted.
+func stopping(ctx context.Context, err error) bool {
+	return err != nil && (errors.Is(err, ErrGaveUp) || ctx.Err() != nil)
+}
+
+// Stopping is stopping for the bench's runs.
+func Stopping(ctx context.Context, err error) bool { return stopping(ctx, err) }
 
 // UILink is the Temporal web UI page of a workflow run's history.
 func UILink(uiURL, namespace, workflowID, runID string) string {

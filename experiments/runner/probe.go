@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -229,8 +228,8 @@ func Probe(ctx context.Context, s Services, base workflows.ExperimentInput, rate
 	fmt.Printf("%s started %s: %d steps of %d s, %v ev/s\n", label, id, len(offered), stepSec, offered)
 	res, err := Follow(ctx, run, label, in.TotalRuntimeSeconds, RunLimit(in, o.Margin))
 	if err != nil {
-		if errors.Is(err, ErrGaveUp) {
-			_ = Terminate(s.Temporal, run, o.Terminator+": probe exceeded its time limit")
+		if stopping(ctx, err) {
+			_ = Stop(s.Temporal, run, o.Terminator+": probe: "+err.Error())
 		}
 		p.Error = err.Error()
 		return p

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -114,8 +113,8 @@ func BuildWarmUp(ctx context.Context, s Services, t experiments.WarmUpTarget, o 
 	}
 	res, err := followWarmUp(ctx, run, sampler, newProgressView(out, total), total, started, RunLimit(in, o.Margin))
 	if err != nil {
-		if errors.Is(err, ErrGaveUp) {
-			if terr := Terminate(s.Temporal, run, o.Terminator+": warm-up exceeded its time limit"); terr != nil {
+		if stopping(ctx, err) {
+			if terr := Stop(s.Temporal, run, o.Terminator+": warm-up: "+err.Error()); terr != nil {
 				err = fmt.Errorf("%w (terminate: %v)", err, terr)
 			}
 		}
