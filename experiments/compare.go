@@ -175,11 +175,11 @@ type CompareRow struct {
 	ReconfigProtocol string `json:"reconfig_protocol,omitempty"`
 	StateBackend     string `json:"state_backend,omitempty"`
 
-	Produced   int64 `json:"produced"`
+	Produced int64 `json:"produced"`
 	// InputSec is how long the producers ran (the config's runtime).
-	InputSec float64 `json:"input_sec,omitempty"`
-	Lost       int64 `json:"lost"`
-	Duplicated int64 `json:"duplicated"`
+	InputSec   float64 `json:"input_sec,omitempty"`
+	Lost       int64   `json:"lost"`
+	Duplicated int64   `json:"duplicated"`
 	// Reordered counts records that reached the sink after a later record
 	// of their key; OrderUnchecked says why the run could not check order.
 	Reordered      int64  `json:"reordered"`
