@@ -228,23 +228,17 @@ func (t *task) loadSnapshot(dir string) (control.TaskSnapshot, error) {
 	if own := t.ownedBuckets(); !slices.Equal(own, snap.Buckets) {
 		return snap, fmt.Errorf("snapshot %s owns %d buckets %s, task owns %d buckets %s", dir, len(snap.Buckets), bucketList(snap.Buckets), len(own), bucketList(own))
 	}
-	if t.view.Load().job.StateBackend != "" && t.view.Load().job.StateBackend != statesvc.BackendPebble {
-		return snap, fmt.Errorf("state backend %q cannot load a snapshot (only %q)", t.view.Load().job.StateBackend, statesvc.BackendPebble)
-	}
-	if err := ks.store.Close(); err != nil {
-		return snap, fmt.Errorf("close state: %w", err)
-	}
-	if err := os.RemoveAll(ks.dir); err != nil {
-		return snap, fmt.Errorf("clear state directory: %w", err)
-	}
-	if err := statesvc.RestoreCheckpoint(filepath.Join(dir, checkpoint.SnapshotStateDir), ks.dir); err != nil {
+	if b := t.view.Load().job.StateBackend; b != "" && b != statesvc.BackendPebble {
+		// A remote-pebble namespace (or memory) has no directory to restore
+		// into: its keys are copied in, so remote runs start from the same
+		// warm state as local ones.
+		src := filepath.Join(dir, checkpoint.SnapshotStateDir)
+		if _, _, err := statesvc.ImportCheckpoint(src, ks.dir+".import", ks.store, snapshotImportBatchBytes); err != nil {
+			return snap, fmt.Errorf("load snapshot %s into %s state: %w", dir, b, err)
+		}
+	} else if err := t.restoreLocal(dir); err != nil {
 		return snap, err
 	}
-	store, err := statesvc.Open(statesvc.Options{Backend: statesvc.BackendPebble, Dir: ks.dir, Volatile: true}) // as newKeyedState
-	if err != nil {
-		return snap, fmt.Errorf("open restored state: %w", err)
-	}
-	ks.store = store
 	for id, ref := range snap.KLTOwners {
 		ks.owners.Store(id, ref)
 	}
@@ -260,6 +254,31 @@ func (t *task) loadSnapshot(dir string) (control.TaskSnapshot, error) {
 	}
 	snap.KLT, snap.KLTOwners = nil, nil
 	return snap, nil
+}
+
+// snapshotImportBatchBytes is the MultiPut batch a snapshot is copied into
+// a store that cannot restore a checkpoint in: 1 MiB, the handoff's chunk.
+const snapshotImportBatchBytes = 1 << 20
+
+// restoreLocal replaces the task's Pebble store with the checkpoint of the
+// snapshot in dir.
+func (t *task) restoreLocal(dir string) error {
+	ks := t.keyed
+	if err := ks.store.Close(); err != nil {
+		return fmt.Errorf("close state: %w", err)
+	}
+	if err := os.RemoveAll(ks.dir); err != nil {
+		return fmt.Errorf("clear state directory: %w", err)
+	}
+	if err := statesvc.RestoreCheckpoint(filepath.Join(dir, checkpoint.SnapshotStateDir), ks.dir); err != nil {
+		return err
+	}
+	store, err := statesvc.Open(statesvc.Options{Backend: statesvc.BackendPebble, Dir: ks.dir, Volatile: true}) // as newKeyedState
+	if err != nil {
+		return fmt.Errorf("open restored state: %w", err)
+	}
+	ks.store = store
+	return nil
 }
 
 // bucketList shows at most 8 buckets of bs.

@@ -2,6 +2,8 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/binary"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,13 +21,21 @@ import (
 // in-process cluster.
 func warmJob(t *testing.T, ctx context.Context, c *dptest.Cluster, jobID string, parallelism, buckets int) (*activities.Activities, []control.WorkerInfo, control.Deployment) {
 	t.Helper()
+	return warmJobOn(t, ctx, c, jobID, parallelism, buckets, "pebble", nil)
+}
+
+// warmJobOn is warmJob with another state backend and more job params.
+func warmJobOn(t *testing.T, ctx context.Context, c *dptest.Cluster, jobID string, parallelism, buckets int, backend string, params map[string]string) (*activities.Activities, []control.WorkerInfo, control.Deployment) {
+	t.Helper()
+	p := map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand}
+	maps.Copy(p, params)
 	acts := &activities.Activities{NC: c.NC, RequestTimeout: 30 * time.Second}
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: len(c.Workers), Timeout: 10})
 	must(t, err)
 	_, dep := deployJob(t, ctx, acts, workers, activities.JobInput{
 		JobID: jobID, Query: "counter", Parallelism: map[string]int{"counter": parallelism},
-		NumBuckets: buckets, BatchSize: 1000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: "pebble",
-		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand},
+		NumBuckets: buckets, BatchSize: 1000, Partitions: 4, KafkaBrokers: c.Brokers, StateBackend: backend,
+		Params: p,
 	})
 	return acts, workers, dep
 }
@@ -117,6 +127,8 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 		must(t, bacts.StopTasks(ctx, activities.TasksInput{Deployment: bdep}))
 	}
 
+	assertRemoteLoad(t, ctx, c2, snapDir, buckets, warmKeys)
+
 	acts, workers, dep = warmJob(t, ctx, c2, "measure", 2, buckets)
 	loaded, err := acts.LoadSnapshot(ctx, activities.SnapshotInput{Deployment: dep, Dir: snapDir})
 	must(t, err)
@@ -185,4 +197,43 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 		t.Fatalf("fetch-on-demand migrated %d bytes, want exactly the active keys' moved state %d (moved warm state %d)", got, want, total)
 	}
 	must(t, acts.StopTasks(ctx, activities.TasksInput{Deployment: dep}))
+}
+
+// assertRemoteLoad loads the snapshot into a job whose state is in a real
+// remote state server (the remote protocol's backend, which has no
+// directory to restore a checkpoint into) and reads every warm key's count
+// back from the job's namespace there.
+func assertRemoteLoad(t *testing.T, ctx context.Context, c *dptest.Cluster, snapDir string, buckets, warmKeys int) {
+	t.Helper()
+	srv, err := statesvc.NewServer(statesvc.ServerOptions{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
+	must(t, err)
+	defer srv.Close()
+	const job = "remote-load"
+	acts, _, dep := warmJobOn(t, ctx, c, job, 2, buckets, statesvc.BackendRemotePebble, map[string]string{control.ParamRemotePebbleAddrs: srv.Addr()})
+	loaded, err := acts.LoadSnapshot(ctx, activities.SnapshotInput{Deployment: dep, Dir: snapDir})
+	must(t, err)
+	must(t, acts.StopTasks(ctx, activities.TasksInput{Deployment: dep}))
+	if loaded.Keys != uint64(warmKeys) {
+		t.Fatalf("remote load: manifest has %d keys, want %d", loaded.Keys, warmKeys)
+	}
+	r, err := statesvc.OpenRemote([]string{srv.Addr()}, statesvc.RemoteOptions{Namespace: job})
+	must(t, err)
+	defer r.Close()
+	counts := map[string]uint64{}
+	must(t, r.Scan(nil, nil, func(k, v []byte) bool {
+		if len(v) != 8 {
+			counts[string(k)] = 0 // not a count: reported below
+			return true
+		}
+		counts[string(k)] = binary.LittleEndian.Uint64(v)
+		return true
+	}))
+	if len(counts) != warmKeys {
+		t.Fatalf("remote load: the job's namespace holds %d keys, want the %d warm keys", len(counts), warmKeys)
+	}
+	for k, n := range counts {
+		if n != 1 {
+			t.Fatalf("remote load: key %q counts %d, want its one warm-up record", k, n)
+		}
+	}
 }
