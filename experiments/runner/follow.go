@@ -31,12 +31,8 @@ func Follow(ctx context.Context, run client.WorkflowRun, label string, total int
 	start := time.Now()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
-	var expired <-chan time.Time
-	if limit > 0 {
-		deadline := time.NewTimer(limit)
-		defer deadline.Stop()
-		expired = deadline.C
-	}
+	expired, stopDeadline := deadline(limit)
+	defer stopDeadline()
 	prefix := ""
 	if label != "" {
 		prefix = label + " "
@@ -133,4 +129,14 @@ func DefaultBrokers(in *workflows.ExperimentInput, brokers []string) {
 	if len(in.KafkaBrokers) == 0 {
 		in.KafkaBrokers = brokers
 	}
+}
+
+// deadline fires once after limit; with limit ≤ 0 it never fires. Call
+// stop when done with it.
+func deadline(limit time.Duration) (expired <-chan time.Time, stop func()) {
+	if limit <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTimer(limit)
+	return t.C, func() { t.Stop() }
 }

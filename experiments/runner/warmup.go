@@ -141,12 +141,8 @@ func followWarmUp(ctx context.Context, run client.WorkflowRun, sampler *jobSampl
 	defer view.finish()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var expired <-chan time.Time
-	if limit > 0 {
-		deadline := time.NewTimer(limit)
-		defer deadline.Stop()
-		expired = deadline.C
-	}
+	expired, stopDeadline := deadline(limit)
+	defer stopDeadline()
 	var meter rateMeter
 	p := warmUpProgress{Total: total}
 	for {
