@@ -133,7 +133,7 @@ func Compare(ctx context.Context, o CompareOptions) error {
 		}
 		if load.Error != "" {
 			// Running at the config's rate would not be the overload asked for.
-			return fmt.Errorf("--overload %v: the rate probe did not find the limit of the pre-scale pipeline: %s (probe result under %s)", o.Overload, load.Error, dir)
+			return fmt.Errorf("--overload %v: the rate probe did not find the limit of the pre-scale pipeline: %s (--probe-from, --probe-max; probe result under %s)", o.Overload, load.Error, dir)
 		}
 		Sleep(ctx, o.Gap)
 	}

@@ -181,7 +181,10 @@ func (p *RateProbe) SetRunRate(share float64, configRate int) {
 		return
 	}
 	if p.Error == "" {
-		p.Error = "no step was sustained (" + p.Limit + ")"
+		// The first step also carries the job's start-up (cold caches, the
+		// source catching up), so a first rate near the limit can fail
+		// where it would hold later.
+		p.Error = "no step was sustained (" + p.Limit + "): start the staircase lower"
 	}
 	p.RunRate = configRate
 }

@@ -118,7 +118,7 @@ func TestProbeRunRate(t *testing.T) {
 	}
 	none := AnalyzeProbe([]int{10_000}, 6, 1000, 0, nil, nil)
 	none.SetRunRate(0.7, 10_000)
-	if none.RunRate != 10_000 || !strings.Contains(none.Error, "no step was sustained (no lag data at 10000 ev/s)") {
+	if none.RunRate != 10_000 || !strings.Contains(none.Error, "no step was sustained (no lag data at 10000 ev/s): start the staircase lower") {
 		t.Errorf("no data: run rate %d, error %q", none.RunRate, none.Error)
 	}
 }
