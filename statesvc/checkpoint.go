@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Checkpoint writes a consistent copy of the store into dir, which must not
@@ -37,10 +37,11 @@ func (p *Pebble) Checkpoint(dir string) error {
 }
 
 // RestoreCheckpoint makes dst (which must be absent or empty) a Pebble
-// directory holding the checkpoint in src. Sstables are hard-linked (they
-// are never modified; a store that compacts them away only drops its own
-// link) and every other file is copied, because Pebble appends to its
-// manifest and WAL: the checkpoint stays usable for the next restore.
+// directory holding the checkpoint in src. Sstables and blob files (the
+// separated values) are hard-linked: they are never modified, and a store
+// that compacts them away only drops its own link. Every other file is
+// copied, because Pebble appends to its manifest and WAL: the checkpoint
+// stays usable for the next restore.
 // Where hard links are not possible (another file system) sstables are
 // copied too.
 func RestoreCheckpoint(src, dst string) error {
@@ -61,7 +62,7 @@ func RestoreCheckpoint(src, dst string) error {
 			continue
 		}
 		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
-		if strings.HasSuffix(e.Name(), ".sst") {
+		if strings.HasSuffix(e.Name(), ".sst") || strings.HasSuffix(e.Name(), ".blob") {
 			if err := os.Link(from, to); err == nil {
 				continue
 			}

@@ -9,9 +9,10 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
-	"github.com/cockroachdb/pebble"
-	"github.com/cockroachdb/pebble/bloom"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Pebble is the local Pebble backend. Safe for concurrent use.
@@ -74,7 +75,6 @@ func OpenPebble(o Options) (*Pebble, error) {
 				log.Warn("pebble write stall", "reason", info.Reason)
 			},
 		},
-		Levels: make([]pebble.LevelOptions, 7),
 		// A volatile store's writes need no log: it is never reopened after
 		// a crash (see Options.Volatile), and Checkpoint and Close flush the
 		// memtable to sstables before they copy or leave the directory.
@@ -87,18 +87,28 @@ func OpenPebble(o Options) (*Pebble, error) {
 		L0CompactionThreshold: 8,
 		L0StopWritesThreshold: 32,
 	}
+	// Values of at least valueSeparationMinBytes live in blob files that
+	// compactions do not rewrite: a keyed operator rewrites its whole value
+	// on every update, and with kilobyte values (q6* keeps 2 KB per seller)
+	// compactions rewriting them again were ~45 % of the stateful worker's
+	// CPU and ~200 MB/s of disk writes for ~55 MB/s of updates (EXPERIMENTS.md,
+	// "Overload"). Blob files whose values are mostly overwritten are
+	// rewritten once they are old enough, bounding the disk they hold.
+	opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+		return pebble.ValueSeparationPolicy{
+			Enabled:               o.valueSeparationMin() > 0,
+			MinimumSize:           max(o.valueSeparationMin(), 1),
+			MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge:     30 * time.Second,
+			TargetGarbageRatio:    0.5,
+		}
+	}
 	for i := range opts.Levels {
 		// Bloom filters make gets of absent keys (first sight of a key, very
 		// common in stateful operators) skip sstables, and prefix seeks
 		// (multiGetPrefix) skip the sstables of other levels.
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
-		// Files double in size per level (2 MiB in L0, 128 MiB in L6), as
-		// Pebble intends but does not do for explicitly listed levels: at 2
-		// MiB everywhere, q6* over 2.3 GB kept ~1150 sstables, more than the
-		// table cache's 1000 open files, and profiling showed reads
-		// reopening sstables (table cache misses) on most lookups.
-		opts.Levels[i].TargetFileSize = 2 << 20 << i
 	}
 	if o.tune != nil {
 		o.tune(opts)
@@ -697,8 +707,9 @@ func (p *Pebble) ApproxSize() uint64 {
 	m := p.db.Metrics()
 	total := m.MemTable.Size + uint64(p.cache.bufferedBytes())
 	for _, l := range m.Levels {
-		total += uint64(l.Size)
+		total += uint64(l.TablesSize)
 	}
+	total += m.BlobFiles.Local.LiveSize
 	return total
 }
 
@@ -762,6 +773,10 @@ func (s slogLogger) Infof(format string, args ...any) {
 	if s.l.Enabled(context.Background(), slog.LevelDebug) {
 		s.l.Debug(fmt.Sprintf(format, args...))
 	}
+}
+
+func (s slogLogger) Errorf(format string, args ...any) {
+	s.l.Error("pebble: " + fmt.Sprintf(format, args...))
 }
 
 func (s slogLogger) Fatalf(format string, args ...any) {

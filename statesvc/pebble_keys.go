@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Key listings for state migration. A task that hands buckets away lists

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Large state: the q6* shape (one 2136-byte value per key, pseudo-random so
@@ -98,6 +98,7 @@ func BenchmarkPebbleLargeStateGetPut(b *testing.B) {
 		o    Options
 	}{
 		{"defaults", Options{CacheBytes: largeBenchCacheB}},
+		{"values-inline", Options{CacheBytes: largeBenchCacheB, ValueSeparationBytes: -1}},
 		{"cache=4x", Options{CacheBytes: 4 * largeBenchCacheB}},
 		{"memtable=16MiB,L0=4", Options{CacheBytes: largeBenchCacheB, MemTableBytes: 16 << 20, tune: func(po *pebble.Options) {
 			po.L0CompactionThreshold, po.L0StopWritesThreshold = 4, 12
@@ -159,7 +160,7 @@ func waitCompactions(b *testing.B, p *Pebble) {
 		case idleSince.IsZero():
 			idleSince = time.Now()
 		case time.Since(idleSince) >= time.Second:
-			b.Logf("settled: L0 %d files, %d sstables in all, %.0f MB", m.Levels[0].NumFiles, m.Total().NumFiles, float64(m.Total().Size)/1e6)
+			b.Logf("settled: L0 %d files, %d sstables in all, %.0f MB", m.Levels[0].TablesCount, m.Total().TablesCount, float64(m.Total().TablesSize)/1e6)
 			return
 		}
 		if time.Now().After(deadline) {

@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -67,6 +67,10 @@ const (
 const (
 	DefaultCacheBytes    int64 = 256 << 20
 	DefaultMemTableBytes int64 = 16 << 20
+	// DefaultValueSeparationBytes: values of a kilobyte and more (q6*'s
+	// 2 KB seller state, a window's buffered records) are separated; the
+	// counters' 8-byte values and small aggregates stay inline.
+	DefaultValueSeparationBytes = 1024
 )
 
 // Options selects and configures a backend.
@@ -89,6 +93,11 @@ type Options struct {
 	CacheBytes int64
 	// MemTableBytes is the Pebble memtable size; 0 means DefaultMemTableBytes.
 	MemTableBytes int64
+	// ValueSeparationBytes is the smallest value Pebble keeps in blob files
+	// apart from its sstables, so compactions move a reference instead of
+	// rewriting the value; 0 means DefaultValueSeparationBytes, -1 keeps
+	// every value in the sstables.
+	ValueSeparationBytes int
 	// Volatile trades crash durability for CPU ("pebble" only): no WAL, and
 	// recent writes wait in the value cache and reach Pebble in batches
 	// where each key is written once however often it changed. A process
@@ -108,6 +117,17 @@ type Options struct {
 	// tune, when set (benchmarks of this package), adjusts Pebble's
 	// options after OpenPebble chose them, to measure alternatives.
 	tune func(*pebble.Options)
+}
+
+// valueSeparationMin is the smallest separated value, 0 for none.
+func (o *Options) valueSeparationMin() int {
+	switch o.ValueSeparationBytes {
+	case 0:
+		return DefaultValueSeparationBytes
+	case -1:
+		return 0
+	}
+	return o.ValueSeparationBytes
 }
 
 // Validate checks the options, naming the offending field and its allowed values.
@@ -131,6 +151,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CacheBytes < 0 {
 		return fmt.Errorf("statesvc: Options.CacheBytes %d must be >= 0 (0 = default %d)", o.CacheBytes, DefaultCacheBytes)
+	}
+	if o.ValueSeparationBytes < -1 {
+		return fmt.Errorf("statesvc: Options.ValueSeparationBytes %d must be >= -1 (0 = default %d, -1 = off)", o.ValueSeparationBytes, DefaultValueSeparationBytes)
 	}
 	if o.MemTableBytes < 0 || o.MemTableBytes >= 4<<30 {
 		return fmt.Errorf("statesvc: Options.MemTableBytes %d must be in [0, 4 GiB) (0 = default %d)", o.MemTableBytes, DefaultMemTableBytes)
