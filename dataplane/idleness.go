@@ -31,10 +31,12 @@ import (
 //   - a partition whose end offset cannot be looked up (stale, the lookups
 //     fail) is not idle;
 //   - a partition that went through such an outage stays in it until it
-//     delivers a record appended after the outage began (producers keep a
-//     partition's order, so its held records came before), however fresh
-//     its end offsets are again: a lookup cannot see records a producer
-//     still holds.
+//     delivers a record appended after the outage began — past the first
+//     end offset looked up after it, since the broker may have appended
+//     records after the source's last fetch before it died — (producers
+//     keep a partition's order, so its held records came before), however
+//     fresh its end offsets are again: a lookup cannot see records a
+//     producer still holds.
 //
 // During an outage of the whole broker this costs nothing: no input
 // arrives, and the windows the held watermark keeps open are those between
@@ -102,9 +104,18 @@ func partitionIdle(r idleRule, p partitionState) bool {
 }
 
 // partitionOutage is one partition's outage, from its end offset going
-// stale until it delivers a record past end (the end known then).
+// stale until it delivers a record past end.
+//
+// end is the partition's first end offset looked up after the outage
+// (fresh: set), not the last one seen before it: records the broker
+// appended just before it died, after the source's last fetch, lie past
+// the old end and arrive first after the restart, while the producer's
+// in-flight batch of the same partition may be retried seconds later.
+// Only a record past an end looked up after the outage was certainly
+// appended after it began, and so after everything the producers held.
 type partitionOutage struct {
 	end     int64
+	fresh   bool      // end was looked up after the outage began
 	reached time.Time // when the source reached the broker again; zero: not yet
 }
 
@@ -117,7 +128,10 @@ type outages map[int32]*partitionOutage
 // reached the broker meanwhile.
 func (o outages) note(pp kafkaio.PartitionPos, stale, reached bool, now time.Time) (bool, time.Duration) {
 	out, in := o[pp.Partition]
-	if in && pp.Next > out.end {
+	if in && !out.fresh && !stale {
+		out.end, out.fresh = pp.HighWatermark, true
+	}
+	if in && out.fresh && pp.Next > out.end {
 		delete(o, pp.Partition) // it delivered what was appended after the outage began
 		in = false
 	}

@@ -91,11 +91,20 @@ func TestWindowSurvivesBrokerOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("in-process cluster test")
 	}
-	t.Run("lookups back last", func(t *testing.T) { runWindowOutage(t, false) })
-	t.Run("lookups back first", func(t *testing.T) { runWindowOutage(t, true) })
+	t.Run("lookups back last", func(t *testing.T) { runWindowOutage(t, false, false) })
+	t.Run("lookups back first", func(t *testing.T) { runWindowOutage(t, true, false) })
+	// Regression (CI, the same soak: 915 of 13,948 windows lost after a
+	// Kafka restart): partition 1 also has records the broker appended
+	// after the source's last fetch, before it died. They come first
+	// when it is back; reading them past the end known before the outage
+	// ended the partition's outage, so it counted as idle again while
+	// the rest of its records (the retried in-flight batch) were still
+	// to come. Only a record past an end looked up after the outage ends
+	// it now.
+	t.Run("records appended after the last fetch", func(t *testing.T) { runWindowOutage(t, true, true) })
 }
 
-func runWindowOutage(t *testing.T, lookupsBackFirst bool) {
+func runWindowOutage(t *testing.T, lookupsBackFirst, appendedUnseen bool) {
 	const numKeys = 20
 	records := func(part int32, from, to int64) []dataplane.Record {
 		var out []dataplane.Record
@@ -106,8 +115,12 @@ func runWindowOutage(t *testing.T, lookupsBackFirst bool) {
 	}
 	before := append(records(0, 0, 3), records(1, 0, 3)...)
 	outage0, outage1 := records(0, 3, 8), records(1, 3, 8)
+	var unseen []dataplane.Record // partition 1's, appended as the broker died
+	if appendedUnseen {
+		unseen, outage1 = records(1, 3, 4), records(1, 4, 8)
+	}
 	want := map[string]uint64{}
-	for _, rs := range [][]dataplane.Record{before, outage0, outage1} {
+	for _, rs := range [][]dataplane.Record{before, unseen, outage0, outage1} {
 		for _, r := range rs {
 			want[string(dataplane.WindowResultKey(r.Key, (r.EventTime/sec+1)*sec))]++
 		}
@@ -136,6 +149,13 @@ func runWindowOutage(t *testing.T, lookupsBackFirst bool) {
 	// idle timeout and their end offsets to go stale.
 	outage.set(true, kmsg.Fetch, kmsg.ListOffsets)
 	began := time.Now()
+	if len(unseen) > 0 {
+		// Once a fetch was cut off (one already waiting at the broker
+		// would return them), produce requests still work: no fetch sees
+		// these until the broker is back.
+		run.WaitFor("a fetch cut off", func() bool { return outage.cuts(kmsg.Fetch) > 0 })
+		run.Produce(unseen)
+	}
 	run.WaitFor("the outage", func() bool {
 		return time.Since(began) > 5*time.Second && outage.cuts(kmsg.Fetch) > 0 && outage.cuts(kmsg.ListOffsets) > 0
 	})
@@ -148,7 +168,7 @@ func runWindowOutage(t *testing.T, lookupsBackFirst bool) {
 	run.Produce(outage0)
 	source := run.Dep.TasksOf("source")[0]
 	run.WaitFor("partition 0's backlog read", func() bool {
-		return taskRecordsIn(t, run, source) >= uint64(len(before)+len(outage0))
+		return taskRecordsIn(t, run, source) >= uint64(len(before)+len(unseen)+len(outage0))
 	})
 	read := time.Now()
 	// Past the idle timeout: without the fresh-end rule, partition 1

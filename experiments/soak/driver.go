@@ -193,7 +193,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	for _, c := range res.Checks {
 		if !c.Exact() {
-			errs = append(errs, fmt.Errorf("segment %d (%s) %s: lost=%d duplicated=%d reordered=%d %s", c.Segment, c.Protocol, c.Query, c.Lost, c.Duplicated, max(c.Reordered, 0), c.Err))
+			// The examples too: a CI log keeps the end of a long report.
+			errs = append(errs, fmt.Errorf("segment %d (%s) %s: lost=%d duplicated=%d reordered=%d late=%d %s%s", c.Segment, c.Protocol, c.Query,
+				c.Lost, c.Duplicated, max(c.Reordered, 0), c.Late, c.Err, strings.Join(append([]string{""}, c.Examples...), "\n    e.g. ")))
 		}
 	}
 	if len(errs) > 0 {
@@ -283,6 +285,11 @@ func (d *driver) runSegment(ctx context.Context, seg Segment) error {
 		} else {
 			r := results[i]
 			check(ctx, d.cfg.Stack.KafkaBrokers(), &c, r.Topic, s.OutTopic)
+			var first, last float64
+			c.Late, first, last = d.lateRecords(ctx, s.WorkflowID)
+			if c.Late > 0 {
+				c.example("%d records dropped as late by the job's operators, in seconds %.0f-%.0f of the job", c.Late, first, last)
+			}
 			// The sink's own ledger, where the query passes records
 			// through (the counter): it must agree.
 			if r.Lost != 0 || r.Duplicated != 0 || r.Reordered != 0 {

@@ -100,6 +100,27 @@ func (d *driver) collectSeries(ctx context.Context, s JobSpec, startedAt time.Ti
 	d.mu.Unlock()
 }
 
+// lateRecords is the records job's operators dropped as late, from the
+// task metrics, and the seconds of the job (from its start) they were
+// dropped in; -1 when the metrics cannot be read.
+func (d *driver) lateRecords(ctx context.Context, workflowID string) (n int64, first, last float64) {
+	pts, err := d.ch.ColumnSeries(ctx, workflows.JobIDFor(workflowID), "", "late_events", metrics.AggSum)
+	if err != nil {
+		return -1, 0, 0
+	}
+	for _, p := range pts {
+		if p.Value <= 0 {
+			continue
+		}
+		if n == 0 {
+			first = p.Sec
+		}
+		n += int64(p.Value)
+		last = p.Sec
+	}
+	return n, first, last
+}
+
 // startStateServer starts `koala statesvc` on a free port for the remote
 // segments and returns how to stop it and its address.
 func startStateServer(ctx context.Context, bin, runDir string) (func(), string, error) {

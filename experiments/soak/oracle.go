@@ -37,7 +37,11 @@ type Check struct {
 	// key; -1 when the query's output has no per-key order (NA says why).
 	Reordered int64
 	NA        string
-	Examples  []string // a few offending keys, for the report
+	// Late is the records the job's operators dropped as late (their
+	// late_records counters, from the task metrics); -1 when unknown. A
+	// window that lost records to lateness shows here as well as in Lost.
+	Late     int64
+	Examples []string // a few offending keys, for the report
 	Err       string   // the job or the oracle failed
 }
 

@@ -83,7 +83,7 @@ func writeTables(w io.Writer, res *Result) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEG\tPROTOCOL\tQUERY\tINPUTS\tEXPECTED\tOUTPUTS\tLOST\tDUPLICATED\tREORDERED\tNOTE")
+	fmt.Fprintln(tw, "SEG\tPROTOCOL\tQUERY\tINPUTS\tEXPECTED\tOUTPUTS\tLOST\tDUPLICATED\tREORDERED\tLATE\tNOTE")
 	for _, c := range res.Checks {
 		reord := fmt.Sprint(c.Reordered)
 		if c.Reordered < 0 {
@@ -93,7 +93,11 @@ func writeTables(w io.Writer, res *Result) {
 		if note == "" && c.NA != "" {
 			note = "reordered n/a: " + c.NA
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", c.Segment, c.Protocol, c.Query, c.Inputs, c.Expected, c.Outputs, c.Lost, c.Duplicated, reord, oneLine(note, 120))
+		late := fmt.Sprint(c.Late)
+		if c.Late < 0 {
+			late = "?"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", c.Segment, c.Protocol, c.Query, c.Inputs, c.Expected, c.Outputs, c.Lost, c.Duplicated, reord, late, oneLine(note, 120))
 	}
 	tw.Flush()
 	n := res.Counts()

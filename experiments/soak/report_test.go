@@ -40,11 +40,15 @@ func TestReportTablesAndPlot(t *testing.T) {
 	if strings.Index(out, "scale-out") > strings.Index(out, "restart-kafka") {
 		t.Errorf("events are not in plan order:\n%s", out)
 	}
-	res.Checks[0].Lost = 1
+	res.Checks[0].Lost, res.Checks[0].Late, res.Checks[1].Late = 1, 37, -1
 	b.Reset()
 	writeTables(&b, res)
 	if !strings.Contains(b.String(), "lost=1 duplicated=0 reordered=0 over 2 job(s): NOT EXACT") {
 		t.Errorf("a lost output is not reported:\n%s", b.String())
+	}
+	// The LATE column: records dropped as late, "?" when not known.
+	if !strings.Contains(b.String(), "LATE") || !strings.Contains(b.String(), "  37  ") || !strings.Contains(b.String(), "  ?  ") {
+		t.Errorf("late records are not reported:\n%s", b.String())
 	}
 
 	path := filepath.Join(t.TempDir(), "soak.png")
