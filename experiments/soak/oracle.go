@@ -42,7 +42,7 @@ type Check struct {
 	// window that lost records to lateness shows here as well as in Lost.
 	Late     int64
 	Examples []string // a few offending keys, for the report
-	Err       string   // the job or the oracle failed
+	Err      string   // the job or the oracle failed
 }
 
 // Exact reports whether the check found nothing wrong.
