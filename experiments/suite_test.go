@@ -112,3 +112,27 @@ func TestSuiteSummary_TableAndRoundTrip(t *testing.T) {
 	_, err = ReadSuiteSummary(t.TempDir())
 	require.ErrorContains(t, err, "koala suite")
 }
+
+// Every checked-in suite loads as `koala suite --check` loads it, and each
+// config in a suite directory that no suite names is a valid config too
+// (the GB-scale warm-ups are run by `koala warmup`, not by a suite).
+func TestLoadSuite_EveryCheckedInSuite(t *testing.T) {
+	suites, err := filepath.Glob("suites/*.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, suites)
+	for _, f := range suites {
+		s, err := LoadSuiteFor(f, RunOptions{})
+		require.NoError(t, err, f)
+		require.NotEmpty(t, s.Input.Entries, f)
+	}
+	configs, err := filepath.Glob("suites/section5_4_gb/*.json")
+	require.NoError(t, err)
+	require.Len(t, configs, 8)
+	for _, f := range configs {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		in, _, err := ParseConfigNotes(f, data)
+		require.NoError(t, err, f)
+		require.Equal(t, "nexmark_query6_modified", in.QueryName, f)
+	}
+}
