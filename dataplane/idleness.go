@@ -139,7 +139,7 @@ func (o outages) note(pp kafkaio.PartitionPos, stale, reached bool, now time.Tim
 		if !stale {
 			return false, 0
 		}
-		out = &partitionOutage{end: pp.HighWatermark}
+		out = &partitionOutage{} // end: looked up once the broker answers again
 		o[pp.Partition] = out
 	}
 	if !reached {

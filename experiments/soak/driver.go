@@ -195,7 +195,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if !c.Exact() {
 			// The examples too: a CI log keeps the end of a long report.
 			errs = append(errs, fmt.Errorf("segment %d (%s) %s: lost=%d duplicated=%d reordered=%d late=%d %s%s", c.Segment, c.Protocol, c.Query,
-				c.Lost, c.Duplicated, max(c.Reordered, 0), c.Late, c.Err, strings.Join(append([]string{""}, c.Examples...), "\n    e.g. ")))
+				c.Lost, c.Duplicated, max(c.Reordered, 0), c.Late, c.Err, c.examples()))
 		}
 	}
 	if len(errs) > 0 {
@@ -279,6 +279,7 @@ func (d *driver) runSegment(ctx context.Context, seg Segment) error {
 	for i, s := range specs {
 		c := Check{Segment: seg.Index, Protocol: seg.Protocol, Query: s.Query, WorkflowID: s.WorkflowID}
 		if runErrs[i] != nil {
+			c.Late = -1 // not read: the job has no result
 			c.Err = fmt.Sprintf("the job failed: %s", innermost(runErrs[i]))
 			errs = append(errs, fmt.Errorf("%s: %w", s.WorkflowID, runErrs[i]))
 			_ = d.tc.TerminateWorkflow(context.Background(), s.WorkflowID, "", "soak: the job failed")
@@ -329,10 +330,15 @@ func (c Check) verdict() string {
 	if c.Err != "" {
 		s += " ERROR " + c.Err
 	}
-	if len(c.Examples) > 0 {
-		s += "\n    e.g. " + strings.Join(c.Examples, "\n    e.g. ")
+	return s + c.examples()
+}
+
+// examples are the check's examples, one indented line each.
+func (c Check) examples() string {
+	if len(c.Examples) == 0 {
+		return ""
 	}
-	return s
+	return "\n    e.g. " + strings.Join(c.Examples, "\n    e.g. ")
 }
 
 // getResult waits for a run's result, through Temporal restarts.
