@@ -225,9 +225,12 @@ func (ks *keyedState) giveAwayEntries(buckets []int) ([]Record, error) {
 	return remote, nil
 }
 
-// localEntries lists, as KLT frame records, every key of buckets whose
-// value is stored here. Only the first record names the owner (me); the
-// rest inherit it, which keeps a handoff of millions of keys small.
+// localEntries lists, as KLT frame records, the lookup table hashes of
+// every key of buckets whose value is stored here (hashesRecord: the new
+// owner's table keeps hashes, not keys, so the keys need not travel, and
+// it adds each bucket's sorted hashes in one merge instead of one entry
+// at a time, which for millions of keys held its task for most of a
+// second).
 //
 // It lists keys only (statesvc.ExportKeys), all buckets in one listing:
 // the buckets' buffered writes are read where they are,
@@ -235,14 +238,13 @@ func (ks *keyedState) giveAwayEntries(buckets []int) ([]Record, error) {
 // store's write lock (as a scan would, which held up this task's batches
 // for tens of milliseconds) nor copied with their values.
 func (ks *keyedState) localEntries(buckets []int, me control.TaskRef) ([]Record, error) {
-	var out []Record
 	if ks.shared {
 		return nil, nil // the new owner reads the same state service
 	}
-	meVal := []byte(encodeOwner(me))
 	// The listing has no order, and a user key has one state key per
 	// state name: with several states the same user key shows up once per
-	// state.
+	// state. Two keys may share a hash; each still counts (an entry per
+	// key), so duplicates are told apart by key, not by hash.
 	var seen map[string]bool
 	if len(ks.names) > 1 {
 		seen = map[string]bool{}
@@ -252,8 +254,9 @@ func (ks *keyedState) localEntries(buckets []int, me control.TaskRef) ([]Record,
 		start, end := statesvc.BucketRange(ks.opName, run[0], run[1])
 		ranges = append(ranges, statesvc.KeyRange{Start: start, End: end})
 	}
+	byBucket := make([][]uint32, max(1, ks.buckets))
 	err := statesvc.ExportKeys(ks.store, ranges, func(k []byte) bool {
-		_, _, _, user, err := statesvc.ParseStateKey(k)
+		_, _, _, user, err := statesvc.SplitStateKey(k)
 		if err != nil {
 			return true
 		}
@@ -263,15 +266,20 @@ func (ks *keyedState) localEntries(buckets []int, me control.TaskRef) ([]Record,
 			}
 			seen[string(user)] = true
 		}
-		r := Record{Key: append([]byte(nil), user...), Offset: -1}
-		if len(out) == 0 {
-			r.Value = meVal
-		}
-		out = append(out, r)
+		b, h := statesvc.KLTHash(user, ks.buckets)
+		byBucket[b] = append(byBucket[b], h)
 		return true
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list the keys of buckets %v: %w", buckets, err)
+	}
+	owner := []byte(encodeOwner(me))
+	var out []Record
+	for b, hs := range byBucket {
+		slices.Sort(hs)
+		for start := 0; start < len(hs); start += kltHashesPerRecord {
+			out = append(out, hashesRecord(b, hs[start:min(start+kltHashesPerRecord, len(hs))], owner))
+		}
 	}
 	return out, nil
 }
@@ -311,16 +319,22 @@ func hashesRecord(bucket int, hashes []uint32, owner []byte) Record {
 	return Record{Key: key, Value: owner, Partition: int32(bucket), Offset: kltHashesOffset}
 }
 
-// installHashes adds the hashes of a hashesRecord for owner.
-func (ks *keyedState) installHashes(r *Record, owner string) error {
-	if len(r.Key)%4 != 0 {
-		return fmt.Errorf("KLT hashes record of %d bytes, want a multiple of 4", len(r.Key))
+// installHashes adds the hashes of hashesRecords of one bucket for owner.
+func (ks *keyedState) installHashes(rs []Record, owner string) error {
+	n := 0
+	for i := range rs {
+		if len(rs[i].Key)%4 != 0 {
+			return fmt.Errorf("KLT hashes record of %d bytes, want a multiple of 4", len(rs[i].Key))
+		}
+		n += len(rs[i].Key) / 4
 	}
-	hs := make([]uint32, len(r.Key)/4)
-	for i := range hs {
-		hs[i] = binary.LittleEndian.Uint32(r.Key[4*i:])
+	hs := make([]uint32, 0, n)
+	for i := range rs {
+		for k := rs[i].Key; len(k) > 0; k = k[4:] {
+			hs = append(hs, binary.LittleEndian.Uint32(k))
+		}
 	}
-	return ks.klt.AddSegment(statesvc.Segment{Bucket: int(r.Partition), Owner: owner, Hashes: hs})
+	return ks.klt.AddSegment(statesvc.Segment{Bucket: int(rs[0].Partition), Owner: owner, Hashes: hs})
 }
 
 // ownerAt decodes the owner in force at entries[i]: the last named one.
@@ -353,7 +367,7 @@ func (t *task) installKLT(f *wire.Frame) error {
 	}
 	ks := t.keyed
 	var ref control.TaskRef
-	for i := range f.Records {
+	for i := 0; i < len(f.Records); i++ {
 		r := &f.Records[i]
 		if r.Offset == kltTimerOffset {
 			t.installTimer(r) // timer frames carry nothing else (sendHandoff)
@@ -379,9 +393,16 @@ func (t *task) installKLT(f *wire.Frame) error {
 			if len(r.Value) == 0 {
 				return fmt.Errorf("task %s: KLT hashes record from %s names no owner", t.id, f.FromTask)
 			}
-			if err := ks.installHashes(r, ref.ID); err != nil {
+			// A bucket's run of records (of one owner) goes in as one
+			// segment: one merge into the table.
+			j := i + 1
+			for j < len(f.Records) && f.Records[j].Offset == kltHashesOffset && f.Records[j].Partition == r.Partition && string(f.Records[j].Value) == string(r.Value) {
+				j++
+			}
+			if err := ks.installHashes(f.Records[i:j], ref.ID); err != nil {
 				return fmt.Errorf("task %s: KLT entry from %s: %w", t.id, f.FromTask, err)
 			}
+			i = j - 1
 			continue
 		}
 		ks.klt.Add(statesvc.BucketOf(r.Key, ks.buckets), r.Key, ref.ID)

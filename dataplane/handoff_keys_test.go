@@ -25,7 +25,8 @@ func (s noScanPebble) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 // TestLocalEntriesListKeysOnly: an old owner lists the keys of the buckets
 // it hands over — two runs of buckets, keys in Pebble, keys only buffered,
 // keys deleted with the delete still buffered, two states per key — each
-// key once, nothing of other buckets, and without a scan.
+// key once (as its lookup table hash, sorted per bucket), nothing of
+// other buckets, and without a scan.
 func TestLocalEntriesListKeysOnly(t *testing.T) {
 	c := newKLTCkptCluster(t, t.TempDir())
 	ks := c.tasks["count-0"].keyed
@@ -61,11 +62,11 @@ func TestLocalEntriesListKeysOnly(t *testing.T) {
 	put(1500, 2500, true)  // buffered deletes, partly of values in Pebble
 	ks.store = noScanPebble{Pebble: p, t: t}
 	handed := []int{1, 2, 3, 9, 10}
-	var want []string
+	want := map[int][]uint32{}
 	for i := range 4000 {
-		k := keyName(i)
-		if (i < 1500 || i >= 2500) && slices.Contains(handed, statesvc.BucketOf([]byte(k), kltCkptBuckets)) {
-			want = append(want, k)
+		k := []byte(keyName(i))
+		if b, h := statesvc.KLTHash(k, kltCkptBuckets); (i < 1500 || i >= 2500) && slices.Contains(handed, b) {
+			want[b] = append(want[b], h)
 		}
 	}
 	me := control.TaskRef{ID: "count-0", WorkerID: "w1"}
@@ -73,30 +74,34 @@ func TestLocalEntriesListKeysOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	got := map[int][]uint32{}
 	for i, r := range entries {
-		got = append(got, string(r.Key))
-		if named := len(r.Value) > 0; named != (i == 0) {
-			t.Fatalf("entry %d names an owner: %v (only the first does)", i, named)
+		if r.Offset != kltHashesOffset || len(r.Key)%4 != 0 {
+			t.Fatalf("entry %d: offset %d, %d key bytes; want a hashes record", i, r.Offset, len(r.Key))
+		}
+		if ref, err := decodeOwner(r.Value); err != nil || ref != me {
+			t.Fatalf("entry %d names %+v (%v), want %+v", i, ref, err, me)
+		}
+		b := int(r.Partition)
+		if i > 0 && int(entries[i-1].Partition) > b {
+			t.Fatalf("entry %d of bucket %d after one of bucket %d: buckets out of order", i, b, entries[i-1].Partition)
+		}
+		for k := r.Key; len(k) > 0; k = k[4:] {
+			got[b] = append(got[b], binary.LittleEndian.Uint32(k))
 		}
 	}
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("listed %d keys, want %d (first difference at %d)", len(got), len(want), firstDifference(got, want))
+	if len(got) != len(want) {
+		t.Fatalf("listed %d buckets, want %d", len(got), len(want))
 	}
-	if ref, err := decodeOwner(entries[0].Value); err != nil || ref != me {
-		t.Fatalf("first entry names %+v (%v), want %+v", ref, err, me)
+	for b, w := range want {
+		slices.Sort(w)
+		if !slices.IsSorted(got[b]) {
+			t.Fatalf("bucket %d: hashes not sorted", b)
+		}
+		if !slices.Equal(got[b], w) {
+			t.Fatalf("bucket %d: listed %d hashes, want %d", b, len(got[b]), len(w))
+		}
 	}
 }
 
 func keyName(i int) string { return "k" + string(binary.BigEndian.AppendUint32(nil, uint32(i))) }
-
-func firstDifference(a, b []string) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return min(len(a), len(b))
-}

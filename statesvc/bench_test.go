@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -371,4 +372,46 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// BenchmarkKLTInstall measures a new owner taking the lookup entries of a
+// handoff: 1M keys of 128 buckets, as one entry per key (KLT.Add, as keys
+// were once handed over) and as one sorted segment per bucket (AddSegment,
+// as a handoff now sends them), ending with the first lookup's merge.
+func BenchmarkKLTInstall(b *testing.B) {
+	keys := make([][]byte, kltBenchKeys)
+	segs := make([][]uint32, kltBenchBuckets)
+	for j := range keys {
+		keys[j] = kltBenchKey(j)
+		bi, h := KLTHash(keys[j], kltBenchBuckets)
+		segs[bi] = append(segs[bi], h)
+	}
+	for _, s := range segs {
+		slices.Sort(s)
+	}
+	b.Run("per-key", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			k := NewKLT(kltBenchBuckets)
+			for _, key := range keys {
+				k.Add(BucketOf(key, kltBenchBuckets), key, "task-1")
+			}
+			k.Lookup(nil)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kltBenchKeys), "ns/key")
+	})
+	b.Run("segments", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			k := NewKLT(kltBenchBuckets)
+			for bi, s := range segs {
+				if err := k.AddSegment(Segment{Bucket: bi, Owner: "task-1", Hashes: s}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			k.Lookup(nil)
+			if k.Len() != kltBenchKeys {
+				b.Fatalf("table holds %d entries, want %d", k.Len(), kltBenchKeys)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kltBenchKeys), "ns/key")
+	})
 }

@@ -151,6 +151,25 @@ func (b *kltBucket) add(h, owner uint32) {
 	}
 }
 
+// addSorted inserts one entry per hash of hs (sorted) in one merge with
+// the buffer, rebuilding at most once.
+func (b *kltBucket) addSorted(hs []uint32, owner uint32) {
+	merged := make([]uint64, 0, len(b.extra)+len(hs))
+	i := 0
+	for _, h := range hs {
+		e := uint64(h)<<32 | uint64(owner)
+		for ; i < len(b.extra) && b.extra[i] < e; i++ {
+			merged = append(merged, b.extra[i])
+		}
+		merged = append(merged, e)
+	}
+	b.extra = append(merged, b.extra[i:]...)
+	b.fast, b.plain = false, false
+	if len(b.extra) >= max(kltExtraMin, b.seq.n/kltExtraFrac) {
+		b.rebuild(-1)
+	}
+}
+
 // remove drops one live entry (h, owner); it reports whether there was one.
 func (b *kltBucket) remove(h, owner uint32) bool {
 	found := false

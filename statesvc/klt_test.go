@@ -208,6 +208,25 @@ func TestKLTModel(t *testing.T) {
 		for range 40_000 {
 			key := []byte(fmt.Sprintf("k%d", rng.IntN(60_000)))
 			switch op := rng.IntN(1000); {
+			case op < 4:
+				// A handoff's segment: up to 2000 keys of one bucket, as
+				// unsorted hashes, duplicates included.
+				b, o := -1, owners[rng.IntN(len(owners))]
+				var hs []uint32
+				for range rng.IntN(2000) {
+					key := []byte(fmt.Sprintf("k%d", rng.IntN(60_000)))
+					kb, h := KLTHash(key, testBuckets)
+					if b < 0 {
+						b = kb
+					}
+					if kb == b {
+						hs = append(hs, h)
+						m[string(key)] = append(m[string(key)], o)
+					}
+				}
+				if err := k.AddSegment(Segment{Bucket: max(b, 0), Owner: o, Hashes: hs}); err != nil {
+					t.Fatal(err)
+				}
 			case op < addShare:
 				addKey(k, m, key, owners[rng.IntN(len(owners))])
 			case op < 995:

@@ -105,8 +105,10 @@ func (p *Pebble) ExportKeys(ranges []KeyRange, fn func(k []byte) bool) error {
 	}
 	for _, it := range its {
 		for ok := it.First(); ok; ok = it.Next() {
-			if _, skip := newer[string(it.Key())]; skip {
-				continue
+			if len(newer) > 0 {
+				if _, skip := newer[string(it.Key())]; skip {
+					continue
+				}
 			}
 			if !fn(it.Key()) {
 				return nil
