@@ -30,7 +30,7 @@ import (
 //     time (log scale); and, over all runs, the peak key lookup table size
 //     against the key space (loaded keys, else the generator's NumKeys).
 //   - Fig 16 (locality, skew): experiments whose non-Zipf runs have at
-//     least two active key spaces (NumKeys), and experiments whose "zipf"
+//     least two active key spaces (ActiveKeys), and experiments whose "zipf"
 //     runs have at least two exponents; the state migrated and the time it
 //     took against the swept value.
 
@@ -47,6 +47,19 @@ const (
 
 func loadsWarmUp(r RunData) bool {
 	return r.Input != nil && r.Input.Params[control.ParamLoadWarmUpData] == "true"
+}
+
+// ActiveKeys is the run's active key space: the closed-auction stream's
+// NumActivePeople (the sellers q6* draws from) where the config sets it,
+// else the generator's NumKeys.
+func (r RunData) ActiveKeys() int {
+	if r.Input == nil {
+		return 0
+	}
+	if n := r.Input.Producer.Nexmark; n != nil && n.NumActivePeople > 0 {
+		return n.NumActivePeople
+	}
+	return r.Input.Producer.NumKeys
 }
 
 // KeySpace is the run's key space: the loaded warm-up keys, else the
@@ -204,7 +217,7 @@ func WriteFig15(dir string, runs []RunData) ([]string, error) {
 }
 
 // Fig16Split returns the runs of the locality experiments (non-Zipf runs
-// over at least two NumKeys) and of the skew experiments (runs of the
+// over at least two ActiveKeys) and of the skew experiments (runs of the
 // "zipf" generator, or of Nexmark "zipf" sellers, over at least two
 // exponents).
 func Fig16Split(runs []RunData) (locality, skew []RunData) {
@@ -219,7 +232,7 @@ func Fig16Split(runs []RunData) (locality, skew []RunData) {
 			plain = append(plain, r)
 		}
 	}
-	for _, g := range varyingGroups(plain, func(r RunData) (float64, bool) { return float64(r.Input.Producer.NumKeys), true }) {
+	for _, g := range varyingGroups(plain, func(r RunData) (float64, bool) { return float64(r.ActiveKeys()), true }) {
 		locality = append(locality, g...)
 	}
 	for _, g := range varyingGroups(zipf, func(r RunData) (float64, bool) { return r.Input.Producer.Skew, true }) {
@@ -263,7 +276,7 @@ func varyingGroups(runs []RunData, key func(RunData) (float64, bool)) [][]RunDat
 func WriteFig16(dir string, runs []RunData) ([]string, error) {
 	var paths []string
 	locality, skew := Fig16Split(runs)
-	numKeys := func(r RunData) (float64, bool) { return float64(r.Input.Producer.NumKeys), true }
+	numKeys := func(r RunData) (float64, bool) { return float64(r.ActiveKeys()), true }
 	zipf := func(r RunData) (float64, bool) { return r.Input.Producer.Skew, true }
 	for _, panel := range []struct {
 		file, title, x string
@@ -299,7 +312,7 @@ type Fig54Row struct {
 	Keyword    string  `json:"keyword"`
 	KeySpace   float64 `json:"key_space"`
 	StateBytes uint64  `json:"state_bytes"`
-	NumKeys    int     `json:"num_keys"`
+	ActiveKeys int     `json:"active_keys"`
 	Skew       float64 `json:"skew"`
 	PreTput    float64 `json:"pre_tput"`
 	MinTput    float64 `json:"min_tput"`
@@ -322,7 +335,7 @@ func Fig54Rows(runs []RunData) []Fig54Row {
 		w := ReconfigWindows(markerSecs(ms), r.Sink, r.Bytes)[0]
 		row := Fig54Row{Keyword: r.Entry.Keyword, KeySpace: r.KeySpace(), StateBytes: r.StateBytes, PreTput: w.PreTput, MinTput: w.MinTput, Migrated: w.Bytes, MigrateSec: w.MigrateSec, Migrate90: w.Migrate90Sec}
 		if r.Input != nil {
-			row.NumKeys, row.Skew = r.Input.Producer.NumKeys, r.Input.Producer.Skew
+			row.ActiveKeys, row.Skew = r.ActiveKeys(), r.Input.Producer.Skew
 		}
 		row.LookupUs = meanValue(r.Lookup)
 		row.BatchUs = meanValue(r.BatchAvg)
@@ -340,7 +353,7 @@ func FormatFig54Rows(rows []Fig54Row) string {
 		if r.StateBytes > 0 {
 			state = BytesText(float64(r.StateBytes))
 		}
-		s += fmt.Sprintf("| %s | %s | %.0f | %d | %s | %.0f | %.0f | %s | %.0f, %.0f | %.1f | %.0f | %.0f |\n", r.Keyword, state, r.KeySpace, r.NumKeys,
+		s += fmt.Sprintf("| %s | %s | %.0f | %d | %s | %.0f | %.0f | %s | %.0f, %.0f | %.1f | %.0f | %.0f |\n", r.Keyword, state, r.KeySpace, r.ActiveKeys,
 			strconv.FormatFloat(r.Skew, 'g', -1, 64), r.PreTput, r.MinTput, BytesText(r.Migrated), r.Migrate90, r.MigrateSec, r.LookupUs, r.BatchUs, r.PeakKLT)
 	}
 	return s

@@ -112,3 +112,24 @@ func TestFig16Split_NexmarkSellers(t *testing.T) {
 	require.ElementsMatch(t, []string{"l1", "l2"}, lk)
 	require.ElementsMatch(t, []string{"z1", "z2"}, sks)
 }
+
+// q6* (closed-auction stream) runs sweep NumActivePeople, not NumKeys:
+// they are locality runs over the active sellers, and the table's active
+// keys column says so.
+func TestFig16Split_ActivePeople(t *testing.T) {
+	q6mod := func(kw string, active int) RunData {
+		r := run54("q6mod_locality", kw, "nexmark", 1000, 0, 0)
+		r.Input.QueryName = "nexmark_query6_modified"
+		r.Input.Producer.Nexmark = &control.NexmarkSource{EventTypes: []string{"ClosedAuction"}, Sellers: "uniform", NumActivePeople: active}
+		return r
+	}
+	runs := []RunData{q6mod("a50", 50000), q6mod("a25", 25000)}
+	locality, sk := Fig16Split(runs)
+	require.Len(t, locality, 2, "NumKeys is the same in both runs; the active sellers differ")
+	require.Empty(t, sk)
+	s := XYPoints("migrated", locality, func(r RunData) (float64, bool) { return float64(r.ActiveKeys()), true }, migratedMB)
+	require.Equal(t, []float64{25000, 50000}, []float64{s.Points[0].Sec, s.Points[1].Sec})
+	rows := Fig54Rows(runs)
+	require.Equal(t, 50000, rows[0].ActiveKeys)
+	require.Equal(t, 1000, run54("loc", "l1", "keys", 1000, 0, 0).ActiveKeys(), "without active people, NumKeys")
+}

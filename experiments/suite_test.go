@@ -127,7 +127,7 @@ func TestLoadSuite_EveryCheckedInSuite(t *testing.T) {
 	}
 	configs, err := filepath.Glob("suites/section5_4_gb/*.json")
 	require.NoError(t, err)
-	require.Len(t, configs, 8)
+	require.Len(t, configs, 15, "4 warm-ups, 4 state sizes, 4 active key spaces, 3 skews")
 	for _, f := range configs {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
