@@ -127,7 +127,7 @@ JSON under results/bench/.`,
 	f.StringVar(&o.ResultsDir, "results", "results/bench", "directory for the raw JSON")
 	f.StringVar(&o.MDPath, "out", "BENCHMARKS.md", "markdown report")
 	f.StringVar(&microPkgs, "micro-packages", "./dataplane,./statesvc", "packages whose benchmarks run (comma-separated)")
-	f.StringVar(&o.MicroRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|Exchange$|KLTLookup|KLTMemory|PebbleMultiGetPut$|StatefulBatchKLTShare", "go test -bench regexp")
+	f.StringVar(&o.MicroRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|Exchange$|KLTLookup|KLTMemory|KLTInstall|PebbleMultiGetPut$|StatefulBatchKLTShare", "go test -bench regexp")
 	f.StringVar(&o.Benchtime, "benchtime", "1s", "go test -benchtime")
 	f.StringVar(&o.MicroRepeat, "micro-repeat", "KLTLookup/(hit|miss)/batch$", "go test -bench regexp of the micro-benchmarks run --micro-repeat-count more times, reported as the median of all their runs (empty: none)")
 	f.IntVar(&o.MicroRepeatCount, "micro-repeat-count", 4, "extra runs of the --micro-repeat benchmarks, 0 to 20")
