@@ -158,10 +158,6 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 		for start := 0; start < len(entries); start += kltChunk {
 			end := min(start+kltChunk, len(entries))
 			chunk := entries[start:end]
-			if len(chunk[0].Value) == 0 {
-				// Every frame starts by naming its first owner.
-				chunk[0].Value = []byte(encodeOwner(ownerAt(entries, start)))
-			}
 			f := &wire.Frame{Kind: wire.FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID, Records: chunk}
 			if err := t.w.deliver(ctx, target, f); err != nil {
 				return err
@@ -225,8 +221,9 @@ func (ks *keyedState) giveAwayEntries(buckets []int) ([]Record, error) {
 	return remote, nil
 }
 
-// localEntries lists, as KLT frame records, the lookup table hashes of
-// every key of buckets whose value is stored here (hashesRecord: the new
+// localEntries lists, as KLT frame records (each naming the owner, me),
+// the lookup table hashes of every key of buckets whose value is stored
+// here (hashesRecord: the new
 // owner's table keeps hashes, not keys, so the keys need not travel, and
 // it adds each bucket's sorted hashes in one merge instead of one entry
 // at a time, which for millions of keys held its task for most of a
@@ -337,17 +334,6 @@ func (ks *keyedState) installHashes(rs []Record, owner string) error {
 	return ks.klt.AddSegment(statesvc.Segment{Bucket: int(rs[0].Partition), Owner: owner, Hashes: hs})
 }
 
-// ownerAt decodes the owner in force at entries[i]: the last named one.
-func ownerAt(entries []Record, i int) control.TaskRef {
-	for ; i >= 0; i-- {
-		if len(entries[i].Value) > 0 {
-			ref, _ := decodeOwner(entries[i].Value)
-			return ref
-		}
-	}
-	return control.TaskRef{}
-}
-
 func encodeOwner(r control.TaskRef) string {
 	return r.ID + "\x00" + r.WorkerID + "\x00" + r.DataAddr
 }
@@ -405,7 +391,7 @@ func (t *task) installKLT(f *wire.Frame) error {
 			i = j - 1
 			continue
 		}
-		ks.klt.Add(statesvc.BucketOf(r.Key, ks.buckets), r.Key, ref.ID)
+		return fmt.Errorf("task %s: KLT record from %s with offset %d: want lookup hashes (%d), pushed state (%d) or a timer (%d)", t.id, f.FromTask, r.Offset, kltHashesOffset, kltStateOffset, kltTimerOffset)
 	}
 	return nil
 }

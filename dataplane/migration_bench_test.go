@@ -142,9 +142,6 @@ func newMigBenchPipeOf(b *testing.B, rate string, numBuckets, movedKeys, localKe
 	}
 	for start := 0; start < len(entries); start += kltChunk {
 		chunk := entries[start:min(start+kltChunk, len(entries))]
-		if len(chunk[0].Value) == 0 {
-			chunk[0].Value = []byte(encodeOwner(ownerAt(entries, start)))
-		}
 		f := &wire.Frame{Kind: wire.FrameKLT, JobID: job.JobID, FromTask: me.ID, ToTask: "count-0", BarrierID: "reconfig-1", Records: chunk}
 		if err := p.newOwner.handleFrame(ctx, f); err != nil {
 			b.Fatal(err)

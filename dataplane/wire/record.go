@@ -31,7 +31,8 @@ const (
 	FrameBarrier FrameKind = 2 // an in-band barrier (drain, reconfiguration)
 	FrameEOS     FrameKind = 3 // end of stream: the sender will send nothing more
 	// FrameKLT carries key lookup table entries from an old owner to a new
-	// owner: record keys are user keys, values the owning task id.
+	// owner (runs of key hashes per bucket, each record naming the owner),
+	// the state a bulk move pushes, and the moving buckets' timers.
 	FrameKLT FrameKind = 4
 	// FrameKLTEnd closes one old owner's handoff to a new owner.
 	FrameKLTEnd FrameKind = 5
