@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,7 @@ func (p *parser) artifactExtras(in *workflows.ExperimentInput, seen map[string]b
 	p.warmUpFolders(in, seen)
 	p.warmUpRate(in, seen)
 	p.traceGenerator(in, seen)
+	p.traceWarmUp(in, seen)
 	if in.Params["PartitionPolicy"] == "uniform" && rescales {
 		p.notef("%s: \"uniform\" starts from the same even, contiguous bucket layout as \"consistent-even\"; at a rescale koala moves the fewest buckets (the artifact re-lays every bucket)", where("PartitionPolicy", ""))
 	}
@@ -105,6 +107,37 @@ func (p *parser) traceGenerator(in *workflows.ExperimentInput, seen map[string]b
 	default:
 		in.Producer.Generator = gen
 	}
+}
+
+// traceWarmUp makes a synthetic trace's warm-up stream sequential, the
+// artifact's warm-up rule (one new key per event): its NumEvents records
+// per producer touch NumEvents × producers keys once each, and the keyed
+// operators fill each key's window at its first record (queries/traces
+// warmUpFill). Without it a warm-up would draw its records from the
+// measurement's Zipf and build a few hot keys' state many times over.
+func (p *parser) traceWarmUp(in *workflows.ExperimentInput, seen map[string]bool) {
+	if in.Params[control.ParamIsWarmUp] != "true" || in.Params["FilePath"] != "" || traceGenerators[in.QueryName] == "" ||
+		in.Producer.Generator != traceGenerators[in.QueryName] {
+		return
+	}
+	n, err := strconv.ParseInt(in.Params[control.ParamNumEvents], 10, 64)
+	if err != nil || n < 1 {
+		return // the warm-up's own check names NumEvents
+	}
+	in.Producer.Sequential = true
+	keys := n * int64(max(in.Producer.Producers, 1))
+	if seen["NumKeys"] {
+		if int64(in.Producer.NumKeys) < keys {
+			p.notef("%s %d: the warm-up's %d records go round its %d keys", where("NumKeys", ""), in.Producer.NumKeys, keys, in.Producer.NumKeys)
+		}
+		return
+	}
+	if keys > math.MaxInt32 {
+		p.errorf("%s: %d × %d producers is more keys than a trace generator has (at most %d)", where(control.ParamNumEvents, ""), n, in.Producer.Producers, math.MaxInt32)
+		return
+	}
+	in.Producer.NumKeys = int(keys)
+	p.notef("%s: a %s warm-up makes one new key per record (key index = record number, %d keys) and fills each key's state at its first record", where(control.ParamNumEvents, ""), in.QueryName, keys)
 }
 
 func orNone(s string) string {

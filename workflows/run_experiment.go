@@ -394,7 +394,7 @@ func producerInputs(in ExperimentInput, job control.JobSpec, workers []control.W
 	shares := produce.SplitProduce(control.ProduceRequest{
 		Topic: job.Topic, KafkaBrokers: job.KafkaBrokers, Generator: in.Producer.Generator,
 		RatePerSec: in.Producer.RatePerSec, NumKeys: in.Producer.NumKeys, Seed: in.Producer.Seed, ValueSize: in.Producer.ValueSize,
-		Skew: in.Producer.Skew, MaxEvents: in.Producer.MaxEvents, Nexmark: in.Producer.Nexmark,
+		Skew: in.Producer.Skew, Sequential: in.Producer.Sequential, MaxEvents: in.Producer.MaxEvents, Nexmark: in.Producer.Nexmark,
 		RateLimit: sched.RateLimit, RateChangeInterval: sched.RateChangeInterval,
 		FilePath: filePaths(in.Params["FilePath"]),
 	}, in.Producer.Producers)

@@ -54,6 +54,8 @@ type ProducerSpec struct {
 	Producers  int    `json:"producers"` // parallel generator instances
 	// Skew is the Zipf exponent of the "zipf" generator (0 = uniform).
 	Skew float64 `json:"skew,omitempty"`
+	// Sequential: see control.ProduceRequest.Sequential.
+	Sequential bool `json:"sequential,omitempty"`
 	// MaxEvents bounds the records produced over all producers (0 = until
 	// the run ends).
 	MaxEvents int64 `json:"max_events,omitempty"`

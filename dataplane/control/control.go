@@ -445,6 +445,11 @@ type ProduceRequest struct {
 	StartEvent int64   `json:"start_event,omitempty"`
 	ValueSize  int     `json:"value_size,omitempty"`
 	Skew       float64 `json:"skew,omitempty"` // Zipf exponent of the "zipf" generator (0 = uniform)
+	// Sequential asks a synthetic trace generator for its warm-up stream:
+	// record n has key index n mod NumKeys instead of a Zipf draw, so
+	// NumKeys records touch every key once (the artifact's "one new key
+	// per event" warm-up rule).
+	Sequential bool `json:"sequential,omitempty"`
 	// Nexmark shapes the "nexmark" generator (nil: its defaults).
 	Nexmark *NexmarkSource `json:"nexmark,omitempty"`
 	// FilePath, when set, makes a trace generator replay these CSV files

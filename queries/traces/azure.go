@@ -100,6 +100,7 @@ func cpuReadingStats(ctx dataplane.OperatorContext) (func(dataplane.Record, *dat
 	if err != nil {
 		return nil, err
 	}
+	warm := warmUpFill(ctx)
 	return func(r dataplane.Record, st *dataplane.State, emit dataplane.Emit) error {
 		in, err := ParseCPUReading(r.Value)
 		if err != nil {
@@ -108,8 +109,18 @@ func cpuReadingStats(ctx dataplane.OperatorContext) (func(dataplane.Record, *dat
 		if in.VMID != string(r.Key) {
 			return malformed("azure: record key %q is not the vm id %q", r.Key, in.VMID)
 		}
+		var fill func(int) CPUReading
+		if warm {
+			fill = func(i int) CPUReading {
+				// Earlier readings of the VM around its current load.
+				rng := fillerRand(r.Key, i)
+				avg := clamp(in.AvgCPU*(0.8+0.4*rng.Float64()), 0.5, 99)
+				return CPUReading{Timestamp: in.Timestamp - int64(size-1-i)*AzureReadingInterval, VMID: in.VMID,
+					MinCPU: avg * rng.Float64(), MaxCPU: avg + (100-avg)*rng.Float64(), AvgCPU: avg}
+			}
+		}
 		last, err := pushBounded(st, "readings", r.Key, size, in, encodeReading,
-			func(b []byte) (CPUReading, error) { return decodeReading(b, in.VMID) })
+			func(b []byte) (CPUReading, error) { return decodeReading(b, in.VMID) }, fill)
 		if err != nil {
 			return err
 		}

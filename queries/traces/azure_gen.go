@@ -25,7 +25,7 @@ const (
 // a Zipf over NumKeys VMs; each VM has its own load level around which its
 // readings vary. Reading n depends only on (seed, n).
 type AzureGenerator struct {
-	vms  *produce.ZipfKeys
+	vms  keyIndex
 	seed int64
 	num  int
 }

@@ -168,6 +168,7 @@ func jobEventStats(ctx dataplane.OperatorContext) (func(dataplane.Record, *datap
 	if err != nil {
 		return nil, err
 	}
+	warm := warmUpFill(ctx)
 	return func(r dataplane.Record, st *dataplane.State, emit dataplane.Emit) error {
 		in, err := ParseTaskEvent(r.Value)
 		if err != nil {
@@ -176,7 +177,16 @@ func jobEventStats(ctx dataplane.OperatorContext) (func(dataplane.Record, *datap
 		if k := in.Key(); k != string(r.Key) {
 			return malformed("borg: record key %q is not the job and event type %q", r.Key, k)
 		}
-		last, err := pushBounded(st, "events", r.Key, size, in, encodeTaskEvent, decodeTaskEvent)
+		var fill func(int) TaskEvent
+		if warm {
+			fill = func(i int) TaskEvent {
+				// Earlier events of the job, its requests varying ±20 %.
+				rng := fillerRand(r.Key, i)
+				return TaskEvent{Time: in.Time - int64(size-1-i)*1000, CPU: in.CPU * (0.8 + 0.4*rng.Float64()),
+					RAM: in.RAM * (0.8 + 0.4*rng.Float64()), Disk: in.Disk * (0.8 + 0.4*rng.Float64())}
+			}
+		}
+		last, err := pushBounded(st, "events", r.Key, size, in, encodeTaskEvent, decodeTaskEvent, fill)
 		if err != nil {
 			return err
 		}

@@ -33,8 +33,12 @@ var borgEventMix = [borgEventTypes]int{
 // Zipf over NumKeys jobs, the event type from the trace's mix; a job's
 // requests vary around its own level. Event n depends only on (seed, n).
 type BorgGenerator struct {
-	jobs *produce.ZipfKeys
+	jobs keyIndex
 	seed int64
+	// seq: the warm-up stream, whose key index k is job k / 9 with event
+	// type k mod 9, so the warm keys cover every event type of the first
+	// NumKeys/9 jobs (the keys a measurement run over them touches).
+	seq bool
 }
 
 // NewBorgGenerator returns the generator of req (NumKeys jobs, Skew, Seed).
@@ -43,7 +47,7 @@ func NewBorgGenerator(req control.ProduceRequest) (*BorgGenerator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BorgGenerator{jobs: z, seed: req.Seed}, nil
+	return &BorgGenerator{jobs: z, seed: req.Seed, seq: req.Sequential}, nil
 }
 
 // Event is event n.
@@ -53,6 +57,9 @@ func (g *BorgGenerator) Event(n int64) TaskEvent {
 	p, t := rng.IntN(1000), 0
 	for t = 0; t < borgEventTypes-1 && p >= borgEventMix[t]; t++ {
 		p -= borgEventMix[t]
+	}
+	if g.seq {
+		k, t = k/borgEventTypes, k%borgEventTypes
 	}
 	h := uint64(k)*0x9e3779b97f4a7c15 + 1
 	cpuLevel := 0.00625 * float64(1+h%40) // the job's usual request: 0.6–25 % of a machine

@@ -281,11 +281,28 @@ func registerTrace(tr *trace, synth func(req control.ProduceRequest) (produce.Ge
 	}
 }
 
+// keyIndex draws the key index of record n: a synthetic trace's key
+// distribution.
+type keyIndex interface {
+	Index(seed, n int64) int
+}
+
+// sequentialKeys is the warm-up key stream (ProduceRequest.Sequential):
+// record n has key index n mod the key count, so one round touches every
+// key once.
+type sequentialKeys struct{ n int64 }
+
+func (s sequentialKeys) Index(_, n int64) int { return int(n % s.n) }
+
 // zipfKeys builds the key distribution of a synthetic trace: NumKeys ids,
-// Zipf exponent Skew (the trace's default when 0).
-func zipfKeys(name string, req control.ProduceRequest, defaultSkew float64, maxKeys int) (*produce.ZipfKeys, error) {
+// Zipf exponent Skew (the trace's default when 0), or the sequential
+// warm-up stream over them when req.Sequential.
+func zipfKeys(name string, req control.ProduceRequest, defaultSkew float64, maxKeys int) (keyIndex, error) {
 	if req.NumKeys < 1 || req.NumKeys > maxKeys {
 		return nil, fmt.Errorf("generator %q: NumKeys %d must be between 1 and %d", name, req.NumKeys, maxKeys)
+	}
+	if req.Sequential {
+		return sequentialKeys{n: int64(req.NumKeys)}, nil
 	}
 	skew := req.Skew
 	if skew == 0 {

@@ -248,9 +248,21 @@ func newPad(n int, op string) []byte {
 
 // pushBounded appends in to the list state of key, keeping the last size
 // entries, and returns the kept entries decoded, oldest first, ending in in:
-// the window each trace query computes its statistics over.
-func pushBounded[T any](st *dataplane.State, state string, key []byte, size int, in T, encode func(T) []byte, decode func([]byte) (T, error)) ([]T, error) {
+// the window each trace query computes its statistics over. With fill set
+// (a warm-up run, see warmUpFill) a key's empty list first gets size−1
+// entries fill(0) … fill(size−2), so its window is full after one record.
+func pushBounded[T any](st *dataplane.State, state string, key []byte, size int, in T, encode func(T) []byte, decode func([]byte) (T, error), fill func(i int) T) ([]T, error) {
 	items := st.GetList(state, key)
+	if len(items) == 0 && fill != nil {
+		out := make([]T, 0, size)
+		items = make([][]byte, 0, size)
+		for i := range size - 1 {
+			x := fill(i)
+			out, items = append(out, x), append(items, encode(x))
+		}
+		st.SetList(state, key, append(items, encode(in)))
+		return append(out, in), nil
+	}
 	if len(items) >= size {
 		items = items[len(items)-size+1:]
 	}
@@ -264,4 +276,22 @@ func pushBounded[T any](st *dataplane.State, state string, key []byte, size int,
 	}
 	st.SetList(state, key, append(items, encode(in)))
 	return append(out, in), nil
+}
+
+// warmUpFill reports whether the job is a warm-up run (job parameter
+// IsWarmUp): its list operators then fill each new key's window at the
+// key's first record, as the artifact's *_warmup dataflows do, so a
+// warm-up of N one-record keys builds N full windows of state.
+func warmUpFill(ctx dataplane.OperatorContext) bool {
+	return ctx.Job.Params[control.ParamIsWarmUp] == "true"
+}
+
+// fillerRand draws the i-th filler entry of key: distinct per key and
+// entry, so filled state costs its size on disk and in migration.
+func fillerRand(key []byte, i int) *rand.Rand {
+	h := uint64(14695981039346656037)
+	for _, c := range key {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return rand.New(rand.NewPCG(h, uint64(i)))
 }

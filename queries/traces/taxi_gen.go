@@ -33,7 +33,7 @@ var taxiTraceStart = time.Date(2013, 1, 1, 0, 0, 0, 0, time.UTC)
 // over NumKeys distinct (pickup cell, dropoff cell) pairs; trip times grow
 // with the route's length. Trip n depends only on (seed, n).
 type TaxiGenerator struct {
-	routes *produce.ZipfKeys
+	routes keyIndex
 	seed   int64
 }
 

@@ -24,9 +24,12 @@ const (
 // from a Zipf over NumKeys streams and leaving it. Event n depends only on
 // (seed, n).
 type TwitchGenerator struct {
-	streams *produce.ZipfKeys
+	streams keyIndex
 	seed    int64
 	users   int64
+	// seq: the warm-up stream, in which event n is user n entering stream
+	// n mod NumKeys, so NumKeys events give every stream its state.
+	seq bool
 }
 
 // NewTwitchGenerator returns the generator of req (NumKeys streams, Skew, Seed).
@@ -35,7 +38,7 @@ func NewTwitchGenerator(req control.ProduceRequest) (*TwitchGenerator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TwitchGenerator{streams: z, seed: req.Seed, users: int64(req.NumKeys) * TwitchUsersPerStream}, nil
+	return &TwitchGenerator{streams: z, seed: req.Seed, users: int64(req.NumKeys) * TwitchUsersPerStream, seq: req.Sequential}, nil
 }
 
 // TwitchStreamID is the id of stream index k.
@@ -44,7 +47,12 @@ func TwitchStreamID(k int) string { return fmt.Sprintf("s%07d", k) }
 // Event is event n.
 func (g *TwitchGenerator) Event(n int64) ViewEvent {
 	u, k := n%g.users, n/g.users
-	s := g.streams.Index(g.seed, u<<32|k/2)
+	var s int
+	if g.seq {
+		s, k = g.streams.Index(g.seed, n), 0
+	} else {
+		s = g.streams.Index(g.seed, u<<32|k/2)
+	}
 	typ := TwitchEnter
 	if k%2 == 1 {
 		typ = TwitchLeave
