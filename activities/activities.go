@@ -53,11 +53,27 @@ func (a *Activities) timeout() time.Duration {
 
 // request sends one control request to a worker and decodes its reply body into out (may be nil).
 func (a *Activities) request(ctx context.Context, workerID, verb, jobID, reconfigID string, body, out any) error {
+	return a.requestWithin(ctx, a.timeout(), workerID, verb, jobID, reconfigID, body, out)
+}
+
+// requestLong is request for a verb whose work grows with the state (a
+// snapshot load copying gigabytes into a remote store): the worker may
+// take as long as the activity has left, since a retry while it still
+// works would only start the same work again.
+func (a *Activities) requestLong(ctx context.Context, workerID, verb, jobID, reconfigID string, body, out any) error {
+	d := a.timeout()
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > d {
+		d = time.Until(dl)
+	}
+	return a.requestWithin(ctx, d, workerID, verb, jobID, reconfigID, body, out)
+}
+
+func (a *Activities) requestWithin(ctx context.Context, timeout time.Duration, workerID, verb, jobID, reconfigID string, body, out any) error {
 	data, err := control.NewEnvelope(jobID, reconfigID, body)
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, a.timeout())
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// Heartbeat while the worker has not answered, so that an unreachable
 	// worker fails the activity with this request's error, which names the
@@ -82,7 +98,7 @@ func (a *Activities) request(ctx context.Context, workerID, verb, jobID, reconfi
 			return fmt.Errorf("worker %q does not answer %s (is `koala worker` running with this id and NATS at %s?): %w", workerID, verb, a.NC.ConnectedUrlRedacted(), err)
 		}
 		if ctx.Err() == nil && rctx.Err() != nil {
-			return fmt.Errorf("%s on worker %q: no answer within %s (worker unreachable or stuck): %w", verb, workerID, a.timeout(), err)
+			return fmt.Errorf("%s on worker %q: no answer within %s (worker unreachable or stuck): %w", verb, workerID, timeout.Round(time.Second), err)
 		}
 		return fmt.Errorf("%s on worker %q: %w", verb, workerID, err)
 	}

@@ -73,7 +73,7 @@ func (a *Activities) LoadSnapshot(ctx context.Context, in SnapshotInput) (Snapsh
 	order, groups := tasksByWorker(dep, func(t control.TaskRef) bool { return want[t.Operator] })
 	for _, wid := range order {
 		var reply control.SnapshotReply
-		if err := a.request(ctx, wid, control.VerbSnapshotLoad, dep.Job.JobID, "", control.SnapshotRequest{TaskIDs: groups[wid], Dir: dir}, &reply); err != nil {
+		if err := a.requestLong(ctx, wid, control.VerbSnapshotLoad, dep.Job.JobID, "", control.SnapshotRequest{TaskIDs: groups[wid], Dir: dir}, &reply); err != nil {
 			return m, err
 		}
 		heartbeat(ctx, wid)

@@ -210,6 +210,10 @@ func (ks *keyedState) countState(snap *control.TaskSnapshot) error {
 // checkpoint in dir and installs its lookup table. The snapshot must be of
 // the same operator and the same buckets.
 func (t *task) loadSnapshot(dir string) (control.TaskSnapshot, error) {
+	// A retried load (its request timed out while this worker still
+	// copied) waits for the one it repeats, then loads again.
+	t.snapshotMu.Lock()
+	defer t.snapshotMu.Unlock()
 	ks := t.keyed
 	var snap control.TaskSnapshot
 	data, err := os.ReadFile(filepath.Join(dir, checkpoint.SnapshotTaskFile))
@@ -233,6 +237,11 @@ func (t *task) loadSnapshot(dir string) (control.TaskSnapshot, error) {
 		// into: its keys are copied in, so remote runs start from the same
 		// warm state as local ones.
 		src := filepath.Join(dir, checkpoint.SnapshotStateDir)
+		// The scratch copy is removed when an import ends; one still there
+		// is from a load that died with its worker (loads are serialised).
+		if err := os.RemoveAll(ks.dir + ".import"); err != nil {
+			return snap, fmt.Errorf("load snapshot %s: clear the scratch copy of an earlier load: %w", dir, err)
+		}
 		if _, _, err := statesvc.ImportCheckpoint(src, ks.dir+".import", ks.store, snapshotImportBatchBytes); err != nil {
 			return snap, fmt.Errorf("load snapshot %s into %s state: %w", dir, b, err)
 		}

@@ -169,6 +169,8 @@ type task struct {
 	lastIn, lastOut, lastFetched, lastMoved uint64
 	lastDead                                kafkaio.DeadLetterCounts
 	lastLate                                uint64
+	// snapshotMu serialises the task's snapshot loads (snapshot.go).
+	snapshotMu sync.Mutex
 }
 
 func (t *task) key() string { return t.jobID + "/" + t.id }

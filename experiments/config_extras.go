@@ -27,8 +27,8 @@ import (
 //   - WatermarkInterval, WindowSlide, NewUserPeriod, UseDummyField and
 //     EnablePendingBatchTimeout are validated, kept in Params and noted:
 //     koala's runtime fixes the watermark interval (50 ms), q5's slide is a
-//     fifth of its WindowDuration, q8's window is WindowDuration, q3's join
-//     keeps no pad, and tasks send every batch when it is done, so no
+//     fifth of its WindowDuration, q8's window is WindowDuration, a pad is
+//     there whenever DummyFieldSize is > 0, and tasks send every batch when it is done, so no
 //     partial batch waits for a timeout;
 //   - WorkDir is noted: every protocol lives in this one tree.
 
@@ -76,7 +76,7 @@ func (p *parser) artifactExtras(in *workflows.ExperimentInput, seen map[string]b
 		p.notef("%s %q: koala's q8 joins new people and auctions within WindowDuration; NewUserPeriod is not used", where("NewUserPeriod", ""), d)
 	}
 	if in.Params["UseDummyField"] == "true" {
-		p.notef("%s: koala's q3 join keeps no pad; DummyFieldSize pads the state of the trace queries and q6* only", where("UseDummyField", ""))
+		p.notef("%s: not needed here; DummyFieldSize > 0 pads the state by itself (q3's people, q6*, the trace queries)", where("UseDummyField", ""))
 	}
 	if v, ok := in.Params["EnablePendingBatchTimeout"]; ok {
 		p.notef("%s %s: koala's tasks send each batch when it is done, so no partial batch waits for a timeout either way", where("EnablePendingBatchTimeout", ""), v)

@@ -224,6 +224,18 @@ func TestQ3(t *testing.T) {
 	checkQ3(t, res.Output, events)
 }
 
+// The person pad (DummyFieldSize) sizes q3's join state without changing
+// its output; a pad beyond the bound fails the task's start.
+func TestQ3PaddedPeople(t *testing.T) {
+	res, events := run(t, "q3", control.ParamDummyFieldSize, "3000")
+	checkQ3(t, res.Output, events)
+	for _, r := range res.Output {
+		if len(r.Value) > 200 {
+			t.Fatalf("output %q carries the pad (%d bytes)", r.Key, len(r.Value))
+		}
+	}
+}
+
 // checkQ3 compares q3's output with its oracle: the category-10 auctions of
 // sellers in OR, ID or CA.
 func checkQ3(t *testing.T, out []dataplane.Record, events []nexmark.Event) {

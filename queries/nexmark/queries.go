@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"koala/dataplane"
+	"koala/dataplane/control"
 	"koala/dataplane/kafkaio"
 	"koala/queries"
 )
@@ -66,7 +67,7 @@ func Build(q, name string, sink Sink) (*dataplane.QueryBuilder, error) {
 		sink(src.Process("q2-filter", parser(q2), false))
 	case "q3":
 		b.Describe("Nexmark q3: people in OR, ID or CA ⋈ their auctions of category 10, by seller")
-		persons := src.Process("q3-persons", parser(q3Person), false)
+		persons := src.Process("q3-persons", parserWith(q3Persons), false)
 		auctions := src.Process("q3-auctions", parser(q3Auction), false)
 		sink(persons.Join("q3-join", auctions, dataplane.JoinSpec{Join: q3Join}))
 	case "q4":
@@ -139,7 +140,17 @@ type parseOp struct {
 }
 
 func parser(fn func(Event, dataplane.Record, dataplane.Emit)) dataplane.OperatorFactory {
+	return parserWith(func(dataplane.OperatorContext) (func(Event, dataplane.Record, dataplane.Emit), error) { return fn, nil })
+}
+
+// parserWith is parser for a function that depends on the task's context
+// (its job parameters); newFn is called once per task.
+func parserWith(newFn func(dataplane.OperatorContext) (func(Event, dataplane.Record, dataplane.Emit), error)) dataplane.OperatorFactory {
 	return func(ctx dataplane.OperatorContext) (dataplane.Operator, error) {
+		fn, err := newFn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("operator %s: %w", ctx.Spec.Name, err)
+		}
 		dead := ctx.DeadLetters
 		if dead == nil { // built outside a worker
 			dead = kafkaio.NewTestDeadLetters(ctx.Spec.Name)
@@ -210,13 +221,29 @@ type Q3Result struct {
 	Auction int64  `json:"id"`
 }
 
-func q3Person(e Event, r dataplane.Record, emit dataplane.Emit) {
-	if e.Person == nil || !Q3States[e.Person.State] {
-		return
+// MaxQ3DummyFieldSize bounds q3's person pad.
+const MaxQ3DummyFieldSize = 1 << 20
+
+// q3Persons keeps q3's people, each value a Q3Result followed by
+// DummyFieldSize bytes of pad (job parameter, default 0) drawn from the
+// person id: the join keeps every person it saw, so the pad sizes its
+// state per seller, as the artifact's UseDummyField does.
+func q3Persons(ctx dataplane.OperatorContext) (func(Event, dataplane.Record, dataplane.Emit), error) {
+	n, err := control.IntParam(ctx.Job, control.ParamDummyFieldSize, 0, 0, MaxQ3DummyFieldSize, "bytes")
+	if err != nil {
+		return nil, err
 	}
-	res := Q3Result{Name: e.Person.Name, City: e.Person.City, State: e.Person.State}
-	r.Key, r.Value = itoa(e.Person.ID), res.appendBinary(make([]byte, 0, resultCap+len(res.Name)+len(res.City)))
-	emit(r)
+	return func(e Event, r dataplane.Record, emit dataplane.Emit) {
+		if e.Person == nil || !Q3States[e.Person.State] {
+			return
+		}
+		res := Q3Result{Name: e.Person.Name, City: e.Person.City, State: e.Person.State}
+		v := res.appendBinary(make([]byte, 0, resultCap+len(res.Name)+len(res.City)+n))
+		v = v[:len(v)+n]
+		fillPad(v[len(v)-n:], e.Person.ID)
+		r.Key, r.Value = itoa(e.Person.ID), v
+		emit(r)
+	}, nil
 }
 
 func q3Auction(e Event, r dataplane.Record, emit dataplane.Emit) {
@@ -231,7 +258,7 @@ func q3Auction(e Event, r dataplane.Record, emit dataplane.Emit) {
 // Both values come from q3's own operators, so neither fails to decode
 // unless the code changes its layouts; such a pair is not emitted.
 func q3Join(key []byte, person, auction dataplane.Record) (dataplane.Record, bool) {
-	res, err := DecodeQ3Result(person.Value)
+	res, err := decodeQ3Person(person.Value)
 	if err != nil {
 		return dataplane.Record{}, false
 	}

@@ -48,6 +48,14 @@ func DecodeQ3Result(data []byte) (Q3Result, error) {
 	return v, r.done()
 }
 
+// decodeQ3Person reads a q3-persons value: a Q3Result, then the person's
+// pad, which the join does not need.
+func decodeQ3Person(data []byte) (Q3Result, error) {
+	r := newReader(data, kindQ3Result)
+	v := Q3Result{Name: r.str("name"), City: r.str("city"), State: r.str("state"), Auction: r.int("auction")}
+	return v, r.err
+}
+
 func (v Q4Result) appendBinary(dst []byte) []byte {
 	dst = append(dst, tagOf(kindQ4Result))
 	dst = appendInt(dst, v.Category)

@@ -21,10 +21,32 @@ const (
 	taxiAreaX     = 147
 	taxiAreaY     = 152
 	taxiAreaCells = taxiArea * taxiArea
-	// MaxTaxiRoutes is the largest NumKeys: every (pickup, dropoff) pair
-	// of the area.
-	MaxTaxiRoutes = taxiAreaCells * taxiAreaCells
+	// taxiAreaRoutes is every (pickup, dropoff) pair of the area: routes
+	// 0 … taxiAreaRoutes−1.
+	taxiAreaRoutes = taxiAreaCells * taxiAreaCells
+	// taxiWide is the side (cells) of a wider square around the area.
+	// Routes from taxiAreaRoutes on (a GB warm-up has millions) start in
+	// one of its cells outside the area and end in any of its cells, so
+	// they differ from the area's routes and from each other.
+	taxiWide        = 60
+	taxiWideCells   = taxiWide * taxiWide
+	taxiWideOutside = taxiWideCells - taxiAreaCells
+	// MaxTaxiRoutes is the largest NumKeys.
+	MaxTaxiRoutes = taxiAreaRoutes + taxiWideOutside*taxiWideCells
 )
+
+// taxiOutside lists the wide square's cells (indices in it) outside the
+// area, in order.
+var taxiOutside = func() []int {
+	lo := (taxiWide - taxiArea) / 2
+	out := make([]int, 0, taxiWideOutside)
+	for i := range taxiWideCells {
+		if x, y := i%taxiWide, i/taxiWide; x < lo || x >= lo+taxiArea || y < lo || y >= lo+taxiArea {
+			out = append(out, i)
+		}
+	}
+	return out
+}()
 
 // taxiTraceStart is the pickup time of trip 0.
 var taxiTraceStart = time.Date(2013, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -49,6 +71,14 @@ func NewTaxiGenerator(req control.ProduceRequest) (*TaxiGenerator, error) {
 // TaxiRouteCells returns the pickup and dropoff cells of route index k
 // (distinct for every k below MaxTaxiRoutes).
 func TaxiRouteCells(k int) (from, to Cell) {
+	if k >= taxiAreaRoutes {
+		k -= taxiAreaRoutes
+		p, q := k%taxiWideOutside, k/taxiWideOutside
+		d := (q + 7*p) % taxiWideCells
+		lo := (taxiWide - taxiArea) / 2
+		cell := func(i int) Cell { return Cell{X: taxiAreaX - lo + i%taxiWide, Y: taxiAreaY - lo + i/taxiWide} }
+		return cell(taxiOutside[p]), cell(d)
+	}
 	p, q := k%taxiAreaCells, k/taxiAreaCells
 	d := (q + 7*p) % taxiAreaCells
 	cell := func(i int) Cell { return Cell{X: taxiAreaX + i%taxiArea, Y: taxiAreaY + i/taxiArea} }

@@ -106,3 +106,28 @@ func TestWarmUpFillsWindows(t *testing.T) {
 		})
 	}
 }
+
+// Taxi routes stay distinct and on the grid past the first area's
+// 160 000, which a GB warm-up (millions of routes) needs.
+func TestTaxiRoutesDistinct(t *testing.T) {
+	seen := map[string]int{}
+	check := func(k int) {
+		from, to := traces.TaxiRouteCells(k)
+		for _, c := range []traces.Cell{from, to} {
+			if c.X < 1 || c.X > traces.GridCells || c.Y < 1 || c.Y > traces.GridCells {
+				t.Fatalf("route %d: cell %v off the %d×%d grid", k, c, traces.GridCells, traces.GridCells)
+			}
+		}
+		r := traces.Route(from, to)
+		if j, dup := seen[r]; dup {
+			t.Fatalf("routes %d and %d are both %s", j, k, r)
+		}
+		seen[r] = k
+	}
+	for k := range 600_000 {
+		check(k)
+	}
+	for k := traces.MaxTaxiRoutes - 50_000; k < traces.MaxTaxiRoutes; k++ {
+		check(k)
+	}
+}
