@@ -329,6 +329,7 @@ func (ks *keyedState) copyRemote(owner string, b int, cand map[string][][]byte) 
 			}
 		}
 	}
+	ks.localIdx.addKVs(kvs)
 	if err := ks.store.MultiPut(kvs); err != nil {
 		return 0, fmt.Errorf("store keys copied from %s: %w", owner, err)
 	}

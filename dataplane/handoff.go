@@ -88,6 +88,8 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 	for _, toID := range order {
 		var remote []Record
 		var timers *handoffTimers
+		var indexed [][]uint32
+		var indexOK bool
 		if t.keyed != nil {
 			// The buckets' timers leave with them (timer_sync.go).
 			timers = t.takeTimers(gained[toID])
@@ -99,6 +101,9 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			if remote, err = t.keyed.giveAwayEntries(gained[toID]); err != nil {
 				return fmt.Errorf("handoff on %s: %w", t.id, err)
 			}
+			// Here, on the task goroutine: every write to these buckets is
+			// in the index, and none comes after.
+			indexed, indexOK = t.keyed.localIdx.take(gained[toID])
 			t.handoffs.sent(reconfigID, toID) // until the new owner acks (handoff_ack.go)
 		}
 		q := &handoffQueue{limit: t.holdBytes()}
@@ -109,7 +114,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			t.drainTo = append(t.drainTo, next.self.byID[toID])
 		}
 		t.handoffSends.Go(func() {
-			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, timers, reconfigID, eager, bulk, push, gate, wmNow, q)
+			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, handoffKeys{hashes: indexed, ok: indexOK}, timers, reconfigID, eager, bulk, push, gate, wmNow, q)
 		})
 	}
 	return nil
@@ -139,7 +144,7 @@ func (t *task) awaitHandoffSends(ctx context.Context) error {
 // sendHandoff streams the lookup entries of buckets to the new owner, then
 // the buckets' timers, then the KLT end, then the records forwarded
 // meanwhile.
-func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, timers *handoffTimers, reconfigID string, eager, bulk, push bool, gate []int, wm int64, q *handoffQueue) {
+func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, local handoffKeys, timers *handoffTimers, reconfigID string, eager, bulk, push bool, gate []int, wm int64, q *handoffQueue) {
 	err := func() error {
 		var entries []Record
 		switch {
@@ -150,7 +155,7 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 			}
 		default:
 			var err error
-			if entries, err = t.keyed.localEntries(buckets, me); err != nil {
+			if entries, err = t.keyed.localEntries(buckets, me, local); err != nil {
 				return err
 			}
 		}
@@ -206,6 +211,15 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 	}
 }
 
+// handoffKeys is what the local key index had for a handoff's buckets
+// (localIndex.take): per bucket the sorted lookup table hashes of the keys
+// stored here, or ok false for an incomplete index, when the store is
+// listed instead.
+type handoffKeys struct {
+	hashes [][]uint32
+	ok     bool
+}
+
 // giveAwayEntries takes the lookup entries of buckets out of the table and
 // returns them as KLT frame records (remoteEntries), after any background
 // chunk in flight ended; the migrator forgets where it stood in them.
@@ -234,9 +248,25 @@ func (ks *keyedState) giveAwayEntries(buckets []int) ([]Record, error) {
 // neither written back with the rest of the write-back cache under the
 // store's write lock (as a scan would, which held up this task's batches
 // for tens of milliseconds) nor copied with their values.
-func (ks *keyedState) localEntries(buckets []int, me control.TaskRef) ([]Record, error) {
+func (ks *keyedState) localEntries(buckets []int, me control.TaskRef, local handoffKeys) ([]Record, error) {
 	if ks.shared {
 		return nil, nil // the new owner reads the same state service
+	}
+	owner := []byte(encodeOwner(me))
+	if local.ok { // from the index: no listing (local_index.go)
+		order := make([]int, len(buckets))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return buckets[a] - buckets[b] })
+		var out []Record
+		for _, i := range order {
+			hs := local.hashes[i]
+			for start := 0; start < len(hs); start += kltHashesPerRecord {
+				out = append(out, hashesRecord(buckets[i], hs[start:min(start+kltHashesPerRecord, len(hs))], owner))
+			}
+		}
+		return out, nil
 	}
 	// The listing has no order, and a user key has one state key per
 	// state name: with several states the same user key shows up once per
@@ -270,7 +300,6 @@ func (ks *keyedState) localEntries(buckets []int, me control.TaskRef) ([]Record,
 	if err != nil {
 		return nil, fmt.Errorf("list the keys of buckets %v: %w", buckets, err)
 	}
-	owner := []byte(encodeOwner(me))
 	var out []Record
 	for b, hs := range byBucket {
 		slices.Sort(hs)

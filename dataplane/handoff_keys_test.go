@@ -26,8 +26,18 @@ func (s noScanPebble) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 // it hands over — two runs of buckets, keys in Pebble, keys only buffered,
 // keys deleted with the delete still buffered, two states per key — each
 // key once (as its lookup table hash, sorted per bucket), nothing of
-// other buckets, and without a scan.
+// other buckets, and without a scan. From its key index it hands over
+// the same, plus the deleted keys (the index may hold gone keys), and
+// the index forgets the buckets.
 func TestLocalEntriesListKeysOnly(t *testing.T) {
+	for _, fromIndex := range []bool{false, true} {
+		t.Run(map[bool]string{false: "listed", true: "indexed"}[fromIndex], func(t *testing.T) {
+			testLocalEntries(t, fromIndex)
+		})
+	}
+}
+
+func testLocalEntries(t *testing.T, fromIndex bool) {
 	c := newKLTCkptCluster(t, t.TempDir())
 	ks := c.tasks["count-0"].keyed
 	p, ok := ks.store.(*statesvc.Pebble)
@@ -35,6 +45,7 @@ func TestLocalEntriesListKeysOnly(t *testing.T) {
 		t.Fatalf("count-0's store is a %T, want *statesvc.Pebble", ks.store)
 	}
 	ks.names = []string{"count", "extra"}
+	ks.localIdx = newLocalIndex(kltCkptBuckets)
 	put := func(from, to int, del bool) {
 		var kvs []statesvc.KV
 		for i := from; i < to; i++ {
@@ -50,6 +61,7 @@ func TestLocalEntriesListKeysOnly(t *testing.T) {
 				kvs = append(kvs, kv)
 			}
 		}
+		ks.localIdx.addKVs(kvs) // as the task's writes do
 		if err := p.MultiPut(kvs); err != nil {
 			t.Fatal(err)
 		}
@@ -61,16 +73,26 @@ func TestLocalEntriesListKeysOnly(t *testing.T) {
 	put(2000, 4000, false) // buffered, partly over values in Pebble
 	put(1500, 2500, true)  // buffered deletes, partly of values in Pebble
 	ks.store = noScanPebble{Pebble: p, t: t}
-	handed := []int{1, 2, 3, 9, 10}
+	handed := []int{10, 1, 2, 3, 9}
 	want := map[int][]uint32{}
 	for i := range 4000 {
 		k := []byte(keyName(i))
-		if b, h := statesvc.KLTHash(k, kltCkptBuckets); (i < 1500 || i >= 2500) && slices.Contains(handed, b) {
+		if b, h := statesvc.KLTHash(k, kltCkptBuckets); (fromIndex || i < 1500 || i >= 2500) && slices.Contains(handed, b) {
 			want[b] = append(want[b], h)
 		}
 	}
 	me := control.TaskRef{ID: "count-0", WorkerID: "w1"}
-	entries, err := ks.localEntries(handed, me)
+	var local handoffKeys
+	if fromIndex {
+		local.hashes, local.ok = ks.localIdx.take(handed)
+		if !local.ok {
+			t.Fatal("a fresh task's key index is incomplete")
+		}
+		if again, _ := ks.localIdx.take(handed); slices.ContainsFunc(again, func(hs []uint32) bool { return len(hs) > 0 }) {
+			t.Fatal("the index still has keys of the buckets it gave away")
+		}
+	}
+	entries, err := ks.localEntries(handed, me, local)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,6 +105,7 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 		}
 		slots++
 		moved += uint64(len(user) + len(v))
+		ks.localIdx.addUser(user)
 	}
 	// Through the value cache, as the task's own writes: the new owner's
 	// first batches read these keys, and BenchmarkBulkPush moved the

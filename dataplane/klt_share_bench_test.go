@@ -140,7 +140,7 @@ func newKLTSharePipe(b *testing.B) *kltSharePipe {
 		}
 	}
 	me := dep.TasksOf("count")[1]
-	entries, err := p.oldOwner.keyed.localEntries(movedBuckets, me)
+	entries, err := p.oldOwner.keyed.localEntries(movedBuckets, me, handoffKeys{})
 	if err != nil {
 		b.Fatal(err)
 	}

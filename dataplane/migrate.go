@@ -122,6 +122,7 @@ func (t *task) pullBucket(ctx context.Context, ref control.TaskRef, owner string
 			}
 		}
 	}
+	ks.localIdx.addKVs(kvs)
 	if err := statesvc.PutCold(ks.store, kvs); err != nil {
 		return false, fmt.Errorf("task %s: store migrated keys: %w", t.id, err)
 	}

@@ -136,7 +136,7 @@ func newMigBenchPipeOf(b *testing.B, rate string, numBuckets, movedKeys, localKe
 	flush(p.oldOwner, kvOld, true)
 	flush(p.newOwner, kvNew, true)
 	me := dep.TasksOf("count")[1]
-	entries, err := p.oldOwner.keyed.localEntries(movedBuckets, me)
+	entries, err := p.oldOwner.keyed.localEntries(movedBuckets, me, handoffKeys{})
 	if err != nil {
 		b.Fatal(err)
 	}

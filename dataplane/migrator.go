@@ -330,6 +330,7 @@ func (m *migrator) commit(seg segmentID, keys, vals [][]byte) ([][]byte, error) 
 		m.mu.Unlock()
 		// Past the value cache: the task has not read these keys yet, and
 		// they would evict those it works on.
+		ks.localIdx.addKVs(kvs)
 		err := statesvc.PutCold(ks.store, kvs)
 		m.mu.Lock()
 		if err == nil {

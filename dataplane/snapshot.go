@@ -245,6 +245,11 @@ func (t *task) loadSnapshot(dir string) (control.TaskSnapshot, error) {
 		if _, _, err := statesvc.ImportCheckpoint(src, ks.dir+".import", ks.store, snapshotImportBatchBytes); err != nil {
 			return snap, fmt.Errorf("load snapshot %s into %s state: %w", dir, b, err)
 		}
+		// A store of this task alone (memory) then lists its keys for
+		// handoffs; shared state has no index.
+		if err := ks.localIdx.rebuild(ks.store, ks.opName); err != nil {
+			return snap, fmt.Errorf("index the loaded keys: %w", err)
+		}
 	} else if err := t.restoreLocal(dir); err != nil {
 		return snap, err
 	}
@@ -287,6 +292,11 @@ func (t *task) restoreLocal(dir string) error {
 		return fmt.Errorf("open restored state: %w", err)
 	}
 	ks.store = store
+	// Before the task starts, so no write is missed: a later handoff then
+	// needs no listing (local_index.go).
+	if err := ks.localIdx.rebuild(store, ks.opName); err != nil {
+		return fmt.Errorf("index the restored keys: %w", err)
+	}
 	return nil
 }
 

@@ -80,6 +80,10 @@ type keyedState struct {
 	// mig moves the table's keys in the background (migrator.go).
 	mig *migrator
 
+	// localIdx indexes the keys stored here for handoffs (local_index.go;
+	// nil for shared state, whose keys never move).
+	localIdx *localIndex
+
 	// frozen lists the operator's keys as of the view frozenView, for the
 	// pulls of the buckets' new owners (statefetch.go).
 	frozenMu   sync.Mutex
@@ -140,6 +144,9 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 	if ks.chunkBytes, err = control.StateMigrationChunkSize(job); err != nil {
 		store.Close()
 		return nil, err
+	}
+	if !ks.shared {
+		ks.localIdx = newLocalIndex(job.NumBuckets)
 	}
 	if ks.mig, err = newMigrator(job, ks); err != nil {
 		store.Close()

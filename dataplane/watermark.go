@@ -517,6 +517,7 @@ func (t *task) keyedWatermark(ctx context.Context, view *taskView, wop Watermark
 		return err
 	}
 	kvs := ks.writes(st, nil)
+	ks.localIdx.addKVs(kvs)
 	if err := ks.store.MultiPut(kvs); err != nil {
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}

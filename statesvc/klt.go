@@ -82,6 +82,18 @@ func KLTHash(key []byte, numBuckets int) (bucket int, hash uint32) {
 	return kltHash(key, max(1, numBuckets))
 }
 
+// KeyHash is the 64-bit hash of key that KLTHash splits into a bucket and
+// a 32-bit hash (SplitKeyHash). A task indexing its own keys by it tells
+// apart keys whose 32-bit lookup table hashes collide, and still hands
+// over the hashes the table keeps.
+func KeyHash(key []byte) uint64 { return keyHash(key) }
+
+// SplitKeyHash returns the bucket and lookup table hash of a key whose
+// KeyHash is x: KLTHash(key, numBuckets) == SplitKeyHash(KeyHash(key), numBuckets).
+func SplitKeyHash(x uint64, numBuckets int) (bucket int, hash uint32) {
+	return bucketOfHash(x, max(1, numBuckets)), uint32(x >> 32)
+}
+
 // NewKLT returns an empty key lookup table for keys spread over numBuckets
 // buckets with BucketOf (numBuckets <= 1: one bucket). It panics if
 // numBuckets exceeds MaxBuckets (a programming error).

@@ -1,0 +1,191 @@
+package dataplane
+
+import (
+	"slices"
+	"sync"
+
+	"koala/statesvc"
+)
+
+// localIndex is the keys a task stores, per bucket, as their 64-bit key
+// hashes (statesvc.KeyHash), kept as they are written, so a lazy handoff
+// hands over the lookup table hashes of the buckets it gives away without
+// listing them from the store. Listing reads every block of the buckets'
+// keys, and with values stored beside the keys (below the store's value
+// separation size) that is the whole state: borg's 3.15 M moving keys of
+// 330 B cost the old owner 2.7 s of CPU at a 1 → 2 scale-out, during which
+// the new owner held those buckets' records (EXPERIMENTS.md, "Section 5.2
+// at GB scale").
+//
+// It may hold keys that are gone (a deleted or served key stays): a new
+// owner that fetches such a key finds it absent everywhere and reads its
+// own store, as for any lookup table false positive. It must not miss a
+// stored key, so every write of the task's keyed state adds to it, and a
+// store filled another way (a restored snapshot or checkpoint) makes it
+// incomplete until rebuilt from a listing (rebuild); while incomplete,
+// handoffs list the store as before (localEntries).
+//
+// Its memory is 8 bytes per key, plus the map of keys added since the
+// bucket's last merge.
+type localIndex struct {
+	mu       sync.Mutex
+	nb       int
+	complete bool
+	buckets  []localBucket
+}
+
+type localBucket struct {
+	sorted []uint64            // sorted, distinct
+	recent map[uint64]struct{} // not in sorted
+}
+
+func newLocalIndex(numBuckets int) *localIndex {
+	nb := max(1, numBuckets)
+	return &localIndex{nb: nb, complete: true, buckets: make([]localBucket, nb)}
+}
+
+// addLocked indexes the key whose KeyHash is x.
+func (x *localIndex) addLocked(h uint64) {
+	b, _ := statesvc.SplitKeyHash(h, x.nb)
+	lb := &x.buckets[b]
+	if _, ok := slices.BinarySearch(lb.sorted, h); ok {
+		return
+	}
+	if lb.recent == nil {
+		lb.recent = map[uint64]struct{}{}
+	}
+	lb.recent[h] = struct{}{}
+	// Merge once the map is an eighth of the sorted keys: each key is
+	// copied a bounded number of times, and lookups stay binary searches.
+	if len(lb.recent) > 1024 && len(lb.recent) > len(lb.sorted)/8 {
+		lb.merge()
+	}
+}
+
+func (lb *localBucket) merge() {
+	if len(lb.recent) == 0 {
+		return
+	}
+	add := make([]uint64, 0, len(lb.recent))
+	for h := range lb.recent {
+		add = append(add, h)
+	}
+	slices.Sort(add)
+	out := make([]uint64, 0, len(lb.sorted)+len(add))
+	i, j := 0, 0
+	for i < len(lb.sorted) || j < len(add) {
+		switch {
+		case j == len(add) || (i < len(lb.sorted) && lb.sorted[i] < add[j]):
+			out = append(out, lb.sorted[i])
+			i++
+		default:
+			out = append(out, add[j])
+			j++
+		}
+	}
+	lb.sorted, lb.recent = out, nil
+}
+
+// addKVs indexes the user keys of state writes (deletes too: the index
+// may hold gone keys). Keys that do not parse are left out; the store
+// holds none such.
+func (x *localIndex) addKVs(kvs []statesvc.KV) {
+	if x == nil || len(kvs) == 0 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var last []byte
+	for i := range kvs {
+		_, _, _, user, err := statesvc.SplitStateKey(kvs[i].Key)
+		if err != nil || (last != nil && string(user) == string(last)) {
+			continue // one user key's states come together
+		}
+		last = user
+		x.addLocked(statesvc.KeyHash(user))
+	}
+}
+
+// addUser indexes one user key.
+func (x *localIndex) addUser(user []byte) {
+	if x == nil {
+		return
+	}
+	x.mu.Lock()
+	x.addLocked(statesvc.KeyHash(user))
+	x.mu.Unlock()
+}
+
+// invalidate marks the index incomplete: the store was filled without it.
+func (x *localIndex) invalidate() {
+	if x == nil {
+		return
+	}
+	x.mu.Lock()
+	x.complete = false
+	clear(x.buckets)
+	x.mu.Unlock()
+}
+
+// rebuild lists the operator's keys in the store and makes the index
+// complete again. Only while nothing writes the store (a task not yet
+// started): a write during the listing could be missed.
+func (x *localIndex) rebuild(store statesvc.Store, opName string) error {
+	if x == nil {
+		return nil
+	}
+	prefix := statesvc.OperatorPrefix(opName)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	clear(x.buckets)
+	var last []byte
+	err := statesvc.ExportKeys(store, []statesvc.KeyRange{{Start: prefix, End: statesvc.PrefixEnd(prefix)}}, func(k []byte) bool {
+		_, _, _, user, err := statesvc.SplitStateKey(k)
+		if err != nil || (last != nil && string(user) == string(last)) {
+			return true
+		}
+		last = append(last[:0], user...)
+		x.addLocked(statesvc.KeyHash(user))
+		return true
+	})
+	if err != nil {
+		x.complete = false
+		return err
+	}
+	for i := range x.buckets {
+		x.buckets[i].merge()
+	}
+	x.complete = true
+	return nil
+}
+
+// take removes buckets from the index and returns, per bucket (indexed
+// like buckets), the lookup table hashes of their keys, sorted, one per
+// key. ok is false when the index is incomplete: the caller lists the
+// store instead.
+func (x *localIndex) take(buckets []int) (hashes [][]uint32, ok bool) {
+	if x == nil {
+		return nil, false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.complete {
+		return nil, false
+	}
+	hashes = make([][]uint32, len(buckets))
+	for i, b := range buckets {
+		if b < 0 || b >= x.nb {
+			continue
+		}
+		lb := &x.buckets[b]
+		lb.merge()
+		hs := make([]uint32, len(lb.sorted))
+		for j, h := range lb.sorted {
+			_, hs[j] = statesvc.SplitKeyHash(h, x.nb)
+		}
+		slices.Sort(hs)
+		hashes[i] = hs
+		*lb = localBucket{}
+	}
+	return hashes, true
+}
