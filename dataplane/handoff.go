@@ -243,7 +243,9 @@ func (ks *keyedState) giveAwayEntries(buckets []int) ([]Record, error) {
 // at a time, which for millions of keys held its task for most of a
 // second).
 //
-// It lists keys only (statesvc.ExportKeys), all buckets in one listing:
+// The keys come from the task's key index (local_index.go), kept as it
+// writes. An incomplete index lists them from the store instead
+// (listEntries): keys only (statesvc.ExportKeys), all buckets in one listing:
 // the buckets' buffered writes are read where they are,
 // neither written back with the rest of the write-back cache under the
 // store's write lock (as a scan would, which held up this task's batches
@@ -252,22 +254,31 @@ func (ks *keyedState) localEntries(buckets []int, me control.TaskRef, local hand
 	if ks.shared {
 		return nil, nil // the new owner reads the same state service
 	}
-	owner := []byte(encodeOwner(me))
-	if local.ok { // from the index: no listing (local_index.go)
-		order := make([]int, len(buckets))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return buckets[a] - buckets[b] })
-		var out []Record
-		for _, i := range order {
-			hs := local.hashes[i]
-			for start := 0; start < len(hs); start += kltHashesPerRecord {
-				out = append(out, hashesRecord(buckets[i], hs[start:min(start+kltHashesPerRecord, len(hs))], owner))
+	byBucket := make([][]uint32, max(1, ks.buckets))
+	if local.ok { // from the key index: no listing (local_index.go)
+		for i, b := range buckets {
+			if b >= 0 && b < len(byBucket) {
+				byBucket[b] = local.hashes[i]
 			}
 		}
-		return out, nil
+	} else if err := ks.listEntries(buckets, byBucket); err != nil {
+		return nil, err
 	}
+	owner := []byte(encodeOwner(me))
+	var out []Record
+	for b, hs := range byBucket {
+		slices.Sort(hs)
+		for start := 0; start < len(hs); start += kltHashesPerRecord {
+			out = append(out, hashesRecord(b, hs[start:min(start+kltHashesPerRecord, len(hs))], owner))
+		}
+	}
+	return out, nil
+}
+
+// listEntries lists the keys of buckets from the store into byBucket, as
+// their lookup table hashes: the handoff's way when the key index is
+// incomplete (a store restored in a way the index did not see).
+func (ks *keyedState) listEntries(buckets []int, byBucket [][]uint32) error {
 	// The listing has no order, and a user key has one state key per
 	// state name: with several states the same user key shows up once per
 	// state. Two keys may share a hash; each still counts (an entry per
@@ -281,7 +292,6 @@ func (ks *keyedState) localEntries(buckets []int, me control.TaskRef, local hand
 		start, end := statesvc.BucketRange(ks.opName, run[0], run[1])
 		ranges = append(ranges, statesvc.KeyRange{Start: start, End: end})
 	}
-	byBucket := make([][]uint32, max(1, ks.buckets))
 	err := statesvc.ExportKeys(ks.store, ranges, func(k []byte) bool {
 		_, _, _, user, err := statesvc.SplitStateKey(k)
 		if err != nil {
@@ -298,16 +308,9 @@ func (ks *keyedState) localEntries(buckets []int, me control.TaskRef, local hand
 		return true
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list the keys of buckets %v: %w", buckets, err)
+		return fmt.Errorf("list the keys of buckets %v: %w", buckets, err)
 	}
-	var out []Record
-	for b, hs := range byBucket {
-		slices.Sort(hs)
-		for start := 0; start < len(hs); start += kltHashesPerRecord {
-			out = append(out, hashesRecord(b, hs[start:min(start+kltHashesPerRecord, len(hs))], owner))
-		}
-	}
-	return out, nil
+	return nil
 }
 
 // remoteEntries lists the entries of this task's own lookup table for
