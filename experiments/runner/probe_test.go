@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/dataplane/produce"
+	"koala/workflows"
 )
 
 func TestProbeRates(t *testing.T) {
@@ -147,5 +149,18 @@ func TestValidateOverload(t *testing.T) {
 		if _, err := o.validateOverload(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want one naming %s", o, err, c.want)
 		}
+	}
+}
+
+// A probe counts the sink's records, unless the sink does not get every
+// input record (q3's join results): then the source's.
+func TestProbeCountOperator(t *testing.T) {
+	res := workflows.ExperimentResult{Final: control.Deployment{Job: control.JobSpec{Operators: []control.OperatorSpec{{Name: "source"}, {Name: "q3-join"}, {Name: "sink"}}}}}
+	if op, at := probeCountOperator(res); op != "sink" || at != "sink" {
+		t.Errorf("every record reaches the sink: counted %q (%s), want the sink", op, at)
+	}
+	res.ExactnessUnchecked = "Nexmark q3 filters, joins or aggregates"
+	if op, at := probeCountOperator(res); op != "source" || at != "source" {
+		t.Errorf("q3: counted %q (%s), want the source", op, at)
 	}
 }
