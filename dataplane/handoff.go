@@ -266,8 +266,7 @@ func (ks *keyedState) localEntries(buckets []int, me control.TaskRef, local hand
 	}
 	owner := []byte(encodeOwner(me))
 	var out []Record
-	for b, hs := range byBucket {
-		slices.Sort(hs)
+	for b, hs := range byBucket { // sorted per bucket, by the index or the listing
 		for start := 0; start < len(hs); start += kltHashesPerRecord {
 			out = append(out, hashesRecord(b, hs[start:min(start+kltHashesPerRecord, len(hs))], owner))
 		}
@@ -276,7 +275,7 @@ func (ks *keyedState) localEntries(buckets []int, me control.TaskRef, local hand
 }
 
 // listEntries lists the keys of buckets from the store into byBucket, as
-// their lookup table hashes: the handoff's way when the key index is
+// their lookup table hashes, sorted per bucket: the handoff's way when the key index is
 // incomplete (a store restored in a way the index did not see).
 func (ks *keyedState) listEntries(buckets []int, byBucket [][]uint32) error {
 	// The listing has no order, and a user key has one state key per
@@ -309,6 +308,9 @@ func (ks *keyedState) listEntries(buckets []int, byBucket [][]uint32) error {
 	})
 	if err != nil {
 		return fmt.Errorf("list the keys of buckets %v: %w", buckets, err)
+	}
+	for _, hs := range byBucket {
+		slices.Sort(hs)
 	}
 	return nil
 }

@@ -239,6 +239,7 @@ func (t *task) loadSnapshot(dir string) (control.TaskSnapshot, error) {
 		src := filepath.Join(dir, checkpoint.SnapshotStateDir)
 		// The scratch copy is removed when an import ends; one still there
 		// is from a load that died with its worker (loads are serialised).
+		ks.localIdx.invalidate() // until rebuilt below
 		if err := os.RemoveAll(ks.dir + ".import"); err != nil {
 			return snap, fmt.Errorf("load snapshot %s: clear the scratch copy of an earlier load: %w", dir, err)
 		}
@@ -278,6 +279,7 @@ const snapshotImportBatchBytes = 1 << 20
 // snapshot in dir.
 func (t *task) restoreLocal(dir string) error {
 	ks := t.keyed
+	ks.localIdx.invalidate() // until rebuilt below: a failed restore lists at a handoff
 	if err := ks.store.Close(); err != nil {
 		return fmt.Errorf("close state: %w", err)
 	}

@@ -28,7 +28,8 @@ import (
 //     EnablePendingBatchTimeout are validated, kept in Params and noted:
 //     koala's runtime fixes the watermark interval (50 ms), q5's slide is a
 //     fifth of its WindowDuration, q8's window is WindowDuration, a pad is
-//     there whenever DummyFieldSize is > 0, and tasks send every batch when it is done, so no
+//     there whenever DummyFieldSize is > 0, and tasks send every batch
+//     when it is done, so no
 //     partial batch waits for a timeout;
 //   - WorkDir is noted: every protocol lives in this one tree.
 

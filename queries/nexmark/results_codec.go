@@ -43,16 +43,19 @@ func (v Q3Result) appendBinary(dst []byte) []byte {
 // DecodeQ3Result reads a q3 output value (or a person on its way into
 // q3's join: Auction 0).
 func DecodeQ3Result(data []byte) (Q3Result, error) {
-	r := newReader(data, kindQ3Result)
-	v := Q3Result{Name: r.str("name"), City: r.str("city"), State: r.str("state"), Auction: r.int("auction")}
+	v, r := readQ3Result(data)
 	return v, r.done()
+}
+
+func readQ3Result(data []byte) (Q3Result, reader) {
+	r := newReader(data, kindQ3Result)
+	return Q3Result{Name: r.str("name"), City: r.str("city"), State: r.str("state"), Auction: r.int("auction")}, r
 }
 
 // decodeQ3Person reads a q3-persons value: a Q3Result, then the person's
 // pad, which the join does not need.
 func decodeQ3Person(data []byte) (Q3Result, error) {
-	r := newReader(data, kindQ3Result)
-	v := Q3Result{Name: r.str("name"), City: r.str("city"), State: r.str("state"), Auction: r.int("auction")}
+	v, r := readQ3Result(data)
 	return v, r.err
 }
 

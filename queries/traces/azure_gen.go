@@ -32,7 +32,7 @@ type AzureGenerator struct {
 
 // NewAzureGenerator returns the generator of req (NumKeys VMs, Skew, Seed).
 func NewAzureGenerator(req control.ProduceRequest) (*AzureGenerator, error) {
-	z, err := zipfKeys(Azure, req, AzureDefaultSkew, maxAzureVMs)
+	z, err := traceKeys(Azure, req, AzureDefaultSkew, maxAzureVMs)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ type BorgGenerator struct {
 
 // NewBorgGenerator returns the generator of req (NumKeys jobs, Skew, Seed).
 func NewBorgGenerator(req control.ProduceRequest) (*BorgGenerator, error) {
-	z, err := zipfKeys(Borg, req, BorgDefaultSkew, maxBorgJobs)
+	z, err := traceKeys(Borg, req, BorgDefaultSkew, maxBorgJobs)
 	if err != nil {
 		return nil, err
 	}

@@ -294,10 +294,10 @@ type sequentialKeys struct{ n int64 }
 
 func (s sequentialKeys) Index(_, n int64) int { return int(n % s.n) }
 
-// zipfKeys builds the key distribution of a synthetic trace: NumKeys ids,
+// traceKeys builds the key distribution of a synthetic trace: NumKeys ids,
 // Zipf exponent Skew (the trace's default when 0), or the sequential
 // warm-up stream over them when req.Sequential.
-func zipfKeys(name string, req control.ProduceRequest, defaultSkew float64, maxKeys int) (keyIndex, error) {
+func traceKeys(name string, req control.ProduceRequest, defaultSkew float64, maxKeys int) (keyIndex, error) {
 	if req.NumKeys < 1 || req.NumKeys > maxKeys {
 		return nil, fmt.Errorf("generator %q: NumKeys %d must be between 1 and %d", name, req.NumKeys, maxKeys)
 	}

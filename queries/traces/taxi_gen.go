@@ -61,7 +61,7 @@ type TaxiGenerator struct {
 
 // NewTaxiGenerator returns the generator of req (NumKeys routes, Skew, Seed).
 func NewTaxiGenerator(req control.ProduceRequest) (*TaxiGenerator, error) {
-	z, err := zipfKeys(Taxi, req, TaxiDefaultSkew, MaxTaxiRoutes)
+	z, err := traceKeys(Taxi, req, TaxiDefaultSkew, MaxTaxiRoutes)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ type TwitchGenerator struct {
 
 // NewTwitchGenerator returns the generator of req (NumKeys streams, Skew, Seed).
 func NewTwitchGenerator(req control.ProduceRequest) (*TwitchGenerator, error) {
-	z, err := zipfKeys(Twitch, req, TwitchDefaultSkew, maxTwitchStreams)
+	z, err := traceKeys(Twitch, req, TwitchDefaultSkew, maxTwitchStreams)
 	if err != nil {
 		return nil, err
 	}
