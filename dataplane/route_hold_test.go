@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,10 +149,22 @@ func TestRouteDrainHoldsSenders(t *testing.T) {
 
 	const forwarded, direct = 3, 400 // per key
 	fed := make(chan int, 1)
+	// The feeder stops while the control request below is on its way, so
+	// what up-0 sends before running it is what was ahead of it, not what
+	// a feeder that wins the race for inbox slots adds.
+	var feedPaused atomic.Bool
+	feedResume := make(chan struct{})
 	go func() { // the source side: blocks once up-0 stops taking frames
 		n := 0
 		defer func() { fed <- n }()
 		for i := int64(forwarded); i < forwarded+direct; i++ {
+			if feedPaused.Load() {
+				select {
+				case <-feedResume:
+				case <-ctx.Done():
+					return
+				}
+			}
 			select {
 			case fx.up.inbox <- fx.frame("source-0", "up-0", i):
 				n++
@@ -166,9 +179,10 @@ func TestRouteDrainHoldsSenders(t *testing.T) {
 		return fx.w.holds.waiting.Load() == 1 && len(fx.nw.inbox) == 0
 	})
 	g := fx.nw.gates
-	// What was on its way when the hold came: count-1's inbox, and the
-	// frame up-0 was delivering.
-	slack := (cap(fx.nw.inbox) + 1) * frameBytes
+	// What was on its way when the hold came: count-1's inbox and the
+	// frame up-0 was delivering, on top of the frame that crossed the
+	// bound (up to a whole frame past it).
+	slack := (cap(fx.nw.inbox) + 2) * frameBytes
 	if g.bytes < bound || g.bytes > bound+slack {
 		t.Fatalf("%d bytes held, want between the bound %d and %d", g.bytes, bound, bound+slack)
 	}
@@ -184,6 +198,7 @@ func TestRouteDrainHoldsSenders(t *testing.T) {
 	// A held task still runs its control requests (its route barrier is
 	// one): it sends on until it has.
 	ran := make(chan error, 1)
+	feedPaused.Store(true)
 	go func() {
 		ran <- fx.w.onTaskGoroutines(ctx, fx.job, []string{"up-0"}, func(context.Context, *task) error { return nil })
 	}()
@@ -199,6 +214,10 @@ func TestRouteDrainHoldsSenders(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// Once it has run the request it is held again: what the feeder sends
+	// from here waits in up-0.
+	feedPaused.Store(false)
+	close(feedResume)
 	pollUntil(t, "up-0 waits again", func() bool {
 		fx.pump(t)
 		return fx.w.holds.waiting.Load() == 1 && len(fx.nw.inbox) == 0
