@@ -18,6 +18,7 @@ import (
 
 func init() {
 	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, protocols, remotePebble, natsURL string
+	var keepTopics bool
 	var natsSec transport.NATSSecurity
 	var gap, flushWait, extra time.Duration
 	var overload, probeFactor float64
@@ -65,7 +66,7 @@ says which snapshot is missing.`,
 			defer tc.Close()
 			resolveNATSSecrets(&natsSec)
 			return runner.Compare(ctx, runner.CompareOptions{
-				Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
+				Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka), KeepTopics: keepTopics},
 				Config:   args[0], Protocols: protocols, ResultsDir: resultsDir, RemotePebble: remotePebble,
 				Gap: gap, FlushWait: flushWait, Margin: extra,
 				Overload: overload, ProbeFrom: probeFrom, ProbeFactor: probeFactor, ProbeMax: probeMax, ProbeStepSec: probeStep,
@@ -76,6 +77,7 @@ says which snapshot is missing.`,
 	f := cmd.Flags()
 	f.StringVar(&protocols, "protocols", strings.Join(experiments.CompareVariants, ","), "comma-separated protocols to run, in order ("+strings.Join(experiments.CompareVariants, ", ")+")")
 	f.StringVar(&resultsDir, "results", "results", "directory under which compare-TIMESTAMP/ is written")
+	f.BoolVar(&keepTopics, "keep-topics", false, "keep each run's Kafka topics (by default a run's topics are dropped once its results are read)")
 	f.StringVar(&remotePebble, "remote-pebble", "", "remote state server host:port list for the remote protocol (overrides the config's RemotePebbleAddrs)")
 	f.Float64Var(&overload, "overload", 0, "probe the sustainable rate first and run every protocol at this multiple of it (1.0-3.0; 0: the config's rate)")
 	f.IntVar(&probeFrom, "probe-from", 2000, "first rate of the probe's staircase, events/s")

@@ -16,7 +16,7 @@ import (
 func init() {
 	var temporalAddr, namespace, kafka, natsURL, uiURL string
 	var natsSec transport.NATSSecurity
-	var rebuild bool
+	var rebuild, keepTopics bool
 	var extra time.Duration
 	var machine machineFlags
 	cmd := &cobra.Command{
@@ -50,7 +50,7 @@ for every later run, koala compare included, to load.`,
 			defer tc.Close()
 			resolveNATSSecrets(&natsSec)
 			return runner.WarmUp(ctx, runner.WarmUpOptions{
-				Services: runner.Services{Temporal: tc, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka)},
+				Services: runner.Services{Temporal: tc, Namespace: namespace, UIURL: uiURL, Brokers: splitList(kafka), KeepTopics: keepTopics},
 				Config:   args[0], Run: o, Rebuild: rebuild,
 				Build: runner.BuildOptions{
 					DialNATS: func() (*nats.Conn, error) { return dialNATS(natsURL, natsSec, "koala-warmup") },
@@ -61,6 +61,7 @@ for every later run, koala compare included, to load.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&rebuild, "rebuild", false, "remove an existing snapshot and build it again")
+	f.BoolVar(&keepTopics, "keep-topics", false, "keep the warm-up's Kafka topics (by default they are dropped once the snapshot is built)")
 	f.StringVar(&temporalAddr, "temporal", envOr(envTemporal, defTemporal), "Temporal frontend host:port (env "+envTemporal+")")
 	f.StringVar(&namespace, "namespace", envOr(envNamespace, defNamespace), "Temporal namespace (env "+envNamespace+")")
 	f.StringVar(&kafka, "kafka", envOr(envKafka, defKafka), "Kafka bootstrap brokers, comma-separated, used when the config names none (env "+envKafka+")")

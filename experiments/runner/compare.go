@@ -27,6 +27,9 @@ type Services struct {
 	Namespace  string
 	UIURL      string // Temporal web UI base URL, for links
 	Brokers    []string
+	// KeepTopics keeps a finished run's Kafka topics; by default they are
+	// dropped once its results are read (DropRunTopics).
+	KeepTopics bool
 }
 
 // VariantRun says how one protocol's run is started and read back.
@@ -289,6 +292,9 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 	}
 	if row.ExactnessViolated() {
 		fmt.Printf("%s !!! EXACTNESS VIOLATED: lost=%d duplicated=%d reordered=%d (all must be 0)\n", label, res.Lost, res.Duplicated, res.Reordered)
+	}
+	if !s.KeepTopics {
+		DropRunTopics(ctx, os.Stdout, in.KafkaBrokers, res.Topic)
 	}
 	return row
 }

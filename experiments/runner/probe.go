@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -239,6 +240,9 @@ func Probe(ctx context.Context, s Services, base workflows.ExperimentInput, rate
 		return p
 	}
 	WriteRawResult(o.ResultsDir, "probe-"+in.QueryName, res)
+	if !s.KeepTopics {
+		defer DropRunTopics(ctx, os.Stdout, in.KafkaBrokers, res.Topic)
+	}
 	if s.ClickHouse == nil {
 		p.Error = "no ClickHouse to read the lag from"
 		return p

@@ -121,6 +121,9 @@ func BuildWarmUp(ctx context.Context, s Services, t experiments.WarmUpTarget, o 
 		return activities.SnapshotManifest{}, fmt.Errorf("warm-up workflow %s: %w", id, err)
 	}
 	secs := time.Since(started).Seconds()
+	if !s.KeepTopics {
+		DropRunTopics(ctx, out, in.KafkaBrokers, res.Topic)
+	}
 	m, err := activities.ReadSnapshotManifest(t.Dir)
 	if err != nil {
 		return m, fmt.Errorf("warm-up workflow %s finished (%d records produced): %w", id, res.Produced, err)
