@@ -68,6 +68,9 @@ type RunMetrics struct {
 	PreBatch      *metrics.BatchPercentiles `json:"pre_batch_hdr,omitempty"`
 	ReconfigBatch *metrics.BatchPercentiles `json:"reconfig_batch_hdr,omitempty"`
 	BatchHDRError string                    `json:"batch_hdr_error,omitempty"`
+	// TriggerP99 is the worst per-second p99 batch time from the first
+	// reconfiguration's start over TriggerWindowSec (compare_trigger_p99.go).
+	TriggerP99 *TriggerP99 `json:"trigger_p99,omitempty"`
 
 	BytesMigrated float64 `json:"bytes_migrated"`
 
@@ -172,6 +175,11 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 	}
 	rcTo := end + LatencySlackSec
 	m.ReconfigBatch = m.batchWindow(s.BatchHists, func(sec float64) bool { return sec < rcTo && sec+1 > start })
+	tp, err := triggerP99(s.BatchHists, start, m.PreBatch)
+	if err != nil {
+		m.BatchHDRError = err.Error()
+	}
+	m.TriggerP99 = tp
 	return m
 }
 

@@ -15,7 +15,7 @@ import (
 
 var compareHeader = []string{
 	"protocol", "pre ev/s", "pre min", "min ev/s", "min/pre", "lag recovery", "peak lag",
-	"pre batch p50/p99", "reconfig batch p50/p99", "peak per-s batch max", "pre p99 of per-s max", "migrated", "state moved", "move rate",
+	"pre batch p50/p99", "reconfig batch p50/p99", "worst 1 s p99, trigger +30 s", "peak per-s batch max", "pre p99 of per-s max", "migrated", "state moved", "move rate",
 	"control plane", "lost", "dup", "reordered",
 }
 
@@ -57,7 +57,7 @@ func (r CompareRow) cells() []string {
 	moved, rate := r.stateMoveCells()
 	return []string{
 		r.Protocol, numOrNA(r.PreThroughput, "%.0f"), numOrNA(r.PreMinThroughput, "%.0f"), numOrNA(r.MinThroughput, "%.0f"), ratio, rec,
-		numOrNA(r.PeakLag, "%.0f"), hdrText(r.PreBatch), hdrText(r.ReconfigBatch), usOrNA(r.PeakBatchUs), usOrNA(r.PreBatchP99Us),
+		numOrNA(r.PeakLag, "%.0f"), hdrText(r.PreBatch), hdrText(r.ReconfigBatch), triggerCell(r.TriggerP99), usOrNA(r.PeakBatchUs), usOrNA(r.PreBatchP99Us),
 		BytesText(r.BytesMigrated), moved, rate, msText(r.ControlPlaneMs, len(r.Reconfigs) > 0), lost, dup, reordered,
 	}
 }
@@ -187,6 +187,12 @@ func (c Comparison) WriteTable(w io.Writer) error {
 		}
 	}
 	b.WriteString(c.backlogText())
+	if v := c.triggerVerdicts(); len(v) > 0 {
+		b.WriteString("\nper-second p99 batch time, trigger to +30 s\n")
+		for _, l := range v {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 	b.WriteString("\n" + movesHeading + "\n")
 	for _, r := range c.Rows {
 		if r.Status == StatusOK {
@@ -259,6 +265,12 @@ func (c Comparison) Markdown() string {
 		}
 	}
 	b.WriteString(c.backlogMarkdown())
+	if v := c.triggerVerdicts(); len(v) > 0 {
+		b.WriteString("\n## Per-second p99 batch time, trigger to +30 s\n\n")
+		for _, l := range v {
+			b.WriteString("- " + l + "\n")
+		}
+	}
 	b.WriteString("\n## State moved\n\n| protocol | moves |\n|---|---|\n")
 	for _, r := range c.Rows {
 		if r.Status == StatusOK {
@@ -280,10 +292,11 @@ func (c Comparison) Markdown() string {
 		"- *min ev/s*: minimum 1 s sink throughput from reconfiguration start to end + %.0f s (≥ %d missing seconds count as 0); *min/pre* target ≥ %.1f.\n"+
 		"- *lag recovery*: from reconfiguration start until the source Kafka lag is ≤ max(%.1f × pre mean, pre mean + %d) for %.0f s; \"no rise\" = it never exceeded that.\n"+
 		"- *pre batch p50/p99*, *reconfig batch p50/p99*: percentiles of the processing time of individual batches of the target operator, from one HDR histogram (1 µs – 10 min, 3 significant digits) merged from its tasks' per-second histograms (`batch_time_hdr`): over the *pre ev/s* window, and over the seconds overlapping [reconfiguration start, end + %.0f s].\n"+
+		"- *worst 1 s p99, trigger +30 s*: per second, the target operator's tasks' histograms of that second merged and their p99 taken, over the seconds overlapping [first reconfiguration start, +%.0f s); the cell gives the worst second, when it was, its ratio to the pre-scale p99 (*pre batch p50/p99*), and how many seconds exceeded %.0f× that p99. The per-second section checks each non-remote protocol against that and against remote's worst second.\n"+
 		"- *peak per-s batch max*: max of the per-second `batch_time_max_us` of the target operator's tasks in that same window; *pre p99 of per-s max*: p%.0f of those per-task per-second maxima before the reconfiguration (per-second aggregates, not individual batches).\n"+
 		"- *migrated*: sum of bytes_transferred of the target operator; *control plane*: total reconfiguration workflow time.\n"+
 		"- *state moved*, *move rate*: the keyed state the reconfiguration workflows' await-migration steps report (summed over the new owners' migrated events). Bulk moves (stop-and-restart, DRRS subscales): the time is from the eager handoff's first request to the last new owner's migrated event, summed over moves, and the rate is bytes / that time (MB = 10^6 bytes). Lazy: the bytes migrated and the await-migration steps' own time; values moved while records flowed, so no rate. n/a: no state moved (stateless operator, state in the remote service, or a fetch-on-demand scale-out).\n",
-		CompareWarmupSec, ResumeSlackSec, stallMissingSeconds, TargetMinRatio, LagFactor, LagSlackRecords, LagStaySec, LatencySlackSec, BatchLatencyPctl)
+		CompareWarmupSec, ResumeSlackSec, stallMissingSeconds, TargetMinRatio, LagFactor, LagSlackRecords, LagStaySec, LatencySlackSec, TriggerWindowSec, TriggerP99Factor, BatchLatencyPctl)
 	return b.String()
 }
 

@@ -19,12 +19,13 @@ import (
 func init() {
 	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, protocols, remotePebble, natsURL string
 	var keepTopics bool
+	var report string
 	var natsSec transport.NATSSecurity
 	var gap, flushWait, extra time.Duration
 	var overload, probeFactor float64
 	var probeFrom, probeMax, probeStep int
 	cmd := &cobra.Command{
-		Use:   "compare CONFIG.json",
+		Use:   "compare CONFIG.json | --report DIR",
 		Short: "Run the same experiment once per reconfiguration protocol and compare them",
 		Long: `compare runs the experiment of CONFIG.json once per protocol, one after
 another, each as its own RunExperiment workflow (id NAME-PROTOCOL-TIMESTAMP),
@@ -50,14 +51,26 @@ was left) follows the main one.
 A config that loads a warm-up snapshot (LoadWarmUpData) whose snapshot is
 missing gets it built first, once, by the warm-up config found beside it
 (as koala warmup does, with its progress); without one, compare stops and
-says which snapshot is missing.`,
-		Args: cobra.ExactArgs(1),
+says which snapshot is missing.
+
+--report DIR runs nothing: it reads the comparison kept in DIR (a
+compare-TIMESTAMP directory) and its runs' series again from ClickHouse and
+rewrites its files, so figures added to compare since appear for it.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if report != "" {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ch, err := clickHouseOrNil(clickhouse, chNative)
 			if err != nil {
 				return err
+			}
+			if report != "" {
+				return runner.Report(ctx, ch, report)
 			}
 			tc, err := dialTemporal(ctx, temporalAddr, namespace)
 			if err != nil {
@@ -77,6 +90,7 @@ says which snapshot is missing.`,
 	f := cmd.Flags()
 	f.StringVar(&protocols, "protocols", strings.Join(experiments.CompareVariants, ","), "comma-separated protocols to run, in order ("+strings.Join(experiments.CompareVariants, ", ")+")")
 	f.StringVar(&resultsDir, "results", "results", "directory under which compare-TIMESTAMP/ is written")
+	f.StringVar(&report, "report", "", "rebuild the comparison kept in this compare-TIMESTAMP directory from ClickHouse instead of running one")
 	f.BoolVar(&keepTopics, "keep-topics", false, "keep each run's Kafka topics (by default a run's topics are dropped once its results are read)")
 	f.StringVar(&remotePebble, "remote-pebble", "", "remote state server host:port list for the remote protocol (overrides the config's RemotePebbleAddrs)")
 	f.Float64Var(&overload, "overload", 0, "probe the sustainable rate first and run every protocol at this multiple of it (1.0-3.0; 0: the config's rate)")
