@@ -15,7 +15,7 @@ import (
 func TestTriggerP99(t *testing.T) {
 	s := srSeries() // trigger 30.5, input to 60
 	s.BatchHists = []metrics.BatchHistSample{
-		{Task: "counter-0", Sec: 10, Hist: fixture.BatchHist(t, 100, time.Millisecond)}, // pre: p99 1 ms
+		{Task: "counter-0", Sec: 10, Hist: fixture.BatchHist(t, 100, time.Millisecond)},  // pre: p99 1 ms
 		{Task: "counter-0", Sec: 30, Hist: fixture.BatchHist(t, 5, 20*time.Millisecond)}, // overlaps the trigger
 		{Task: "counter-0", Sec: 45, Hist: fixture.BatchHist(t, 10, 1500*time.Microsecond)},
 		// Second 50: one task at 3 ms, the other at 1 ms; merged, the
