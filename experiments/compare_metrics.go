@@ -17,7 +17,10 @@ type Interval struct {
 // RunSeries is what the comparison reads of one run; all points are on the
 // job's metric axis and per second (a point at Sec s covers [s, s+1)).
 type RunSeries struct {
-	Sink           []metrics.Point            // sink records_in per second
+	Sink []metrics.Point // sink records_in per second
+	// TargetIn is the reconfigured operator's records_in per second, summed
+	// over its tasks (the first target operator's, when there are several).
+	TargetIn       []metrics.Point
 	Lag            []metrics.Point            // per-second sum of kafka_lag of the source tasks
 	BatchMaxByTask map[string][]metrics.Point // batch_time_max_us per task of the target operator(s)
 	Bytes          []metrics.Point            // per-second sum of bytes_transferred of the target operator(s)
@@ -72,6 +75,10 @@ type RunMetrics struct {
 	// reconfiguration's start over TriggerWindowSec (compare_trigger_p99.go).
 	TriggerP99 *TriggerP99 `json:"trigger_p99,omitempty"`
 
+	// The throughput figures again, counted at the reconfigured operator's
+	// input instead of the sink (compare_target_in.go).
+	TargetIn *TargetInFigures `json:"target_in,omitempty"`
+
 	BytesMigrated float64 `json:"bytes_migrated"`
 
 	// Backlog: when the lag stopped growing and drained after the first
@@ -120,6 +127,7 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 		m.PreBatchP99Us = ptr(v)
 	}
 	m.PreBatch = m.batchWindow(s.BatchHists, func(sec float64) bool { return sec >= CompareWarmupSec && sec+1 <= preEnd })
+	m.TargetIn = targetInFigures(CleanPoints(s.TargetIn), rcs, preEnd, horizon)
 	if len(rcs) == 0 {
 		m.LagNote = "no reconfiguration"
 		return m

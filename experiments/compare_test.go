@@ -634,7 +634,7 @@ func TestComparisonTableAndMarkdown(t *testing.T) {
 	md := c.Markdown()
 	for _, want := range []string{
 		"| protocol | pre ev/s | pre min | min ev/s |",
-		"| stop-and-restart | 10000 | 10000 | 0 | 0.00 <0.9 | 3.5 s |",
+		"| stop-and-restart | 10000 | 10000 | 0 | 0.00 <0.9 | n/a | 3.5 s |",
 		"| remote | skipped: no remote state server |",
 		"| drrs | not available: ReconfigProtocol \"drrs\" is not implemented yet |",
 		"**EXACTNESS VIOLATED**",

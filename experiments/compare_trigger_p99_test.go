@@ -76,3 +76,34 @@ func TestTriggerVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetInFigures: the throughput figures counted at the operator's
+// input use the sink's windows: pre-scale after the warm-up, the minimum
+// from the reconfiguration's start to its end + ResumeSlackSec.
+func TestTargetInFigures(t *testing.T) {
+	s := srSeries() // reconfiguration [30.5, 33.0], input to 60
+	in := make([]float64, 60)
+	for i := range in {
+		in[i] = 1000
+	}
+	in[1] = 10   // warm-up, ignored
+	in[20] = 500 // the pre-scale noise floor
+	in[34] = 800 // the lowest second of the window (to 35)
+	in[36] = 100 // past the window
+	s.TargetIn = pts(0, in...)
+	f := ComputeRunMetrics(s).TargetIn
+	if f == nil || f.Min == nil || f.MinRatio == nil {
+		t.Fatalf("figures %+v", f)
+	}
+	wantPre := (1000*26.0 + 500) / 27 // seconds 3..29
+	if d := f.Pre - wantPre; d > 1e-9 || d < -1e-9 || f.PreMin != 500 || *f.Min != 800 {
+		t.Fatalf("pre %.2f (want %.2f), pre min %.0f, min %.0f", f.Pre, wantPre, f.PreMin, *f.Min)
+	}
+	if c := targetInCell(f); c != "0.82 (pre min 0.51)" {
+		t.Errorf("cell %q", c)
+	}
+	s.TargetIn = nil
+	if f := ComputeRunMetrics(s).TargetIn; f != nil || targetInCell(f) != "n/a" {
+		t.Errorf("no input series: %+v", f)
+	}
+}

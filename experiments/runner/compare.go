@@ -344,6 +344,10 @@ func readSeries(ctx context.Context, ch *metrics.ClickHouse, res workflows.Exper
 		}
 	}
 	sr.BatchMaxByTask = map[string][]metrics.Point{}
+	if len(targets) > 0 {
+		sr.TargetIn, err = ch.Throughput(ctx, job, targets[0])
+		note("input of "+targets[0], err)
+	}
 	for _, op := range targets {
 		byTask, err := ch.ColumnByTask(ctx, job, op, "batch_time_max_us", metrics.AggMax)
 		note("batch latency of "+op, err)
