@@ -166,17 +166,8 @@ func Compare(ctx context.Context, o CompareOptions) error {
 			Dir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare", DrainLag: drainLag,
 		}))
 	}
-	fmt.Println()
-	if err := cmp.WriteTable(os.Stdout); err != nil {
+	if err := writeComparison(cmp, dir); err != nil {
 		return err
-	}
-	paths, werr := cmp.WriteFiles(dir)
-	fmt.Println()
-	for _, p := range paths {
-		fmt.Println("wrote", p)
-	}
-	if werr != nil {
-		return fmt.Errorf("write results: %w", werr)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("comparison interrupted after %d of %d protocols (a running workflow continues on its own)", len(cmp.Rows), len(variants))
@@ -258,27 +249,10 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 	}
 	WriteRawResult(v.Dir, v.Variant, res)
 
-	// Series from ClickHouse; the workflow's own sink series is the fallback.
-	var sr experiments.RunSeries
-	var jobStart time.Time
-	var merr []string
 	if s.ClickHouse != nil {
 		Sleep(ctx, v.FlushWait)
-		sr, jobStart, merr = readSeries(ctx, s.ClickHouse, res)
-	} else {
-		merr = append(merr, "no ClickHouse (--clickhouse none)")
 	}
-	if len(sr.Sink) == 0 {
-		sr.Sink = res.SinkThroughput
-	}
-	if jobStart.IsZero() {
-		jobStart = res.StartedAt // the workflow's own series then share its axis closely enough
-	}
-	sr.DrainLag = v.DrainLag
-	row = experiments.BuildRow(row, res, in.TotalRuntimeSeconds, jobStart, sr)
-	if len(merr) > 0 {
-		row.MetricsError = strings.Join(merr, "; ")
-	}
+	row = buildRow(ctx, s.ClickHouse, row, res, in.TotalRuntimeSeconds, v.DrainLag)
 	reordered := fmt.Sprint(res.Reordered)
 	if res.OrderUnchecked != "" {
 		reordered = "n/a (" + res.OrderUnchecked + ")"
@@ -297,6 +271,48 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 		DropRunTopics(ctx, os.Stdout, in.KafkaBrokers, res.Topic)
 	}
 	return row
+}
+
+// buildRow fills a finished run's row from its result and its series read
+// from ClickHouse (ch may be nil; the workflow's own sink series is then
+// the fallback).
+func buildRow(ctx context.Context, ch *metrics.ClickHouse, row experiments.CompareRow, res workflows.ExperimentResult, totalSec int, drainLag float64) experiments.CompareRow {
+	var sr experiments.RunSeries
+	var jobStart time.Time
+	var merr []string
+	if ch != nil {
+		sr, jobStart, merr = readSeries(ctx, ch, res)
+	} else {
+		merr = append(merr, "no ClickHouse (--clickhouse none)")
+	}
+	if len(sr.Sink) == 0 {
+		sr.Sink = res.SinkThroughput
+	}
+	if jobStart.IsZero() {
+		jobStart = res.StartedAt // the workflow's own series then share its axis closely enough
+	}
+	sr.DrainLag = drainLag
+	row = experiments.BuildRow(row, res, totalSec, jobStart, sr)
+	row.MetricsError = strings.Join(merr, "; ")
+	return row
+}
+
+// writeComparison prints the comparison's table and writes its files into
+// dir.
+func writeComparison(cmp experiments.Comparison, dir string) error {
+	fmt.Println()
+	if err := cmp.WriteTable(os.Stdout); err != nil {
+		return err
+	}
+	paths, err := cmp.WriteFiles(dir)
+	fmt.Println()
+	for _, p := range paths {
+		fmt.Println("wrote", p)
+	}
+	if err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
 }
 
 // RunLimit is how long a run is waited for: its runtime and drain timeout

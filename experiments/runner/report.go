@@ -48,33 +48,8 @@ func Report(ctx context.Context, ch *metrics.ClickHouse, dir string) error {
 		if err := json.Unmarshal(raw, &res); err != nil {
 			return fmt.Errorf("--report %s: %w", p, err)
 		}
-		sr, jobStart, merr := readSeries(ctx, ch, res)
-		if len(sr.Sink) == 0 {
-			sr.Sink = res.SinkThroughput
-		}
-		if jobStart.IsZero() {
-			jobStart = res.StartedAt
-		}
-		sr.DrainLag = drainLag
-		fresh := experiments.BuildRow(row, res, int(row.InputSec), jobStart, sr)
-		fresh.MetricsError = ""
-		if len(merr) > 0 {
-			fresh.MetricsError = fmt.Sprint(merr)
-		}
-		cmp.Rows[i] = fresh
+		cmp.Rows[i] = buildRow(ctx, ch, row, res, int(row.InputSec), drainLag)
 		fmt.Printf("%s: re-read job %s\n", row.Protocol, res.JobID)
 	}
-	fmt.Println()
-	if err := cmp.WriteTable(os.Stdout); err != nil {
-		return err
-	}
-	paths, err := cmp.WriteFiles(dir)
-	fmt.Println()
-	for _, p := range paths {
-		fmt.Println("wrote", p)
-	}
-	if err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	return nil
+	return writeComparison(cmp, dir)
 }
