@@ -52,8 +52,10 @@
 //	        streamSummary (updates and peak viewers per stream) → sink
 //
 // Every stateful operator emits exactly one record per input record, so
-// the exactness ledger of the counting sink holds. Twitch's state entries
-// each carry a pad of job parameter "DummyFieldSize" bytes (default
-// 15360) to model the original's state size. Malformed records reaching a
+// the exactness ledger of the counting sink holds. Each stream of
+// twitch's streamViewers holds a pad of job parameter "DummyFieldSize"
+// bytes (default 15360), written once when the stream is first seen, to
+// model the original's state size, as the original pads only that
+// operator's state. Malformed records reaching a
 // query are counted ("malformed_records") and skipped.
 package traces

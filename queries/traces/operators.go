@@ -219,7 +219,8 @@ func maxOf(vs []float64) float64 {
 // stat renders a statistic in query output: 4 decimals.
 func stat(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 
-// DefaultDummyFieldSize is the pad of every twitch state entry (15 KB).
+// DefaultDummyFieldSize is the pad of each stream in twitch's
+// streamViewers (15 KB).
 const DefaultDummyFieldSize = 15360
 
 // maxDummyFieldSize bounds the pad (a state value must stay well below

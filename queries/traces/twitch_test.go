@@ -155,8 +155,8 @@ var twitchPar = map[string]int{"userSessions": 2, "streamViewers": 2, "streamSum
 // per-user sessions.
 var twitchRescale = rescale{op: "userSessions", par: twitchPar}
 
-// TestTwitchAcrossLazyRescale runs with the default 15 KB pad per state
-// entry and rescales the first operator (per-user sessions) 2→4.
+// TestTwitchAcrossLazyRescale runs with the default 15 KB pad per stream
+// and rescales the first operator (per-user sessions) 2→4.
 func TestTwitchAcrossLazyRescale(t *testing.T) {
 	recs, events := twitchInput(t, 6000)
 	res := runRescaled(t, traces.Twitch, twitchRescale, nil, recs)
