@@ -132,11 +132,7 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 		m.LagNote = "no reconfiguration"
 		return m
 	}
-	start := rcs[0].Start
-	end := rcs[0].End
-	for _, r := range rcs {
-		start, end = min(start, r.Start), max(end, r.End)
-	}
+	start, end := reconfigSpan(rcs)
 	if v, ok := WindowMin(sink, start, min(end+ResumeSlackSec, horizon)); ok {
 		m.MinThroughput = ptr(v)
 		if m.PreThroughput != nil && *m.PreThroughput > 0 {
@@ -212,6 +208,15 @@ func (m *RunMetrics) batchWindow(samples []metrics.BatchHistSample, in func(sec 
 }
 
 func ptr(v float64) *float64 { return &v }
+
+// reconfigSpan is the first start and the last end of rcs (not empty).
+func reconfigSpan(rcs []Interval) (start, end float64) {
+	start, end = rcs[0].Start, rcs[0].End
+	for _, r := range rcs {
+		start, end = min(start, r.Start), max(end, r.End)
+	}
+	return start, end
+}
 
 // LagThreshold is the lag under which the source counts as caught up:
 // max(LagFactor × preMean, preMean + LagSlackRecords).

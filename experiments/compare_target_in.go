@@ -39,10 +39,7 @@ func targetInFigures(pts []metrics.Point, rcs []Interval, preEnd, horizon float6
 	if len(rcs) == 0 {
 		return f
 	}
-	start, end := rcs[0].Start, rcs[0].End
-	for _, r := range rcs {
-		start, end = min(start, r.Start), max(end, r.End)
-	}
+	start, end := reconfigSpan(rcs)
 	if v, ok := WindowMin(pts, start, min(end+ResumeSlackSec, horizon)); ok {
 		f.Min, f.MinRatio = ptr(v), ptr(v/mean)
 	}
