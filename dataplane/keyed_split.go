@@ -110,7 +110,7 @@ func (t *task) writeState(st *State) error {
 	ks := t.keyed
 	putStart := time.Now()
 	kvs := ks.writes(st, ks.kvs[:0])
-	ks.localIdx.addKVs(kvs)
+	ks.localIdx.addWrites(kvs, ks.fresh)
 	if err := ks.store.MultiPut(kvs); err != nil {
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
@@ -58,16 +60,22 @@ func countOf(hs []uint32, h uint32) int {
 }
 
 // Many keys through the merge: every key once, sorted, whatever the order
-// and repetition of the writes.
+// and repetition of the writes, including keys written as fresh (not
+// searched for) that the index already holds, as a deleted key's is.
 func TestLocalIndexMerge(t *testing.T) {
 	const nb = 8
+	ks := &keyedState{opName: "count", buckets: nb}
 	x := newLocalIndex(nb)
 	want := make([][]uint32, nb)
 	for i := range 50_000 {
 		k := []byte("k" + strconv.Itoa(i))
-		x.addUser(k)
+		x.addWrites([]statesvc.KV{{Key: ks.stateKey("count", k)}}, []bool{i%3 != 0})
 		if i%7 == 0 {
 			x.addUser([]byte("k" + strconv.Itoa(i/2))) // a rewrite
+		}
+		if i%11 == 0 { // a rewrite, as fresh
+			old := ks.stateKey("count", []byte("k"+strconv.Itoa(i/3)))
+			x.addWrites([]statesvc.KV{{Key: old}, {Key: old}}, []bool{true, true})
 		}
 		bk, h := statesvc.KLTHash(k, nb)
 		want[bk] = append(want[bk], h)
@@ -114,4 +122,76 @@ func BenchmarkLocalIndexAdd(b *testing.B) {
 		x.addKVs(kvs)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
+}
+
+// containsHash answers as a binary search does, for uniform hashes and for
+// sets no interpolation guesses well (clustered, powers of two, tiny).
+func TestContainsHash(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	sets := map[string][]uint64{"empty": nil, "one": {42}, "ends": {0, math.MaxUint64}}
+	for _, n := range []int{2, 15, 16, 17, 100, 5000} {
+		var uniform, clustered, pow []uint64
+		for i := range n {
+			uniform = append(uniform, rng.Uint64())
+			clustered = append(clustered, uint64(i)*3)
+			pow = append(pow, 1<<(i%64)+uint64(i/64))
+		}
+		clustered = append(clustered, math.MaxUint64-1)
+		for name, s := range map[string][]uint64{"uniform": uniform, "clustered": clustered, "pow": pow} {
+			slices.Sort(s)
+			sets[name+strconv.Itoa(n)] = slices.Compact(s)
+		}
+	}
+	for name, s := range sets {
+		probes := []uint64{0, 1, math.MaxUint64, math.MaxUint64 - 1}
+		for _, v := range s {
+			probes = append(probes, v, v-1, v+1)
+		}
+		for range 200 {
+			probes = append(probes, rng.Uint64())
+		}
+		for _, h := range probes {
+			_, want := slices.BinarySearch(s, h)
+			if got := containsHash(s, h); got != want {
+				t.Fatalf("%s: containsHash(%#x) = %v, want %v", name, h, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkContainsHash looks up new (absent) uniform hashes in a bucket
+// of 40 K, a task's share of the keyed counter over 10 M keys at 128
+// buckets, against slices.BinarySearch.
+func BenchmarkContainsHash(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const buckets, per = 128, 40_000
+	sets := make([][]uint64, buckets)
+	for i := range sets {
+		for range per {
+			sets[i] = append(sets[i], rng.Uint64())
+		}
+		slices.Sort(sets[i])
+	}
+	probes := make([]uint64, 1<<16)
+	for i := range probes {
+		probes[i] = rng.Uint64()
+	}
+	for _, v := range []struct {
+		name string
+		fn   func([]uint64, uint64) bool
+	}{
+		{"interpolation", containsHash},
+		{"binary", func(s []uint64, h uint64) bool { _, ok := slices.BinarySearch(s, h); return ok }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			n := 0
+			for i := 0; b.Loop(); i++ {
+				h := probes[i%len(probes)]
+				if v.fn(sets[h%buckets], h) {
+					n++
+				}
+			}
+			_ = n
+		})
+	}
 }

@@ -22,6 +22,7 @@ type stateSlot struct {
 	skey    []byte // the store key, once built (loaded slots)
 	dirty   bool   // Put or Delete by the operator
 	fetched bool   // taken from another task: written here even unchanged
+	absent  bool   // read from the local store, which did not hold it
 }
 
 // newState makes a State for about n keys.

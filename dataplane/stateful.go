@@ -61,6 +61,7 @@ type keyedState struct {
 	splitRecs [2][]Record
 	local     []int // key numbers of a batch read from the local store, reused
 	kvs       []statesvc.KV
+	fresh     []bool // by kvs index: the key was absent from the store (writes)
 
 	// installed remembers completed handoffs ("reconfig/fromTask") so a
 	// retried fast-forward can learn they happened without a new event.
@@ -263,13 +264,16 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 // writes appends to kvs what st has to write back: the operator's changes
 // and fetched values (which now live here, changed or not), with the store
 // keys loadLocal built where it built them.
+// It sets ks.fresh[i] for the writes whose key the store did not hold.
 func (ks *keyedState) writes(st *State, kvs []statesvc.KV) []statesvc.KV {
 	var kb stateKeyBuf
+	ks.fresh = ks.fresh[:0]
 	st.written(func(si int, key []byte, sl *stateSlot) {
 		if sl.skey == nil {
 			sl.skey = kb.keyInBucket(ks, statesvc.BucketOf(key, ks.buckets), ks.names[si], key)
 		}
 		kvs = append(kvs, statesvc.KV{Key: sl.skey, Value: sl.value})
+		ks.fresh = append(ks.fresh, sl.absent && !sl.fetched)
 	})
 	return kvs
 }
@@ -305,7 +309,8 @@ func (ks *keyedState) loadLocal(st *State, kis []int) error {
 	i := 0
 	for _, ki := range kis {
 		for si := range ks.names {
-			st.slotOf(si, ki).value = vals[i]
+			sl := st.slotOf(si, ki)
+			sl.value, sl.absent = vals[i], vals[i] == nil
 			i++
 		}
 	}

@@ -29,22 +29,26 @@ import (
 // older value. Readers copy values out under the lock, so a write may
 // update a cached value in place.
 //
-// A working set much larger than the cache makes it pure overhead (copies
-// and evictions for few hits), so it switches itself off when it is full
-// (evicting) and fewer than a quarter of a window's lookups hit, and tries
-// again after a while; a cold cache that is still filling stays on. A
-// cache with dirty entries only asks to switch off (wantOff): its writer
-// writes them to Pebble first (Pebble.MultiPut). Every write bumps gen
-// whether the cache is on or not, so a fill never installs a value older
-// than a write it did not see.
+// A working set much larger than the cache makes clean entries pure
+// overhead (copies and evictions for few hits), so the cache switches
+// itself off when it is full (evicting) and fewer than a quarter of a
+// window's lookups hit, and tries again after a while; a cold cache that is
+// still filling stays on. Off, it keeps no clean entry and fills nothing,
+// but a write-back cache still buffers writes: its entries are then all
+// dirty, a write-back drops what it wrote, and it writes all of them
+// (writeBackRun, offDirtyBytes). With 10 M keys nearly every write is a new key, and a
+// batch's few hundred keys, sorted, lie so far apart in the memtable
+// skiplist that each insert searched it from near the top (28 % of the
+// keyed counter's CPU); a run of tens of thousands lands a few entries
+// apart. Every write bumps gen whether the cache is on or not, so a fill
+// never installs a value older than a write it did not see.
 type valueCache struct {
 	mu       sync.Mutex
 	m        cacheShards // by pointer: a rewrite of a known key updates in place
 	bytes    int64
 	limit    int64
 	gen      uint64
-	off      bool
-	wantOff  bool // switch off once the dirty entries are written
+	off      bool // no clean entries: lookups see only dirty ones
 	lookups  int  // in the current window
 	hits     int
 	bypassed int // keys looked up while off
@@ -95,7 +99,24 @@ const (
 // the budget the more updates of a key meet in the cache before it is
 // written: with the keyed counter's 100 K uniform keys per task, a budget
 // short of the working set still wrote every key every other update.
-func (c *valueCache) dirtyBudget() int64 { return c.limit / 4 * 3 }
+//
+// Off, the budget is at most offDirtyBytes, and a write-back takes all
+// of them: every entry is dirty then and most are written once, so a
+// smaller map costs less per lookup and insert (after profiling, probing
+// a map of 200 K entries ate what the longer runs saved), and a map emptied
+// at once costs no delete per key.
+func (c *valueCache) dirtyBudget() int64 {
+	if c.off {
+		return min(c.limit/4*3, offDirtyBytes)
+	}
+	return c.limit / 4 * 3
+}
+
+// offDirtyBytes is the dirty budget of a cache that is off: with the keyed
+// counter's 8-byte values about 30 K entries per write-back, enough that
+// a sorted run's keys land a few entries apart in the memtable skiplist.
+// Chosen with BenchmarkPebbleCounterManyKeys; a variable for it.
+var offDirtyBytes int64 = 4 << 20
 
 type cachedValue struct {
 	key     string // the map key (shared, not a copy)
@@ -123,11 +144,14 @@ func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.totalLookups += uint64(len(keys))
-	if c.off {
+	off := c.off
+	if off {
 		if c.bypassed += len(keys); c.bypassed >= cacheRetryAfter {
 			c.off, c.bypassed = false, 0
 		}
-		return nil, c.gen, false
+		if c.dirtyLen() == 0 {
+			return nil, c.gen, false
+		}
 	}
 	var buf []byte
 	clear(c.recent)
@@ -139,8 +163,10 @@ func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool
 			miss = append(miss, i)
 			continue
 		}
-		c.hits++
 		c.totalHits++
+		if !off {
+			c.hits++
+		}
 		if !e.present {
 			continue
 		}
@@ -153,6 +179,9 @@ func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool
 		buf = append(buf, e.v...)
 		out[i] = buf[s:len(buf):len(buf)]
 	}
+	if off {
+		return miss, c.gen, true
+	}
 	if c.lookups += len(keys); c.lookups >= cacheWindow {
 		if c.hits*cacheMinHitShare < c.lookups && c.bytes >= c.limit/2 {
 			c.switchOffLocked()
@@ -162,21 +191,30 @@ func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool
 	return miss, c.gen, true
 }
 
-// switchOffLocked empties the cache and bypasses it, or, while it has
-// dirty entries, asks the writer to do so after writing them.
+// switchOffLocked drops the clean entries and stops caching any; the
+// dirty ones stay until written back.
 func (c *valueCache) switchOffLocked() {
-	if c.dirtyLen() > 0 {
-		c.wantOff = true
-		return
-	}
-	c.off, c.wantOff = true, false
+	c.off = true
 	c.gen++
-	c.m.each(func(_ string, e *cachedValue) bool {
-		e.gone = true // a recent entry still pointing at it must not be used
-		return true
-	})
-	c.m.clear()
-	c.bytes = 0
+	if c.dirtyLen() == 0 {
+		c.m.each(func(_ string, e *cachedValue) bool {
+			e.gone = true // a recent entry still pointing at it must not be used
+			return true
+		})
+		c.m.clear()
+		c.bytes = 0
+	} else {
+		for _, m := range c.m.s {
+			for k, e := range m {
+				if !e.dirty {
+					delete(m, k)
+					c.m.n--
+					e.gone = true
+					c.bytes -= e.size()
+				}
+			}
+		}
+	}
 	c.forgetRecentLocked()
 }
 
@@ -282,28 +320,37 @@ func (c *valueCache) wrote(kvs []KV) {
 	c.evictLocked()
 }
 
-// buffer records a batch as dirty entries, not yet in Pebble. It returns
-// false, caching nothing, when the cache is off: then the caller writes
-// the batch through. The caller (the single writer) then writes the oldest
-// dirty entries while overBudget.
-func (c *valueCache) buffer(kvs []KV) bool {
+// buffer records a batch as dirty entries, not yet in Pebble, on or off
+// (off, they are the only entries). The caller (the single writer) then
+// writes the oldest dirty entries while overBudget.
+func (c *valueCache) buffer(kvs []KV) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.off {
-		return false
-	}
 	c.gen++
 	c.setBatchLocked(kvs, true)
 	c.evictLocked()
-	return true
 }
 
 // overBudget says whether the dirty entries exceed their share of the
-// cache, or the cache waits to switch off.
+// cache.
 func (c *valueCache) overBudget() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.dirtyBytes > c.dirtyBudget() || (c.wantOff && c.dirtyLen() > 0)
+	return c.dirtyBytes > c.dirtyBudget()
+}
+
+// writeBackRun is how many of the oldest dirty entries one write-back
+// takes once they pass their budget: writeBackChunk while the cache is on,
+// so no single MultiPut pays for a large backlog; all (-1) while it is
+// off, when nearly every write is a key not written for long and the
+// skiplist insert is the cost a longer sorted run cuts.
+func (c *valueCache) writeBackRun() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.off {
+		return -1
+	}
+	return writeBackChunk
 }
 
 // bufferedBytes is the size of the dirty entries.
@@ -333,14 +380,34 @@ func (c *valueCache) oldestDirty(n int, add func(key string, v []byte, present b
 }
 
 // markWritten marks the n oldest dirty entries clean (they are in Pebble
-// now) and finishes a pending switch-off once none is left.
+// now), dropping them while the cache is off.
 func (c *valueCache) markWritten(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.off && n == c.dirtyLen() {
+		// Every entry was dirty and is written: empty the maps at once,
+		// keeping their room for the next run.
+		for _, e := range c.dirty[c.dirtyHead:] {
+			e.dirty, e.gone = false, true
+		}
+		for _, m := range c.m.s {
+			clear(m)
+		}
+		c.m.n, c.bytes = 0, 0
+		clear(c.dirty)
+		c.dirty, c.dirtyHead, c.dirtyBytes = c.dirty[:0], 0, 0
+		c.forgetRecentLocked()
+		return
+	}
 	for i, e := range c.dirty[c.dirtyHead : c.dirtyHead+n] {
 		e.dirty = false
 		c.dirtyBytes -= e.size()
 		c.dirty[c.dirtyHead+i] = nil
+		if c.off { // off, the cache keeps no clean entry
+			c.m.del(e.key)
+			e.gone = true
+			c.bytes -= e.size()
+		}
 	}
 	c.dirtyHead += n
 	if c.dirtyHead == len(c.dirty) {
@@ -348,9 +415,6 @@ func (c *valueCache) markWritten(n int) {
 	} else if c.dirtyHead > len(c.dirty)/2 && c.dirtyHead > 1024 {
 		c.dirty = append(c.dirty[:0], c.dirty[c.dirtyHead:]...)
 		c.dirtyHead = 0
-	}
-	if c.wantOff && c.dirtyLen() == 0 {
-		c.switchOffLocked()
 	}
 	c.evictLocked()
 }
@@ -395,8 +459,8 @@ func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
 		c.dirty = append(c.dirty, e)
 	}
 	// A clean write over a dirty entry cannot happen (fill skips known
-	// keys; write-through runs only while the cache is off, and it goes off
-	// only without dirty entries), so a dirty entry stays listed until
+	// keys; a write-back cache never writes through, and a write-through
+	// cache has no dirty entries), so a dirty entry stays listed until
 	// markWritten.
 	if e.dirty {
 		c.dirtyBytes += e.size()

@@ -87,7 +87,7 @@ func PutCold(s Store, kvs []KV) error {
 func (c *valueCache) peek(keys, out [][]byte) (miss []int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.off {
+	if c.off && c.dirtyLen() == 0 { // off, the entries are dirty ones only
 		miss = make([]int, len(keys))
 		for i := range miss {
 			miss[i] = i
@@ -122,7 +122,7 @@ func (c *valueCache) updateKnown(kvs []KV) []bool {
 	known := make([]bool, len(kvs))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.off {
+	if c.off && c.dirtyLen() == 0 {
 		return known
 	}
 	for i, kv := range kvs {

@@ -22,18 +22,25 @@ func BenchmarkPebbleCounterManyKeys(b *testing.B) {
 		batch = 500
 	)
 	for _, v := range []struct {
-		name string
-		o    Options
+		name   string
+		o      Options
+		offRun int64 // offDirtyBytes (0: the default)
 	}{
-		{"defaults", Options{}},
-		{"memtable=4MiB", Options{MemTableBytes: 4 << 20}},
-		{"memtable=8MiB", Options{MemTableBytes: 8 << 20}},
-		{"memtable=64MiB", Options{MemTableBytes: 64 << 20}},
+		{"defaults", Options{}, 0},
+		{"offDirty=1MiB", Options{}, 1 << 20},
+		{"offDirty=16MiB", Options{}, 16 << 20},
+		{"memtable=4MiB", Options{MemTableBytes: 4 << 20}, 0},
+		{"memtable=8MiB", Options{MemTableBytes: 8 << 20}, 0},
+		{"memtable=64MiB", Options{MemTableBytes: 64 << 20}, 0},
 		{"defaults,L0=4", Options{tune: func(po *pebble.Options) {
 			po.L0CompactionThreshold, po.L0StopWritesThreshold = 4, 12
-		}}},
+		}}, 0},
 	} {
 		b.Run(v.name, func(b *testing.B) {
+			if v.offRun > 0 {
+				defer func(n int64) { offDirtyBytes = n }(offDirtyBytes)
+				offDirtyBytes = v.offRun
+			}
 			o := v.o
 			o.Dir = b.TempDir()
 			o.Volatile = true

@@ -42,12 +42,10 @@ func (p *Pebble) putMoved(chunk []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.volatile {
-		if buffered, err := p.cache.bufferMoved(chunk); err != nil || buffered {
-			if err != nil {
-				return err
-			}
-			return p.writeBackLocked(false)
+		if err := p.cache.bufferMoved(chunk); err != nil {
+			return err
 		}
+		return p.writeBackLocked(false)
 	}
 	kvs, err := unpack(chunk)
 	if err != nil {
@@ -66,18 +64,15 @@ func (p *Pebble) putMoved(chunk []byte) error {
 // entry in its bucket's map, made with room for the chunk's keys of that
 // bucket when the bucket is new here. Entries share the chunk's buffers
 // for as long as any of them is cached; a chunk is at most
-// StateMigrationChunkSize bytes. It returns false, caching nothing, when
-// the cache is off, and an error, caching nothing, for a malformed chunk.
-func (c *valueCache) bufferMoved(chunk []byte) (bool, error) {
+// StateMigrationChunkSize bytes. It returns an error, caching nothing, for
+// a malformed chunk.
+func (c *valueCache) bufferMoved(chunk []byte) error {
 	n := 0
 	if _, err := eachPacked(chunk, func(_, _ []byte) bool { n++; return true }); err != nil {
-		return false, fmt.Errorf("statesvc: moved state: %w", err)
+		return fmt.Errorf("statesvc: moved state: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.off {
-		return false, nil
-	}
 	c.gen++
 	keys := string(chunk) // a key is the substring at its offset in chunk
 	ents := make([]cachedValue, n)
@@ -131,5 +126,5 @@ func (c *valueCache) bufferMoved(chunk []byte) (bool, error) {
 	}
 	c.forgetRecentLocked()
 	c.evictLocked()
-	return true, nil
+	return nil
 }

@@ -37,6 +37,30 @@ func (m *volatileModel) put(from, to int, n uint64) {
 	}
 }
 
+// checkGets compares MultiGet and GetCold of p with the model (no Scan:
+// it would write every buffered write back).
+func (m *volatileModel) checkGets(what string, p *Pebble) {
+	m.t.Helper()
+	keys := make([][]byte, 0, len(m.want))
+	for k := range m.want {
+		keys = append(keys, []byte(k))
+	}
+	for _, get := range []struct {
+		name string
+		fn   func([][]byte) ([][]byte, error)
+	}{{"MultiGet", p.MultiGet}, {"GetCold", p.GetCold}} {
+		vals, err := get.fn(keys)
+		if err != nil {
+			m.t.Fatalf("%s: %s: %v", what, get.name, err)
+		}
+		for i, k := range keys {
+			if want := m.want[string(k)]; !bytes.Equal(vals[i], want) || (vals[i] == nil) != (want == nil) {
+				m.t.Fatalf("%s: %s %q = %x, want %x", what, get.name, k, vals[i], want)
+			}
+		}
+	}
+}
+
 // check compares MultiGet and Scan of s with the model.
 func (m *volatileModel) check(what string, s Store) {
 	m.t.Helper()
@@ -143,10 +167,12 @@ func TestPebbleVolatileWriteBack(t *testing.T) {
 	}
 }
 
-// TestValueCacheSwitchOffWritesBackFirst: a write-back cache asked to
-// switch off (few hits) keeps its dirty entries until they are written,
-// and answers them meanwhile.
-func TestValueCacheSwitchOffWritesBackFirst(t *testing.T) {
+// TestValueCacheOffKeepsBuffering: a write-back cache that switches off
+// (few hits) drops its clean entries but keeps the dirty ones and answers
+// them, keeps buffering writes while off (only dirty entries then), and
+// drops what a write-back wrote; every read sees the newest value
+// throughout.
+func TestValueCacheOffKeepsBuffering(t *testing.T) {
 	p, err := OpenPebble(Options{Dir: t.TempDir(), Volatile: true, CacheBytes: 256 << 10})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +181,7 @@ func TestValueCacheSwitchOffWritesBackFirst(t *testing.T) {
 	m := &volatileModel{t: t, p: p, want: map[string][]byte{}}
 	m.put(0, 50, 1) // dirty, well within the budget
 	// Lookups of unknown keys only, until the full cache decides to go off.
-	for i := 0; !p.cache.wantOff && !p.cache.off; i += 500 {
+	for i := 0; !p.cache.off; i += 500 {
 		if i > 100*cacheWindow {
 			t.Fatal("cache never decided to switch off")
 		}
@@ -167,13 +193,28 @@ func TestValueCacheSwitchOffWritesBackFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if p.cache.off || p.cache.dirtyLen() == 0 {
-		t.Fatalf("switched off with dirty entries: off %v, %d dirty", p.cache.off, p.cache.dirtyLen())
+	if p.cache.dirtyLen() != 50 || p.cache.m.len() != 50 {
+		t.Fatalf("switched off with %d dirty of %d entries, want the 50 dirty only", p.cache.dirtyLen(), p.cache.m.len())
 	}
-	m.check("waiting to switch off", p) // the Scan writes back, then the cache goes off
-	if !p.cache.off {
-		t.Fatal("cache did not switch off once written back")
+	m.checkGets("off, dirty entries pending", p)
+	m.put(0, 50, 2) // buffered while off, over the pending ones
+	if p.cache.dirtyLen() != 50 {
+		t.Fatalf("%d dirty entries after rewriting the 50 while off", p.cache.dirtyLen())
 	}
-	m.put(0, 50, 2) // written through while off
-	m.check("off", p)
+	m.checkGets("off, rewritten", p)
+	// Far past the dirty budget: write-backs run, and drop what they wrote.
+	for round := range 40 {
+		m.put(1_000+round*200, 1_200+round*200, uint64(round))
+		if n, d := p.cache.m.len(), p.cache.dirtyLen(); n != d {
+			t.Fatalf("off cache holds %d entries, %d dirty: clean entries kept", n, d)
+		}
+	}
+	if p.cache.bufferedBytes() > p.cache.dirtyBudget() {
+		t.Fatalf("%d dirty bytes, budget %d", p.cache.bufferedBytes(), p.cache.dirtyBudget())
+	}
+	m.checkGets("off, after write-backs", p)
+	m.check("off", p) // the Scan writes everything back
+	if p.cache.m.len() != 0 {
+		t.Fatalf("%d entries left after a full write-back while off", p.cache.m.len())
+	}
 }
