@@ -86,6 +86,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 		// stop at 32 files, not 12, so a burst waits less on compactions.
 		L0CompactionThreshold: 8,
 		L0StopWritesThreshold: 32,
+		MaxOpenFiles:          maxOpenFiles(),
 	}
 	// Values of at least Options.ValueSeparationBytes live in blob files
 	// that compactions do not rewrite: a keyed operator rewrites its whole
@@ -102,7 +103,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 		return pebble.ValueSeparationPolicy{
 			Enabled:               o.valueSeparationMin() > 0,
 			MinimumSize:           max(o.valueSeparationMin(), 1),
-			MaxBlobReferenceDepth: 10,
+			MaxBlobReferenceDepth: blobReferenceDepth,
 			RewriteMinimumAge:     30 * time.Second,
 			TargetGarbageRatio:    0.5,
 		}
@@ -276,6 +277,9 @@ func (p *Pebble) readPebbleAll(keys [][]byte) ([][]byte, error) {
 	return p.multiGetPrefix(keys)
 }
 
+// maxCollectorPrealloc bounds valueCollector's first allocation.
+const maxCollectorPrealloc = 16 << 20
+
 // valueCollector gathers values into one buffer and slices it at the end, so
 // a batch of values costs two allocations however many keys it has.
 type valueCollector struct {
@@ -287,6 +291,13 @@ func (c *valueCollector) add(v []byte, ok bool) {
 	if !ok {
 		c.ends = append(c.ends, -1)
 		return
+	}
+	if c.buf == nil {
+		// Values of one state are mostly of one size: room for the rest of
+		// the batch at this one's size saves the doublings (and their
+		// copies) of a buffer grown from nothing, a few percent of a batch
+		// over kilobyte values.
+		c.buf = make([]byte, 0, min(len(v)*(cap(c.ends)-len(c.ends)), maxCollectorPrealloc))
 	}
 	c.buf = append(c.buf, v...)
 	c.ends = append(c.ends, len(c.buf))
@@ -807,3 +818,22 @@ func (s slogLogger) Fatalf(format string, args ...any) {
 	s.l.Error("pebble fatal", "msg", msg)
 	panic("pebble: " + msg)
 }
+
+// blobReferenceDepth is how many blob files a compaction's output may
+// reference per key range before the compaction rewrites their values into
+// new ones. Pebble's 10 suits range scans; keyed state is read by key, and
+// with keys spread uniformly every flush's blob file overlaps every table,
+// so at 10 nearly every compaction rewrote the values it met again: on q6*
+// over 2.2 GB, 11-13 % of the stateful worker's CPU went to those rewrites.
+// At 100 they are ten times rarer and still bound the number of blob files
+// (values land in new files, and old files empty out) where an unbounded
+// depth let one flush's file live on per flush, past the file cache.
+// Measured (2026-12-04, koala bench q6-1task run for 240 s instead of 40,
+// one run each): depth 10 17.1 K closed auctions per worker CPU-s, 25.5 K/s
+// at the sink against 27 K offered, 4.9-5.1 GB on disk; depth 100 (with
+// maxOpenFiles) 22.5 K, 27.0 K/s sustained, 4.5-5.1 GB and 1.6-2.1 K blob
+// files. BenchmarkPebbleLargeStateChurn: 34 against 42 µs of CPU per key
+// rewritten (with Pebble's 10 and 1000 open files); the price is locality:
+// a key range's values sit in more blob files, and a full scan (a bucket
+// handoff) took 3.1 against 2.3 µs per key in the same run.
+const blobReferenceDepth = 100

@@ -169,3 +169,75 @@ func waitCompactions(b *testing.B, p *Pebble) {
 		time.Sleep(100 * time.Millisecond) // polling Pebble's metrics, with a deadline
 	}
 }
+
+// BenchmarkPebbleLargeStateChurn rewrites every key of large state several
+// times over (uniformly drawn, whole values, as q6*'s mapper does), then
+// settles the tree and scans the whole store in key order, as a bucket
+// handoff does. It reports the update cost (cpu-ns/key), the space the
+// overwritten values still hold (disk/live: Pebble's disk usage over the
+// live values' bytes), the files (blob-files, sstables, and how often the
+// file cache had to open one) and the scan's cost per key (scan-ns/key),
+// for this package's options and for Pebble's blob reference depth and
+// file cache (10 and 1000).
+func BenchmarkPebbleLargeStateChurn(b *testing.B) {
+	const rounds = 3 // rewrites per key
+	for _, v := range []struct {
+		name string
+		tune func(*pebble.Options)
+	}{
+		{"defaults", nil},
+		{"pebble-depth-and-files", func(po *pebble.Options) {
+			pol := po.Experimental.ValueSeparationPolicy()
+			pol.MaxBlobReferenceDepth = 10
+			po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return pol }
+			po.MaxOpenFiles = 1000
+		}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			for range b.N {
+				p, pool := openLargeBench(b, Options{CacheBytes: largeBenchCacheB, tune: v.tune})
+				rng := rand.New(rand.NewPCG(3, 4))
+				batch := make([][]byte, largeBenchBatch)
+				kvs := make([]KV, largeBenchBatch)
+				updates := rounds * len(pool)
+				cpu0 := processCPU(b)
+				for done := 0; done < updates; done += largeBenchBatch {
+					for i := range batch {
+						batch[i] = pool[rng.IntN(len(pool))]
+					}
+					vals, err := p.MultiGet(batch)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for i, v := range vals {
+						nv := append([]byte(nil), v...)
+						nv[0]++
+						kvs[i] = KV{batch[i], nv}
+					}
+					if err := p.MultiPut(kvs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(updates), "cpu-ns/key")
+				m := p.db.Metrics()
+				b.ReportMetric(float64(m.BlobFiles.LiveCount), "blob-files")
+				b.ReportMetric(float64(m.Total().TablesCount), "sstables")
+				b.ReportMetric(100*float64(m.FileCache.Misses)/float64(max(1, m.FileCache.Hits+m.FileCache.Misses)), "filecache-miss-%")
+				if err := p.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				waitCompactions(b, p)
+				live := float64(len(pool) * (largeBenchValue + 8))
+				b.ReportMetric(float64(p.db.Metrics().DiskSpaceUsage())/live, "disk/live")
+				scan0, n := time.Now(), 0
+				if err := p.Scan(nil, nil, func(_, v []byte) bool { n++; return len(v) == largeBenchValue }); err != nil {
+					b.Fatal(err)
+				}
+				if n != len(pool) {
+					b.Fatalf("scan saw %d keys, want %d", n, len(pool))
+				}
+				b.ReportMetric(float64(time.Since(scan0).Nanoseconds())/float64(n), "scan-ns/key")
+			}
+		})
+	}
+}
