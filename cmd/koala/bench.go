@@ -94,7 +94,8 @@ run with koala stack up --worker-pprof) and go test -cpuprofile per
 micro-benchmark package, and adds their hottest functions to the report.
 
 It needs the local stack (koala stack up) and writes BENCHMARKS.md and raw
-JSON under results/bench/.`,
+JSON under results/bench/; a run of some phases or rows leaves those as
+they are and writes its report and JSON under results/bench/run-<stamp>/.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -125,7 +126,7 @@ JSON under results/bench/.`,
 	f.StringVar(&o.UIURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL (env "+envTemporalUI+")")
 	f.StringVar(&o.RunDir, "run-dir", "", "run directory of the local stack, for the worker PID files (default $KOALA_HOME/run or .koala/run)")
 	f.StringVar(&o.ResultsDir, "results", "results/bench", "directory for the raw JSON")
-	f.StringVar(&o.MDPath, "out", "BENCHMARKS.md", "markdown report")
+	f.StringVar(&o.MDPath, "out", "", "markdown report (default "+bench.DefaultReport+" for a run of every phase and row; a run of some (--phases, --rows) writes its report only under <results>/run-<stamp>/ unless this names one)")
 	f.StringVar(&microPkgs, "micro-packages", "./dataplane,./statesvc", "packages whose benchmarks run (comma-separated)")
 	f.StringVar(&o.MicroRegex, "micro-bench", "Frame|BucketOf|OutputsBatching|Exchange$|KLTLookup|KLTMemory|KLTInstall|PebbleMultiGetPut$|StatefulBatchKLTShare", "go test -bench regexp")
 	f.StringVar(&o.Benchtime, "benchtime", "1s", "go test -benchtime")

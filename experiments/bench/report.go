@@ -350,6 +350,15 @@ func sortStrings(s []string) {
 
 // WriteBenchFiles writes bench.json and micro.txt (when raw is not empty)
 // into dir and the markdown report to mdPath. It returns the paths written.
+// DefaultReport is the report a full run writes (koala bench --out).
+const DefaultReport = "BENCHMARKS.md"
+
+// Full says whether r ran every phase and every row, the only run whose
+// report stands for the whole suite.
+func (r BenchReport) Full() bool {
+	return len(r.Phases) == len(BenchPhases) && (r.Rows == "" || r.Rows == "all")
+}
+
 func (r BenchReport) WriteFiles(dir, mdPath, rawMicro string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -233,12 +235,25 @@ func Run(ctx context.Context, o Options) error {
 	rep.Profiles = o.profiles.report()
 	rep.Finished = time.Now()
 	rep.LoadEnd = loadAvg()
-	paths, werr := rep.WriteFiles(o.ResultsDir, o.MDPath, rawMicro)
-	// A copy stamped with the run, so earlier runs stay comparable.
-	if werr == nil {
-		if more, err := rep.WriteFiles(filepath.Join(o.ResultsDir, "run-"+stamp), "", rawMicro); err == nil {
-			paths = append(paths, more...)
+	// Only a full run replaces the report and raw JSON a reader looks at
+	// (BENCHMARKS.md, results/bench/bench.json): one row run alone would
+	// otherwise leave a report of that row only. Every run also writes a
+	// copy stamped with its start, report included, so runs stay comparable.
+	var paths []string
+	var werr error
+	switch {
+	case rep.Full():
+		paths, werr = rep.WriteFiles(o.ResultsDir, cmp.Or(o.MDPath, DefaultReport), rawMicro)
+	case o.MDPath != "":
+		if werr = os.WriteFile(o.MDPath, []byte(rep.Markdown()), 0o644); werr == nil {
+			paths = append(paths, o.MDPath)
 		}
+	}
+	if werr == nil {
+		stamped := filepath.Join(o.ResultsDir, "run-"+stamp)
+		more, err := rep.WriteFiles(stamped, filepath.Join(stamped, DefaultReport), rawMicro)
+		paths = append(paths, more...)
+		werr = err
 	}
 	fmt.Println()
 	fmt.Println("targets")

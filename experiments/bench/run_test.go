@@ -40,9 +40,37 @@ func TestRunStateOnly(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	for _, f := range []string{"bench.json", "state-scaling.json", "state-scaling.log"} {
+	for _, f := range []string{"state-scaling.json", "state-scaling.log"} {
 		if _, err := os.Stat(filepath.Join(o.ResultsDir, f)); err != nil {
 			t.Error(err)
+		}
+	}
+	// A run of one phase leaves the suite's raw JSON alone and writes its
+	// own, with its report, under the run's stamped directory.
+	if _, err := os.Stat(filepath.Join(o.ResultsDir, "bench.json")); !os.IsNotExist(err) {
+		t.Errorf("a state-only run wrote %s (err %v)", filepath.Join(o.ResultsDir, "bench.json"), err)
+	}
+	for _, f := range []string{"bench.json", DefaultReport} {
+		if m, _ := filepath.Glob(filepath.Join(o.ResultsDir, "run-*", f)); len(m) != 1 {
+			t.Errorf("run-*/%s: found %v, want one", f, m)
+		}
+	}
+}
+
+func TestReportFull(t *testing.T) {
+	for _, c := range []struct {
+		phases []string
+		rows   string
+		want   bool
+	}{
+		{BenchPhases, "all", true},
+		{BenchPhases, "", true},
+		{BenchPhases, "q6-1task", false},
+		{BenchPhases[1:], "all", false},
+		{[]string{PhaseState}, "all", false},
+	} {
+		if got := (BenchReport{Phases: c.phases, Rows: c.rows}).Full(); got != c.want {
+			t.Errorf("phases %v rows %q: Full() = %v, want %v", c.phases, c.rows, got, c.want)
 		}
 	}
 }
