@@ -825,12 +825,14 @@ func (s slogLogger) Fatalf(format string, args ...any) {
 // with keys spread uniformly every flush's blob file overlaps every table,
 // so at 10 nearly every compaction rewrote the values it met again: on q6*
 // over 2.2 GB, 11-13 % of the stateful worker's CPU went to those rewrites.
-// At 100 they are ten times rarer and still bound the number of blob files
-// (values land in new files, and old files empty out) where an unbounded
-// depth let one flush's file live on per flush, past the file cache.
+// At 100 they are rarer (a store just loaded from a snapshot built by many
+// flushes still rewrites its values once: EXPERIMENTS.md, "q6* over 2.2 GB")
+// and still bound the number of blob files (values land in new files, and
+// old files empty out) where an unbounded depth let one flush's file live
+// on per flush, past the file cache.
 // Measured (2026-12-04, koala bench q6-1task run for 240 s instead of 40,
 // one run each): depth 10 17.1 K closed auctions per worker CPU-s, 25.5 K/s
-// at the sink against 27 K offered, 4.9-5.1 GB on disk; depth 100 (with
+// at the sink against 27 K offered, 4.5-5.3 GB on disk; depth 100 (with
 // maxOpenFiles) 22.5 K, 27.0 K/s sustained, 4.5-5.1 GB and 1.6-2.1 K blob
 // files. BenchmarkPebbleLargeStateChurn: 34 against 42 µs of CPU per key
 // rewritten (with Pebble's 10 and 1000 open files); the price is locality:
