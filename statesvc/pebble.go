@@ -86,7 +86,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 		// stop at 32 files, not 12, so a burst waits less on compactions.
 		L0CompactionThreshold: 8,
 		L0StopWritesThreshold: 32,
-		MaxOpenFiles:          maxOpenFiles(),
+		FileCache:             sharedFileCache(),
 	}
 	// Values of at least Options.ValueSeparationBytes live in blob files
 	// that compactions do not rewrite: a keyed operator rewrites its whole
@@ -833,7 +833,7 @@ func (s slogLogger) Fatalf(format string, args ...any) {
 // Measured (2026-12-04, koala bench q6-1task run for 240 s instead of 40,
 // one run each): depth 10 17.1 K closed auctions per worker CPU-s, 25.5 K/s
 // at the sink against 27 K offered, 4.5-5.3 GB on disk; depth 100 (with
-// maxOpenFiles) 22.5 K, 27.0 K/s sustained, 4.5-5.1 GB and 1.6-2.1 K blob
+// a file cache of 5000) 22.5 K, 27.0 K/s sustained, 4.5-5.1 GB and 1.6-2.1 K blob
 // files. BenchmarkPebbleLargeStateChurn: 34 against 42 µs of CPU per key
 // rewritten (with Pebble's 10 and 1000 open files); the price is locality:
 // a key range's values sit in more blob files, and a full scan (a bucket

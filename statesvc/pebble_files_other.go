@@ -2,5 +2,5 @@
 
 package statesvc
 
-// maxOpenFiles is Pebble's default where the open-file limit is not read.
-func maxOpenFiles() int { return 1000 }
+// openFileBudget is Pebble's default where the open-file limit is not read.
+func openFileBudget() int { return 1000 }

@@ -208,7 +208,7 @@ func BenchmarkPebbleLargeStateChurn(b *testing.B) {
 			pol := po.Experimental.ValueSeparationPolicy()
 			pol.MaxBlobReferenceDepth = 10
 			po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return pol }
-			po.MaxOpenFiles = 1000
+			po.FileCache, po.MaxOpenFiles = nil, 1000 // a cache of its own, Pebble's size
 		}},
 	} {
 		b.Run(v.name, func(b *testing.B) {

@@ -348,8 +348,6 @@ func sortStrings(s []string) {
 	}
 }
 
-// WriteBenchFiles writes bench.json and micro.txt (when raw is not empty)
-// into dir and the markdown report to mdPath. It returns the paths written.
 // DefaultReport is the report a full run writes (koala bench --out).
 const DefaultReport = "BENCHMARKS.md"
 
@@ -359,6 +357,8 @@ func (r BenchReport) Full() bool {
 	return len(r.Phases) == len(BenchPhases) && (r.Rows == "" || r.Rows == "all")
 }
 
+// WriteFiles writes bench.json and micro.txt (when raw is not empty)
+// into dir and the markdown report to mdPath. It returns the paths written.
 func (r BenchReport) WriteFiles(dir, mdPath, rawMicro string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
