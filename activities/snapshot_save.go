@@ -72,7 +72,8 @@ func SnapshotDir(dir, query string, numEvents int64) (string, error) {
 // SnapshotState snapshots every stateful task of the deployment (a Pebble
 // checkpoint per task, its buckets and key lookup table; see
 // dataplane/snapshot.go) and writes the manifest. The tasks must be idle
-// (input drained) for the snapshot to be a consistent cut of the job. A
+// (input drained) for the snapshot to be a consistent cut of the job; each
+// store first finishes its pending compactions (snapshotSettle). A
 // snapshot is built in a temporary directory and renamed into place, so a
 // retried activity starts over and an existing snapshot is never
 // overwritten (that is an error naming it).
@@ -101,7 +102,8 @@ func (a *Activities) SnapshotState(ctx context.Context, in SnapshotInput) (Snaps
 	byOp := map[string][]control.TaskSnapshot{}
 	for _, wid := range order {
 		var reply control.SnapshotReply
-		if err := a.request(ctx, wid, control.VerbSnapshotSave, dep.Job.JobID, "", control.SnapshotRequest{TaskIDs: groups[wid], Dir: tmp}, &reply); err != nil {
+		req := control.SnapshotRequest{TaskIDs: groups[wid], Dir: tmp, SettleSeconds: snapshotSettle(ctx).Seconds()}
+		if err := a.requestLong(ctx, wid, control.VerbSnapshotSave, dep.Job.JobID, "", req, &reply); err != nil {
 			return m, err
 		}
 		for _, ts := range reply.Tasks {
@@ -165,4 +167,24 @@ func keepAlive(ctx context.Context) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// snapshotSettleMax bounds how long a task's store may compact before its
+// snapshot (control.SnapshotRequest.SettleSeconds); snapshotSettleMargin is
+// the activity time kept for the checkpoint and the manifest.
+const (
+	snapshotSettleMax    = 3 * time.Minute
+	snapshotSettleMargin = time.Minute
+)
+
+// snapshotSettle is how long the next worker's stores may settle: a warm-up
+// writes faster than its store compacts, and a snapshot taken at once
+// would hand that compaction debt to every run that loads it (see
+// statesvc.Pebble.Settle).
+func snapshotSettle(ctx context.Context) time.Duration {
+	d := snapshotSettleMax
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)-snapshotSettleMargin)
+	}
+	return max(d, 0)
 }

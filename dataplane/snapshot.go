@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"koala/dataplane/checkpoint"
 	"koala/dataplane/control"
@@ -43,6 +45,9 @@ func (w *Worker) dispatchSnapshot(ctx context.Context, verb string, env control.
 	if req.Dir == "" || len(req.TaskIDs) == 0 {
 		return nil, true, fmt.Errorf("%s: dir and task_ids are required", verb)
 	}
+	if req.SettleSeconds < 0 || math.IsNaN(req.SettleSeconds) || math.IsInf(req.SettleSeconds, 0) {
+		return nil, true, fmt.Errorf("%s: settle_seconds %v must be a finite number >= 0", verb, req.SettleSeconds)
+	}
 	tasks := w.jobTasks(env.JobID, req.TaskIDs)
 	if len(tasks) != len(req.TaskIDs) {
 		return nil, true, fmt.Errorf("%s: worker %s has %d of the tasks %v of job %q", verb, w.opts.ID, len(tasks), req.TaskIDs, env.JobID)
@@ -65,7 +70,7 @@ func (w *Worker) dispatchSnapshot(ctx context.Context, verb string, env control.
 		run := func(context.Context, *task) error {
 			var err error
 			if verb == control.VerbSnapshotSave {
-				snap, err = t.saveSnapshot(dir)
+				snap, err = t.saveSnapshot(ctx, dir, time.Duration(req.SettleSeconds*float64(time.Second)))
 			} else {
 				snap, err = t.loadSnapshot(dir)
 			}
@@ -104,17 +109,49 @@ func (t *task) ownedBuckets() []int {
 
 // saveSnapshot checkpoints the task's store into dir/pebble and writes
 // dir/task.json. dir must not exist: a snapshot is never overwritten in
-// place (a retried save after a completed one fails and says so).
-func (t *task) saveSnapshot(dir string) (control.TaskSnapshot, error) {
+// place (a retried save after a completed one fails and says so). With
+// settle > 0 the store first finishes its pending compactions (see
+// statesvc.Pebble.Settle), for at most that long.
+func (t *task) saveSnapshot(ctx context.Context, dir string, settle time.Duration) (control.TaskSnapshot, error) {
+	settled, waited, err := t.settleStore(ctx, settle)
+	if err != nil {
+		return control.TaskSnapshot{}, err
+	}
 	var snap control.TaskSnapshot
 	// No background commit between the store's capture and the table's
 	// (migrator.go).
-	err := t.keyed.mig.holdCommits(func() error {
+	err = t.keyed.mig.holdCommits(func() error {
 		var err error
 		snap, err = t.saveSnapshotTo(dir, true)
 		return err
 	})
+	snap.Settled, snap.SettleMillis = settled, waited.Milliseconds()
 	return snap, err
+}
+
+// settleStore runs the store's Settle for at most d. Running out of time is
+// not an error: the checkpoint is consistent either way, only not settled.
+func (t *task) settleStore(ctx context.Context, d time.Duration) (settled bool, waited time.Duration, err error) {
+	s, ok := t.keyed.store.(interface {
+		Settle(context.Context) (statesvc.SettleStats, error)
+	})
+	if d <= 0 || !ok {
+		return false, 0, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	st, err := s.Settle(sctx)
+	log := t.w.log.With("task", t.id, "compactions", st.Compactions, "debt_before", st.DebtBefore, "debt_after", st.DebtAfter, "waited", st.Waited.Round(time.Millisecond))
+	switch {
+	case err == nil:
+		log.Info("store settled before its snapshot")
+		return true, st.Waited, nil
+	case sctx.Err() != nil && ctx.Err() == nil:
+		log.Warn("store still compacting when its settle time ran out; snapshot taken as it is", "settle", d)
+		return false, st.Waited, nil
+	default:
+		return false, st.Waited, fmt.Errorf("settle store before snapshot: %w", err)
+	}
 }
 
 // saveSnapshotTo is saveSnapshot; count false leaves Keys and Entries at 0

@@ -104,6 +104,11 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 	if m.Keys != warmKeys || m.Bytes == 0 || m.NumBuckets != buckets || len(m.Operators[0].BucketTask) != buckets {
 		t.Fatalf("manifest: keys %d (want %d), bytes %d, NumBuckets %d, bucket table %d entries", m.Keys, warmKeys, m.Bytes, m.NumBuckets, len(m.Operators[0].BucketTask))
 	}
+	for _, ts := range m.Operators[0].Tasks {
+		if !ts.Settled {
+			t.Fatalf("task %s: snapshot taken before its store settled (waited %d ms)", ts.TaskID, ts.SettleMillis)
+		}
+	}
 	if _, err := acts.SnapshotState(ctx, activities.SnapshotInput{Deployment: dep, Dir: snapDir, NumEvents: perProducer}); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("second snapshot into %s: err %v, want an 'already exists' error", snapDir, err)
 	}

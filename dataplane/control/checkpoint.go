@@ -73,6 +73,11 @@ const (
 type SnapshotRequest struct {
 	TaskIDs []string `json:"task_ids"`
 	Dir     string   `json:"dir"`
+	// SettleSeconds (save only) lets each store finish the compactions its
+	// writes left pending, for at most this long, before its checkpoint;
+	// 0 takes the checkpoint at once. A store still compacting at the end
+	// is checkpointed as it is: TaskSnapshot.Settled says which.
+	SettleSeconds float64 `json:"settle_seconds,omitempty"`
 }
 
 // SnapshotReply lists what each task saved or loaded; a save skips the
@@ -102,6 +107,11 @@ type TaskSnapshot struct {
 	Keys    uint64 `json:"keys"`
 	Entries uint64 `json:"entries"`
 	Bytes   uint64 `json:"bytes"` // size of the checkpoint's files
+	// Settled is true when the store had no compaction pending or running
+	// at the checkpoint (SnapshotRequest.SettleSeconds); SettleMillis is
+	// how long the task waited for that.
+	Settled      bool  `json:"settled,omitempty"`
+	SettleMillis int64 `json:"settle_millis,omitempty"`
 	// KLT holds the lookup entries and the addresses of the owners they name.
 	KLT       []KLTSegment       `json:"klt,omitempty"`
 	KLTOwners map[string]TaskRef `json:"klt_owners,omitempty"`
