@@ -1,6 +1,7 @@
 package statesvc
 
 import (
+	"context"
 	"math/rand/v2"
 	"syscall"
 	"testing"
@@ -44,9 +45,6 @@ func openLargeBench(b *testing.B, o Options) (*Pebble, [][]byte) {
 		if err := p.MultiPut(kvs); err != nil {
 			b.Fatal(err)
 		}
-	}
-	if err := p.Flush(); err != nil {
-		b.Fatal(err)
 	}
 	waitCompactions(b, p)
 	return p, pool
@@ -163,29 +161,18 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// waitCompactions polls until Pebble has run no compaction for a second,
-// so reads meet the settled shape of the tree rather than the pile of L0
-// files the load left.
+// waitCompactions settles the store (Pebble.Settle), so reads meet the
+// settled shape of the tree rather than the pile of L0 files the load left.
 func waitCompactions(b *testing.B, p *Pebble) {
 	b.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
-	idleSince := time.Time{}
-	for {
-		m := p.db.Metrics()
-		switch {
-		case m.Compact.NumInProgress > 0:
-			idleSince = time.Time{}
-		case idleSince.IsZero():
-			idleSince = time.Now()
-		case time.Since(idleSince) >= time.Second:
-			b.Logf("settled: L0 %d files, %d sstables in all, %.0f MB", m.Levels[0].TablesCount, m.Total().TablesCount, float64(m.Total().TablesSize)/1e6)
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("compactions still running after 5 min: %d in progress", m.Compact.NumInProgress)
-		}
-		time.Sleep(100 * time.Millisecond) // polling Pebble's metrics, with a deadline
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st, err := p.Settle(ctx)
+	if err != nil {
+		b.Fatal(err)
 	}
+	m := p.db.Metrics()
+	b.Logf("settled after %d compactions in %s: L0 %d files, %d sstables in all, %.0f MB", st.Compactions, st.Waited.Round(time.Millisecond), m.Levels[0].TablesCount, m.Total().TablesCount, float64(m.Total().TablesSize)/1e6)
 }
 
 // BenchmarkPebbleLargeStateChurn rewrites every key of large state several
@@ -225,9 +212,6 @@ func BenchmarkPebbleLargeStateChurn(b *testing.B) {
 				b.ReportMetric(float64(m.BlobFiles.LiveCount), "blob-files")
 				b.ReportMetric(float64(m.Total().TablesCount), "sstables")
 				b.ReportMetric(100*float64(m.FileCache.Misses)/float64(max(1, m.FileCache.Hits+m.FileCache.Misses)), "filecache-miss-%")
-				if err := p.Flush(); err != nil {
-					b.Fatal(err)
-				}
 				waitCompactions(b, p)
 				live := float64(len(pool) * (largeBenchValue + 8))
 				b.ReportMetric(float64(p.db.Metrics().DiskSpaceUsage())/live, "disk/live")
