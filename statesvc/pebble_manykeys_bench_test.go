@@ -31,7 +31,7 @@ func BenchmarkPebbleCounterManyKeys(b *testing.B) {
 		{"offDirty=16MiB", Options{}, 16 << 20},
 		{"memtable=4MiB", Options{MemTableBytes: 4 << 20}, 0},
 		{"memtable=8MiB", Options{MemTableBytes: 8 << 20}, 0},
-		{"memtable=64MiB", Options{MemTableBytes: 64 << 20}, 0},
+		{"memtable=16MiB", Options{MemTableBytes: 16 << 20}, 0},
 		{"defaults,L0=4", Options{tune: func(po *pebble.Options) {
 			po.L0CompactionThreshold, po.L0StopWritesThreshold = 4, 12
 		}}, 0},

@@ -53,11 +53,22 @@ const (
 // Defaults for Options. On state far beyond the caches every flush's L0
 // files are compacted into a base level they overlap entirely, so L0 is
 // compacted from 8 files, not 4 (pebble.go; BenchmarkPebbleLargeStateGetPut:
-// 64 -> 52 µs of CPU per key read and rewritten). The memtable stays at 16
-// MiB: 64 MiB (the artifact's) helped q6* over 2.3 GB a little (12.2 K ->
-// 12.7 K closed auctions per worker CPU-s) but made reads of small values
-// that live in memtables and L0 slower (the counter over 10 M keys: 74 K
-// -> 45 K events per worker CPU-s); koala bench rows, 2026-12-02.
+// 64 -> 52 µs of CPU per key read and rewritten).
+//
+// The memtable is 64 MiB (the artifact's RocksDB write buffer). Every flush
+// writes a blob file that each base-level table it overlaps then
+// references, so the flush rate sets how soon tables pass
+// blobReferenceDepth and have their values rewritten; a 4x larger memtable
+// makes those rewrites 4x rarer. Measured (2026-12-04, koala bench rows, one
+// run each, machine idle): q6-1task 18.3 K -> 24.0 K closed auctions per
+// worker CPU-s over its 40 s window (compactions 23 % -> 11 % of the
+// stateful worker's CPU; the warm-up's checkpoint 3.4 -> 2.2 GB), 22.5 K
+// over 240 s; q6-2tasks 15.3 K -> 25.1 K; counter-10m 146 K, 149 K and 141 K
+// (128-148 K at 16 MiB). An earlier measurement (2026-12-02) had 64 MiB
+// slow the counter over 10 M keys (74 K -> 45 K), from reads of small values
+// in memtables and L0; the store's written-key filter now answers most of
+// those reads before Pebble does. Pebble grows a store's memtables from
+// 256 KiB as they fill, so a small store does not pay for the size.
 //
 // The block cache is 256 MiB (the artifact's is 512 MiB): Pebble allocates
 // it as blocks arrive, so small state costs nothing more, and on state far
@@ -66,7 +77,7 @@ const (
 // MiB (maxValueCacheBytes).
 const (
 	DefaultCacheBytes    int64 = 256 << 20
-	DefaultMemTableBytes int64 = 16 << 20
+	DefaultMemTableBytes int64 = 64 << 20
 	// DefaultValueSeparationBytes: values of a kilobyte and more (q6*'s
 	// 2 KB seller state, a window's buffered records) are separated; the
 	// counters' 8-byte values and small aggregates stay inline. Measured
