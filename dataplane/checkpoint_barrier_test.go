@@ -19,9 +19,10 @@ func newAlignTestSink(t *testing.T) *task {
 	t.Helper()
 	store := t.TempDir()
 	job := control.JobSpec{JobID: "align", Params: map[string]string{control.ParamCheckpointStore: store}}
+	values := newKeyValues()
 	tk := &task{
 		w: &Worker{log: slog.New(slog.DiscardHandler)}, jobID: job.JobID, id: "sink-0", opName: "sink",
-		ledger: newSinkLedger(true), latency: newSinkLatency(), values: newKeyValues(),
+		ledger: newSinkLedger(true, values), latency: newSinkLatency(), values: values,
 		op: OperatorFunc(func([]Record, Emit) error { return nil }),
 	}
 	tk.view.Store(&taskView{job: job, upstreams: []string{"a", "b"}})

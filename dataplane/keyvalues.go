@@ -54,10 +54,31 @@ type shortTable struct {
 type shortSlot struct {
 	k shortKey
 	v uint64
+	// pos is the sink ledger's order check for this key (see orderPos):
+	// the partition and highest offset of the key's records seen there,
+	// kept beside the value so that a record costs one probe, not one here
+	// and one in the ledger's own table; 0 while none was recorded.
+	pos uint64
 }
 
-// slot returns k's slot, claiming a free one (value 0) when k is new.
-func (t *shortTable) slot(k *shortKey) *uint64 {
+// Order positions: partition+1 in the top 16 bits, the offset below.
+const (
+	posOffsetBits = 48
+	posOffsetMask = 1<<posOffsetBits - 1
+)
+
+// orderPos encodes (partition, offset) for shortSlot.pos; ok is false when
+// they do not fit (the ledger then uses its own table).
+func orderPos(partition int32, offset int64) (pos uint64, ok bool) {
+	if partition < 0 || partition >= 1<<(64-posOffsetBits)-1 || offset < 0 || offset > posOffsetMask {
+		return 0, false
+	}
+	return uint64(partition+1)<<posOffsetBits | uint64(offset), true
+}
+
+// slot returns k's slot, claiming a free one (value 0, no position) when k
+// is new.
+func (t *shortTable) slot(k *shortKey) *shortSlot {
 	if len(t.slots) == 0 {
 		t.slots = make([]shortSlot, 1024)
 	}
@@ -65,7 +86,7 @@ func (t *shortTable) slot(k *shortKey) *uint64 {
 	for i := xxhash.Sum64(k[:]) & mask; ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		if s.k == *k {
-			return &s.v
+			return s
 		}
 		if s.k[shortKeyMax] == 0 {
 			s.k = *k
@@ -73,7 +94,7 @@ func (t *shortTable) slot(k *shortKey) *uint64 {
 				t.grow()
 				return t.slot(k)
 			}
-			return &s.v
+			return s
 		}
 	}
 }
@@ -102,24 +123,39 @@ func (kv *keyValues) observe(recs []Record) {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	for i := range recs {
-		if len(recs[i].Value) < 8 {
-			continue
-		}
-		v := binary.LittleEndian.Uint64(recs[i].Value)
-		key := recs[i].Key
-		if len(key) <= shortKeyMax {
-			k := makeShortKey(key)
-			p := kv.short.slot(&k)
-			*p = max(*p, v) // a new key's slot holds 0
-			continue
-		}
-		if p := kv.long[string(key)]; p != nil {
-			*p = max(*p, v)
-			continue
-		}
-		p := new(uint64)
-		*p = v
-		kv.long[string(key)] = p
+		kv.observeLocked(&recs[i])
+	}
+}
+
+// observeLocked records r's value and returns its key's slot, or nil when
+// r has no value or a long key. The caller holds kv.mu.
+func (kv *keyValues) observeLocked(r *Record) *shortSlot {
+	if len(r.Value) < 8 {
+		return nil
+	}
+	v := binary.LittleEndian.Uint64(r.Value)
+	if len(r.Key) <= shortKeyMax {
+		k := makeShortKey(r.Key)
+		s := kv.short.slot(&k)
+		s.v = max(s.v, v) // a new key's slot holds 0
+		return s
+	}
+	if p := kv.long[string(r.Key)]; p != nil {
+		*p = max(*p, v)
+		return nil
+	}
+	p := new(uint64)
+	*p = v
+	kv.long[string(r.Key)] = p
+	return nil
+}
+
+// forgetOrder clears every slot's order position (sinkLedger.restartOrder).
+func (kv *keyValues) forgetOrder() {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for i := range kv.short.slots {
+		kv.short.slots[i].pos = 0
 	}
 }
 
@@ -144,7 +180,7 @@ func (kv *keyValues) replace(m map[string]uint64) {
 	for k, v := range m {
 		if len(k) <= shortKeyMax {
 			sk := makeShortKey([]byte(k))
-			*next.short.slot(&sk) = v
+			next.short.slot(&sk).v = v
 			continue
 		}
 		p := new(uint64)

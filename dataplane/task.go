@@ -314,11 +314,8 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) erro
 			return nil // the task is stopping (ctx done): its loop ends next
 		}
 		if t.ledger != nil && len(view.routes) == 0 {
-			t.ledger.observe(recs)
+			t.ledger.observe(recs) // and t.values, if any
 			t.latency.observe(recs, start)
-			if t.values != nil {
-				t.values.observe(recs)
-			}
 		}
 		var err error
 		if t.lateBounder != nil && t.gates != nil {

@@ -460,11 +460,11 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 	}
 	t.inbox = make(chan *wire.Frame, 64)
 	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
-		t.ledger = newSinkLedger(dep.Job.ExactnessUnchecked == "" && dep.Job.OrderUnchecked == "")
-		t.latency = newSinkLatency()
 		if spec.Kind == control.KindCollectSink {
 			t.values = newKeyValues()
 		}
+		t.ledger = newSinkLedger(dep.Job.ExactnessUnchecked == "" && dep.Job.OrderUnchecked == "", t.values)
+		t.latency = newSinkLatency()
 	}
 	if sop, ok := op.(StatefulOperator); ok {
 		if !spec.Keyed {
