@@ -69,6 +69,17 @@ func TestSinkLedgerMatchesOracle(t *testing.T) {
 			next := map[int32]int64{}
 			var batch []Record
 			var sent []Record
+			flush := func() {
+				l.observe(batch)
+				for _, b := range batch {
+					o.observe(b)
+					if len(b.Value) >= 8 {
+						maxValue[string(b.Key)] = max(maxValue[string(b.Key)], binary.LittleEndian.Uint64(b.Value))
+					}
+				}
+				batch = batch[:0]
+			}
+			restarted := false
 			for range tc.n {
 				var r Record
 				switch x := rng.IntN(100); {
@@ -102,37 +113,18 @@ func TestSinkLedgerMatchesOracle(t *testing.T) {
 				batch = append(batch, r)
 				sent = append(sent, r)
 				if len(batch) >= 100 {
-					l.observe(batch)
-					for _, b := range batch {
-						o.observe(b)
-						if len(b.Value) >= 8 {
-							maxValue[string(b.Key)] = max(maxValue[string(b.Key)], binary.LittleEndian.Uint64(b.Value))
-						}
-					}
-					batch = batch[:0]
+					flush()
 				}
-				if len(sent) == tc.n/2 {
-					l.observe(batch)
-					for _, b := range batch {
-						o.observe(b)
-						if len(b.Value) >= 8 {
-							maxValue[string(b.Key)] = max(maxValue[string(b.Key)], binary.LittleEndian.Uint64(b.Value))
-						}
-					}
-					batch = batch[:0]
+				if !restarted && len(sent) >= tc.n/2 {
+					restarted = true
+					flush()
 					l.mu.Lock()
 					l.restartOrder()
 					l.mu.Unlock()
 					clear(o.last)
 				}
 			}
-			l.observe(batch)
-			for _, b := range batch {
-				o.observe(b)
-				if len(b.Value) >= 8 {
-					maxValue[string(b.Key)] = max(maxValue[string(b.Key)], binary.LittleEndian.Uint64(b.Value))
-				}
-			}
+			flush()
 			if tc.collect {
 				got := values.snapshot()
 				if len(got) != len(maxValue) {
