@@ -119,16 +119,9 @@ func newKeyValues() *keyValues {
 	return &keyValues{long: map[string]*uint64{}}
 }
 
-func (kv *keyValues) observe(recs []Record) {
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	for i := range recs {
-		kv.observeLocked(&recs[i])
-	}
-}
-
 // observeLocked records r's value and returns its key's slot, or nil when
-// r has no value or a long key. The caller holds kv.mu.
+// r has no value or a long key. The caller (sinkLedger.observe, which
+// checks order in the slot) holds kv.mu.
 func (kv *keyValues) observeLocked(r *Record) *shortSlot {
 	if len(r.Value) < 8 {
 		return nil

@@ -80,3 +80,13 @@ func BenchmarkKeyValues(b *testing.B) {
 	}
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*batch), "cpu-ns/record")
 }
+
+// observe records recs' values as a collecting sink's ledger does
+// (sinkLedger.observe), without the ledger's own counting.
+func (kv *keyValues) observe(recs []Record) {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for i := range recs {
+		kv.observeLocked(&recs[i])
+	}
+}
