@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"koala/dataplane/control"
 	"koala/workflows"
 )
 
@@ -134,5 +135,38 @@ func TestLoadSuite_EveryCheckedInSuite(t *testing.T) {
 		in, _, err := ParseConfigNotes(f, data)
 		require.NoError(t, err, f)
 		require.Equal(t, "nexmark_query6_modified", in.QueryName, f)
+	}
+}
+
+// The GB-scale comparisons (`koala compare`) are no suite's entries, so
+// nothing else parses them: every config there is valid, and every one
+// that loads a warm-up snapshot has the warm-up config beside it that
+// builds that snapshot (compare builds a missing snapshot from it).
+func TestGBComparisonConfigs(t *testing.T) {
+	for _, dir := range []string{"suites/section5_2_gb", "suites/overload"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files, dir)
+		builds := map[string]string{} // snapshot dir → warm-up config
+		loads := map[string]string{}  // measurement config → snapshot dir
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			in, _, err := ParseConfigNotes(f, data)
+			require.NoError(t, err, f)
+			snap := in.Params[control.ParamWarmUpSnapshotDir]
+			switch {
+			case in.Params[control.ParamIsWarmUp] == "true":
+				require.NotEmpty(t, snap, f)
+				builds[snap] = f
+			case in.Params[control.ParamLoadWarmUpData] == "true":
+				require.NotEmpty(t, snap, f)
+				loads[f] = snap
+			}
+		}
+		require.NotEmpty(t, loads, dir)
+		for f, snap := range loads {
+			require.Contains(t, builds, snap, "%s loads %s, which no warm-up config in %s builds", f, snap, dir)
+		}
 	}
 }
