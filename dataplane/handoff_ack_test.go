@@ -46,6 +46,7 @@ func (c *kltCkptCluster) waitFrames(t *testing.T, id string, n int) []*wire.Fram
 	for len(got) < n {
 		select {
 		case f := <-tk.inbox:
+			tk.taken(f) // as nextFrame does: the frame leaves the inbox
 			got = append(got, f)
 		case <-time.After(10 * time.Millisecond):
 			if time.Now().After(deadline) {

@@ -53,6 +53,7 @@ func pushHalf(tb testing.TB, owner, gainer *task) {
 		for {
 			select {
 			case f := <-gainer.inbox:
+				gainer.taken(f) // as nextFrame does: the frame leaves the inbox
 				if err := gainer.installKLT(f); err != nil {
 					applied <- err
 					return
@@ -61,6 +62,7 @@ func pushHalf(tb testing.TB, owner, gainer *task) {
 				for {
 					select {
 					case f := <-gainer.inbox:
+						gainer.taken(f) // as nextFrame does: the frame leaves the inbox
 						if err := gainer.installKLT(f); err != nil {
 							applied <- err
 							return

@@ -65,6 +65,7 @@ func TestStopDeliversHandoffQueue(t *testing.T) {
 	for forwarded < len(keys) {
 		select {
 		case f := <-next.inbox:
+			next.taken(f) // as nextFrame does: the frame leaves the inbox
 			if f.Kind == wire.FrameData {
 				forwarded += len(f.Records)
 			}

@@ -87,6 +87,7 @@ func TestLocalRecordsDoNotWaitForFetch(t *testing.T) {
 		for {
 			select {
 			case f := <-sink.inbox:
+				sink.taken(f) // as nextFrame does: the frame leaves the inbox
 				for _, r := range f.Records {
 					out = append(out, string(r.Key)+"="+string(r.Value))
 				}

@@ -126,6 +126,7 @@ func (fx *holdFixture) pump(t *testing.T) {
 	for {
 		select {
 		case f := <-fx.nw.inbox:
+			fx.nw.taken(f) // as nextFrame does: the frame leaves the inbox
 			if err := fx.nw.handleFrame(context.Background(), f); err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"koala/dataplane/budget"
 	"koala/dataplane/control"
 	"koala/dataplane/kafkaio"
 	"koala/dataplane/metrics"
@@ -112,11 +113,14 @@ type task struct {
 	viewMu sync.Mutex // serialises mergeView
 	stats  taskStats
 
-	inbox   chan *wire.Frame // processing tasks
-	source  *sourceState     // source tasks
-	ledger  *sinkLedger      // terminal tasks
-	latency *sinkLatency     // terminal tasks: producer → sink latency
-	op      Operator         // processing tasks
+	inbox chan *wire.Frame // processing tasks
+	// inboxRecs counts the records of the data frames in inbox
+	// (TaskInboxMaxRecords); processing tasks.
+	inboxRecs *budget.Budget
+	source    *sourceState // source tasks
+	ledger    *sinkLedger  // terminal tasks
+	latency   *sinkLatency // terminal tasks: producer → sink latency
+	op        Operator     // processing tasks
 	// routeDone remembers aligned route barriers for retried swaps.
 	routeDone sync.Map
 	// bucketIn counts the records a keyed task kept, per bucket: the

@@ -189,6 +189,7 @@ func (fx *timerFixture) watermark(t *testing.T, wm int64) {
 	for {
 		select {
 		case f := <-fx.sink.inbox:
+			fx.sink.taken(f) // as nextFrame does: the frame leaves the inbox
 			if f.Kind != wire.FrameData {
 				continue
 			}
@@ -234,6 +235,7 @@ func (fx *timerFixture) handOver(t *testing.T, buckets []int) {
 	for {
 		select {
 		case f := <-fx.win[1].inbox:
+			fx.win[1].taken(f) // as nextFrame does: the frame leaves the inbox
 			if err := fx.win[1].handleFrame(ctx, f); err != nil {
 				t.Fatal(err)
 			}

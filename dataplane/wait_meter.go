@@ -64,7 +64,7 @@ func waitRatio(waited, interval time.Duration) float64 {
 func (t *task) nextFrame(ctx context.Context, tick <-chan time.Time) (f *wire.Frame, ok bool) {
 	select {
 	case f = <-t.inbox:
-		return f, true
+		return t.taken(f), true
 	default:
 	}
 	t.stats.idle.begin(time.Now())
@@ -73,10 +73,18 @@ func (t *task) nextFrame(ctx context.Context, tick <-chan time.Time) (f *wire.Fr
 	case <-ctx.Done():
 		return nil, false
 	case f = <-t.inbox:
-		return f, true
+		return t.taken(f), true
 	case <-tick:
 		return nil, false
 	}
+}
+
+// taken returns the inbox room a data frame held (deliverLocal).
+func (t *task) taken(f *wire.Frame) *wire.Frame {
+	if f.Kind == wire.FrameData && t.inboxRecs != nil {
+		t.inboxRecs.Release(len(f.Records))
+	}
+	return f
 }
 
 // sendTimed is send, timed as backpressure when o.blocked is set: a send

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/credentials"
 
+	"koala/dataplane/budget"
 	"koala/dataplane/control"
 	"koala/dataplane/exchange"
 	"koala/dataplane/kafkaio"
@@ -278,15 +279,35 @@ func (w *Worker) deliverLocal(ctx context.Context, f *wire.Frame) error {
 		w.log.Error("undeliverable frame", "err", err, "records", len(f.Records))
 		return err
 	}
+	// Data frames also wait for room in records (TaskInboxMaxRecords);
+	// nextFrame returns it when the task takes the frame.
+	n := 0
+	if f.Kind == wire.FrameData && t.inboxRecs != nil {
+		n = len(f.Records)
+		ok, err := t.inboxRecs.Acquire(ctx, n, t.ended())
+		if err != nil {
+			return err
+		}
+		if !ok {
+			w.dropStale(f)
+			return nil
+		}
+	}
 	select {
 	case t.inbox <- f:
 		return nil
 	case <-t.ended():
 		// The task stopped while the frame waited for room: nothing reads
 		// its inbox any more, and waiting would block the whole stream.
+		if n > 0 {
+			t.inboxRecs.Release(n)
+		}
 		w.dropStale(f)
 		return nil
 	case <-ctx.Done():
+		if n > 0 {
+			t.inboxRecs.Release(n)
+		}
 		return ctx.Err()
 	}
 }
@@ -459,6 +480,11 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 	}
 	t.inbox = make(chan *wire.Frame, 64)
+	inboxRecords, err := control.TaskInboxMaxRecords(dep.Job)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", ref.ID, err)
+	}
+	t.inboxRecs = budget.New(inboxRecords)
 	if len(dep.Job.Downstreams(ref.Operator)) == 0 {
 		if spec.Kind == control.KindCollectSink {
 			t.values = newKeyValues()

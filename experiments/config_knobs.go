@@ -101,6 +101,8 @@ var artifactKnobs = map[string]knob{
 
 	// The source's read-ahead bound (dataplane/source_credit.go).
 	control.ParamSourceMaxInFlightRecords: {kind: knobInt, min: 1, max: control.MaxSourceMaxInFlightRecords},
+	// The records a task's inbox holds (dataplane/worker.go deliverLocal).
+	control.ParamTaskInboxMaxRecords: {kind: knobInt, min: 1, max: control.MaxTaskInboxMaxRecords},
 
 	// The lazy protocol's background migration budget per task (dataplane/migrator.go).
 	control.ParamMigrationRate: {kind: knobInt, min: control.MinMigrationRate, max: control.MaxMigrationRate},

@@ -101,6 +101,27 @@ const (
 	MaxSourceMaxInFlightRecords  = 1 << 24
 )
 
+// ParamTaskInboxMaxRecords bounds the records of data frames waiting in
+// one processing task's inbox; a frame is taken while fewer wait, so a
+// frame larger than the bound still passes alone. Unset, it is
+// DefaultTaskInboxBatches batches of the job's BatchSize. The inbox's
+// frame bound alone let it hold 64 whole batches: a second or more of a
+// slow task's work that a route barrier behind them waits out.
+const ParamTaskInboxMaxRecords = "TaskInboxMaxRecords"
+
+// Default and largest ParamTaskInboxMaxRecords. Eight batches keep a task
+// busy while its senders refill the inbox.
+const (
+	DefaultTaskInboxBatches = 8
+	MaxTaskInboxMaxRecords  = 1 << 24
+)
+
+// TaskInboxMaxRecords reads ParamTaskInboxMaxRecords of job.
+func TaskInboxMaxRecords(job JobSpec) (int, error) {
+	def := min(DefaultTaskInboxBatches*max(job.BatchSize, 1), MaxTaskInboxMaxRecords)
+	return IntParam(job, ParamTaskInboxMaxRecords, def, 1, MaxTaskInboxMaxRecords, "records")
+}
+
 // IntParam reads a whole-number job parameter within [lo, hi], def when
 // unset; its error names the parameter, its unit and the range.
 func IntParam(job JobSpec, name string, def, lo, hi int, unit string) (int, error) {

@@ -47,3 +47,36 @@ func TestStateMigrationChunkSize(t *testing.T) {
 		t.Errorf("default chunk size %d, want 1 MiB", DefaultStateMigrationChunkSize)
 	}
 }
+
+func TestTaskInboxMaxRecords(t *testing.T) {
+	cases := []struct {
+		batch int
+		v     string
+		want  int
+		ok    bool
+	}{
+		{1000, "", DefaultTaskInboxBatches * 1000, true},
+		{0, "", DefaultTaskInboxBatches, true}, // no batch size: batches of one
+		{1 << 23, "", MaxTaskInboxMaxRecords, true},
+		{1000, "1", 1, true},
+		{1000, "4096", 4096, true},
+		{1000, "0", 0, false},
+		{1000, "16777217", 0, false},
+		{1000, "many", 0, false},
+	}
+	for _, c := range cases {
+		job := JobSpec{BatchSize: c.batch, Params: map[string]string{ParamTaskInboxMaxRecords: c.v}}
+		n, err := TaskInboxMaxRecords(job)
+		if c.ok {
+			if err != nil || n != c.want {
+				t.Errorf("batch %d, %q: %d, %v; want %d", c.batch, c.v, n, err, c.want)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%q accepted as %d", c.v, n)
+		} else if !strings.Contains(err.Error(), ParamTaskInboxMaxRecords) || !strings.Contains(err.Error(), "16777216") {
+			t.Errorf("%q: error %q does not name the parameter and its range", c.v, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"koala/dataplane/budget"
 	"koala/dataplane/transport"
 	"koala/dataplane/wire"
 	"log/slog"
@@ -114,6 +115,18 @@ const (
 	exchangeIOBuffer = 256 << 10
 )
 
+// Each Peer's queue is bounded twice: peerQueueFrames frames, and
+// peerQueueBytes of encoded frames (a frame is admitted while less than
+// that is queued). Frames alone let a queue of whole batches hold ~250 K
+// records, seconds of work for a slow receiver, which every route barrier
+// sent behind them had to wait out (taxi's lazy swap-routes: 9.4 s under
+// overload). 1 MiB is several frames of most queries, and the stream's
+// flow-control window (exchangeWindow) keeps up to 4 MiB more in flight.
+const (
+	peerQueueFrames = 256
+	peerQueueBytes  = 1 << 20
+)
+
 var exchangeDesc = grpc.ServiceDesc{
 	ServiceName: "koala.Exchange",
 	HandlerType: (*Handler)(nil),
@@ -154,7 +167,8 @@ func NewServer(h Handler, creds credentials.TransportCredentials) *grpc.Server {
 type Peer struct {
 	addr   string
 	creds  credentials.TransportCredentials
-	queue  chan *wire.Frame
+	queue  chan queued
+	bytes  *budget.Budget // encoded bytes in queue
 	log    *slog.Logger
 	sent   atomic.Uint64
 	failed atomic.Uint64
@@ -182,27 +196,42 @@ func (ps *Peers) Get(addr string) *Peer {
 	defer ps.mu.Unlock()
 	p, ok := ps.byAdr[addr]
 	if !ok {
-		p = &Peer{addr: addr, creds: ps.creds, queue: make(chan *wire.Frame, 256), log: ps.log, done: make(chan struct{})}
+		p = newPeer(addr, ps.creds, ps.log, peerQueueFrames, peerQueueBytes)
 		ps.byAdr[addr] = p
 		go p.run(ps.ctx)
 	}
 	return p
 }
 
+// queued is a frame waiting in a Peer's queue, with its encoded size.
+type queued struct {
+	f *wire.Frame
+	n int
+}
+
+func newPeer(addr string, creds credentials.TransportCredentials, log *slog.Logger, frames, bytes int) *Peer {
+	return &Peer{addr: addr, creds: creds, queue: make(chan queued, frames), bytes: budget.New(bytes), log: log, done: make(chan struct{})}
+}
+
 // Send queues f; it blocks when the Peer is behind, which is how
 // backpressure reaches the sending task.
 func (p *Peer) Send(ctx context.Context, f *wire.Frame) error {
+	n := wire.FrameSize(f)
+	if _, err := p.bytes.Acquire(ctx, n, nil); err != nil {
+		return err
+	}
 	select {
-	case p.queue <- f:
+	case p.queue <- queued{f, n}:
 		return nil
 	case <-ctx.Done():
+		p.bytes.Release(n)
 		return ctx.Err()
 	}
 }
 
 func (p *Peer) run(ctx context.Context) {
 	defer close(p.done)
-	var pendingFrame *wire.Frame
+	var pendingFrame queued
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		err := p.stream(ctx, &pendingFrame)
@@ -222,8 +251,9 @@ func (p *Peer) run(ctx context.Context) {
 }
 
 // stream opens one stream and sends until it fails. A frame whose send
-// failed is kept in *pending and sent first on the next stream.
-func (p *Peer) stream(ctx context.Context, pending **wire.Frame) error {
+// failed is kept in *pending and sent first on the next stream; its bytes
+// stay counted in the queue's budget until it is sent.
+func (p *Peer) stream(ctx context.Context, pending *queued) error {
 	conn, err := grpc.NewClient(p.addr,
 		grpc.WithTransportCredentials(transport.OrPlaintext(p.creds)),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{}), grpc.MaxCallSendMsgSize(maxMessageBytes)),
@@ -240,22 +270,23 @@ func (p *Peer) stream(ctx context.Context, pending **wire.Frame) error {
 		return fmt.Errorf("open stream to %s: %w", p.addr, err)
 	}
 	for {
-		f := *pending
-		if f == nil {
+		q := *pending
+		if q.f == nil {
 			select {
 			case <-ctx.Done():
 				_ = st.CloseSend()
 				return ctx.Err()
-			case f = <-p.queue:
+			case q = <-p.queue:
 			}
 		}
-		if err := st.SendMsg(f); err != nil {
-			*pending = f
+		if err := st.SendMsg(q.f); err != nil {
+			*pending = q
 			p.failed.Add(1)
 			return fmt.Errorf("send to %s: %w", p.addr, err)
 		}
-		*pending = nil
+		*pending = queued{}
 		p.sent.Add(1)
-		f.Release() // encoded: the record array can be reused (the sending task reserved it)
+		p.bytes.Release(q.n)
+		q.f.Release() // encoded: the record array can be reused (the sending task reserved it)
 	}
 }

@@ -93,9 +93,11 @@ func TestExchangeOverTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &Peer{addr: addr, creds: creds, queue: make(chan *wire.Frame, 4), log: slog.New(slog.DiscardHandler), done: make(chan struct{})}
-		p.queue <- frame(0)
-		var pending *wire.Frame
+		p := newPeer(addr, creds, slog.New(slog.DiscardHandler), 4, peerQueueBytes)
+		if err := p.Send(context.Background(), frame(0)); err != nil {
+			t.Fatal(err)
+		}
+		var pending queued
 		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 		err = p.stream(sctx, &pending)
 		scancel()
