@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -23,16 +22,10 @@ func TestPeerQueueBoundedInBytes(t *testing.T) {
 	}
 	size := wire.FrameSize(big(0))
 	recv := &recvFrames{}
-	srv := NewServer(recv, nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
+	addr := serve(t, recv, nil)
 
 	const frames, admitted = 256, 3
-	p := newPeer(lis.Addr().String(), nil, slog.New(slog.DiscardHandler), frames, (admitted-1)*size+1)
+	p := newPeer(addr, nil, slog.New(slog.DiscardHandler), frames, (admitted-1)*size+1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := range admitted {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/credentials"
 )
 
 // recvFrames collects the frames an exchange server receives.
@@ -35,6 +37,20 @@ func (r *recvFrames) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.frames)
+}
+
+// serve runs an exchange server for h on a free loopback port until the
+// test ends, and returns its address.
+func serve(t *testing.T, h Handler, creds credentials.TransportCredentials) string {
+	t.Helper()
+	srv := NewServer(h, creds)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
 }
 
 // TestExchangeOverTLS sends frames between two in-process peers over
@@ -64,14 +80,7 @@ func TestExchangeOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv := &recvFrames{}
-	srv := NewServer(recv, screds)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	addr := lis.Addr().String()
+	addr := serve(t, recv, screds)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
