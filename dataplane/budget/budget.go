@@ -26,8 +26,9 @@ type Budget struct {
 	mu      sync.Mutex
 	used    int
 	waiting int // Acquires waiting for room
-	// room is closed, and replaced, whenever Release lowers used, so
-	// every waiter looks again.
+	// room is closed, and replaced, when Release lowers used while an
+	// Acquire waits, so every waiter looks again; with none waiting (the
+	// common case: a frame per release) nothing is allocated.
 	room chan struct{}
 }
 
@@ -81,8 +82,10 @@ func (b *Budget) Release(n int) {
 		// the count at zero keeps the bound working for everyone else.
 		b.used = 0
 	}
-	close(b.room)
-	b.room = make(chan struct{})
+	if b.waiting > 0 {
+		close(b.room)
+		b.room = make(chan struct{})
+	}
 	b.mu.Unlock()
 }
 
