@@ -79,14 +79,14 @@ func (p *opBenchPipe) run(b *testing.B, mk func(i int) Record, from func(i int) 
 		batch = append(batch, r)
 		if len(batch) == opBenchBatch || i == b.N-1 {
 			f := &wire.Frame{Kind: wire.FrameData, JobID: p.op.jobID, FromTask: from(i), ToTask: p.op.id, Records: batch}
-			if err := p.op.handleFrame(ctx, f); err != nil {
+			if err := p.op.handleSettled(ctx, f); err != nil {
 				b.Fatal(err)
 			}
 			sent++
 			batch = make([]Record, 0, opBenchBatch)
 			if watermarkEvery > 0 && sent%watermarkEvery == 0 {
 				for _, up := range p.op.view.Load().upstreams {
-					if err := p.op.handleFrame(ctx, wmFrame(up, maxTs-int64(200*time.Millisecond), false)); err != nil {
+					if err := p.op.handleSettled(ctx, wmFrame(up, maxTs-int64(200*time.Millisecond), false)); err != nil {
 						b.Fatal(err)
 					}
 				}

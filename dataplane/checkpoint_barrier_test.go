@@ -62,7 +62,7 @@ func TestCheckpointBarrierAlignment(t *testing.T) {
 		{dataFrame("b", "k2", 2, 4), 5, 0},
 	}
 	for i, s := range steps {
-		if err := tk.handleFrame(ctx, s.f); err != nil {
+		if err := tk.handleSettled(ctx, s.f); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if got, _, _ := tk.ledger.counts(); got != s.wantReceived {
@@ -105,7 +105,7 @@ func TestCheckpointBarrierAlignment(t *testing.T) {
 	// Replaying the records after the cut into the restored sink gives the
 	// same output as the original: nothing lost, nothing counted twice.
 	for _, f := range []*wire.Frame{dataFrame("a", "k1", 2, 1), dataFrame("a", "k1", 3, 3), dataFrame("b", "k2", 2, 4)} {
-		if err := restored.handleFrame(ctx, f); err != nil {
+		if err := restored.handleSettled(ctx, f); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +126,7 @@ func TestCheckpointBarrierAbort(t *testing.T) {
 	ctx := context.Background()
 	tk := newAlignTestSink(t)
 	for _, f := range []*wire.Frame{barrierFrame("a", "cp-000001"), dataFrame("a", "k1", 1, 0)} {
-		if err := tk.handleFrame(ctx, f); err != nil {
+		if err := tk.handleSettled(ctx, f); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,13 +140,13 @@ func TestCheckpointBarrierAbort(t *testing.T) {
 	if got, _, _ := tk.ledger.counts(); got != 1 {
 		t.Fatalf("after abort: sink received %d, want the held record", got)
 	}
-	if err := tk.handleFrame(ctx, barrierFrame("b", "cp-000001")); err != nil {
+	if err := tk.handleSettled(ctx, barrierFrame("b", "cp-000001")); err != nil {
 		t.Fatal(err)
 	}
 	if tk.ckpt.align != nil {
 		t.Fatalf("late barrier of an aborted checkpoint started an alignment")
 	}
-	if err := tk.handleFrame(ctx, dataFrame("a", "k1", 2, 1)); err != nil {
+	if err := tk.handleSettled(ctx, dataFrame("a", "k1", 2, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if got, _, _ := tk.ledger.counts(); got != 2 {
@@ -155,7 +155,7 @@ func TestCheckpointBarrierAbort(t *testing.T) {
 	// A newer barrier from an input that skipped the one being aligned
 	// abandons it (with a refused ack) and aligns on the newer one.
 	for _, f := range []*wire.Frame{barrierFrame("a", "cp-000002"), barrierFrame("b", "cp-000003")} {
-		if err := tk.handleFrame(ctx, f); err != nil {
+		if err := tk.handleSettled(ctx, f); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -188,7 +188,7 @@ func TestCheckpointAlignmentHoldIsBounded(t *testing.T) {
 	sendHeld := func(from string) bool {
 		return tk.w.holds.released(holdKey{job: "align", sender: from, receiver: "sink-0"}) != nil
 	}
-	if err := tk.handleFrame(ctx, barrierFrame("a", "cp-000001")); err != nil {
+	if err := tk.handleSettled(ctx, barrierFrame("a", "cp-000001")); err != nil {
 		t.Fatal(err)
 	}
 	frame := recordsBytes(dataFrame("a", "k1", 1, 0).Records)
@@ -197,7 +197,7 @@ func TestCheckpointAlignmentHoldIsBounded(t *testing.T) {
 		if sendHeld("a") {
 			t.Fatalf("a held after %d bytes, below the bound %d", n*frame, control.MinReconfigHoldBytes)
 		}
-		if err := tk.handleFrame(ctx, dataFrame("a", "k1", uint64(n+1), int64(n))); err != nil {
+		if err := tk.handleSettled(ctx, dataFrame("a", "k1", uint64(n+1), int64(n))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -207,7 +207,7 @@ func TestCheckpointAlignmentHoldIsBounded(t *testing.T) {
 	if got, _, _ := tk.ledger.counts(); got != 0 {
 		t.Fatalf("%d records processed during the alignment, want 0", got)
 	}
-	if err := tk.handleFrame(ctx, barrierFrame("b", "cp-000001")); err != nil {
+	if err := tk.handleSettled(ctx, barrierFrame("b", "cp-000001")); err != nil {
 		t.Fatal(err)
 	}
 	if sendHeld("a") || tk.w.holds.active.Load() != 0 {

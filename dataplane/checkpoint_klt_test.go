@@ -100,7 +100,7 @@ func (c *kltCkptCluster) count(t *testing.T, key string) {
 	t.Helper()
 	tk := c.tasks["count-1"]
 	f := &wire.Frame{Kind: wire.FrameData, JobID: c.dep.Job.JobID, FromTask: "source-0", ToTask: tk.id, Records: []Record{{Key: []byte(key)}}}
-	if err := tk.handleFrame(context.Background(), f); err != nil {
+	if err := tk.handleSettled(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -123,7 +123,7 @@ func TestCheckpointHandoffWindow(t *testing.T) {
 	}
 	// In the window: a record of a moved bucket reaches count-0, which
 	// forwards it behind the entries (the handoff queue is flushed).
-	if err := old.handleFrame(ctx, &wire.Frame{Kind: wire.FrameData, JobID: c.dep.Job.JobID, FromTask: "source-0", ToTask: old.id, Records: []Record{{Key: []byte(a)}}}); err != nil {
+	if err := old.handleSettled(ctx, &wire.Frame{Kind: wire.FrameData, JobID: c.dep.Job.JobID, FromTask: "source-0", ToTask: old.id, Records: []Record{{Key: []byte(a)}}}); err != nil {
 		t.Fatal(err)
 	}
 	if ack := c.part(t, "count-1", "cp-000001"); ack.Error != "" {
@@ -143,7 +143,7 @@ func TestCheckpointHandoffWindow(t *testing.T) {
 		t.Fatalf("count-1 received %v, want klt (bucket 0's state), klt (bucket 2's), klt-end, data", got)
 	}
 	for _, f := range in {
-		if err := c.tasks["count-1"].handleFrame(ctx, f); err != nil {
+		if err := c.tasks["count-1"].handleSettled(ctx, f); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -151,7 +151,7 @@ func TestCheckpointHandoffWindow(t *testing.T) {
 	if acks[0].Kind != wire.FrameKLTAck {
 		t.Fatalf("count-0 received %v, want the install ack", acks[0].Kind)
 	}
-	if err := old.handleFrame(ctx, acks[0]); err != nil {
+	if err := old.handleSettled(ctx, acks[0]); err != nil {
 		t.Fatal(err)
 	}
 	// A checkpoint count-1 wrote its part of before the install stays

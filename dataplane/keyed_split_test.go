@@ -14,13 +14,12 @@ import (
 	"koala/statesvc"
 )
 
-// TestLocalRecordsDoNotWaitForFetch: a batch mixes records of two local
-// keys with records of a key still on its old owner. While the fetch of
-// that key is held up, the local keys' records are already processed,
-// their state written and their output sent to the next task; then the
-// held records follow, each key's records in their order (the operator
-// appends each record's value to its key's state).
-func TestLocalRecordsDoNotWaitForFetch(t *testing.T) {
+// seqFixture: a source, a keyed "seq" operator of two tasks (each key's
+// state is its records' values appended in order, and each record goes
+// on) and a sink task, none started; every bucket routes to seq-1, which
+// gained seq-0's keys by fetch on demand.
+func seqFixture(t *testing.T) (old, nw, sink *task, job control.JobSpec) {
+	t.Helper()
 	const buckets = kltCkptBuckets
 	q := NewQuery("split")
 	q.Source("source", 1).KeyedStateful("seq", []string{"seq"}, func(r Record, st *State, emit Emit) error {
@@ -33,7 +32,7 @@ func TestLocalRecordsDoNotWaitForFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
-	job := control.JobSpec{JobID: "split", Operators: ops, NumBuckets: buckets, BatchSize: 100, StateBackend: "pebble",
+	job = control.JobSpec{JobID: "split", Operators: ops, NumBuckets: buckets, BatchSize: 100, StateBackend: "pebble",
 		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand}}
 	dep := control.Deployment{Job: job, Epoch: 1}
 	for _, op := range ops {
@@ -65,7 +64,17 @@ func TestLocalRecordsDoNotWaitForFetch(t *testing.T) {
 			_ = tk.stop(context.Background())
 		}
 	})
-	old, nw, sink := tasks["seq-0"], tasks["seq-1"], tasks["sink-0"]
+	return tasks["seq-0"], tasks["seq-1"], tasks["sink-0"], job
+}
+
+// TestLocalRecordsDoNotWaitForFetch: a batch mixes records of two local
+// keys with records of a key still on its old owner. While the fetch of
+// that key is held up, the local keys' records are already processed,
+// their state written and their output sent to the next task; then the
+// held records follow, each key's records in their order (the operator
+// appends each record's value to its key's state).
+func TestLocalRecordsDoNotWaitForFetch(t *testing.T) {
+	old, nw, sink, job := seqFixture(t)
 	keys := keysInBucket(1, 3)
 	remote, l1, l2 := keys[0], keys[1], keys[2]
 	if err := old.keyed.store.MultiPut([]statesvc.KV{{Key: old.keyed.stateKey("seq", []byte(remote)), Value: []byte("0")}}); err != nil {
@@ -125,7 +134,7 @@ func TestLocalRecordsDoNotWaitForFetch(t *testing.T) {
 		{Key: []byte(l1), Value: []byte("1")}, {Key: []byte(remote), Value: []byte("2")}, {Key: []byte(l1), Value: []byte("3")},
 		{Key: []byte(l2), Value: []byte("4")}, {Key: []byte(remote), Value: []byte("5")}, {Key: []byte(l2), Value: []byte("6")},
 	}}
-	if err := nw.handleFrame(context.Background(), f); err != nil {
+	if err := nw.handleSettled(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
 	if !checked {
@@ -140,4 +149,18 @@ func TestLocalRecordsDoNotWaitForFetch(t *testing.T) {
 	if n := nw.keyed.klt.Len(); n != 0 {
 		t.Fatalf("%d lookup entries left after the key was taken", n)
 	}
+}
+
+// handleSettled is handleFrame, then what the task's loop does once its
+// inbox is empty and the fetches it waits for return: the records they
+// held are processed. Tests that drive a task frame by frame use it to
+// see each batch whole.
+func (t *task) handleSettled(ctx context.Context, f *wire.Frame) error {
+	if err := t.handleFrame(ctx, f); err != nil {
+		return err
+	}
+	if t.keyed != nil && t.keyed.pipe.active() {
+		return t.outsideBatch(ctx, t.drainFetches)
+	}
+	return nil
 }

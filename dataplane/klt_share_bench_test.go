@@ -154,7 +154,7 @@ func newKLTSharePipe(b *testing.B) *kltSharePipe {
 	for start := 0; start < len(entries); start += kltChunk {
 		chunk := entries[start:min(start+kltChunk, len(entries))]
 		f := &wire.Frame{Kind: wire.FrameKLT, JobID: job.JobID, FromTask: me.ID, ToTask: "count-0", BarrierID: "reconfig-1", Records: chunk}
-		if err := p.newOwner.handleFrame(ctx, f); err != nil {
+		if err := p.newOwner.handleSettled(ctx, f); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -195,7 +195,7 @@ func (p *kltSharePipe) batch(b *testing.B) []Record {
 
 func (p *kltSharePipe) runBatch(b *testing.B, ctx context.Context) {
 	f := &wire.Frame{Kind: wire.FrameData, JobID: p.newOwner.jobID, FromTask: "source-0", ToTask: p.newOwner.id, Records: p.batch(b)}
-	if err := p.newOwner.handleFrame(ctx, f); err != nil {
+	if err := p.newOwner.handleSettled(ctx, f); err != nil {
 		b.Fatal(err)
 	}
 }

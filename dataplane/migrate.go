@@ -148,6 +148,11 @@ func (t *task) afterBatch(ctx context.Context) error {
 	ks.mig.want.Store(want && !ks.bulk)
 	switch {
 	case ks.bulk && ks.klt.Len() > 0:
+		if ks.pipe.active() { // no fetch of ours may be out while it copies
+			if err := t.outsideBatch(ctx, t.drainFetches); err != nil {
+				return err
+			}
+		}
 		if err := t.bulkMigrate(ctx); err != nil {
 			return err
 		}

@@ -143,7 +143,7 @@ func newMigBenchPipeOf(b *testing.B, rate string, numBuckets, movedKeys, localKe
 	for start := 0; start < len(entries); start += kltChunk {
 		chunk := entries[start:min(start+kltChunk, len(entries))]
 		f := &wire.Frame{Kind: wire.FrameKLT, JobID: job.JobID, FromTask: me.ID, ToTask: "count-0", BarrierID: "reconfig-1", Records: chunk}
-		if err := p.newOwner.handleFrame(ctx, f); err != nil {
+		if err := p.newOwner.handleSettled(ctx, f); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -162,7 +162,7 @@ func (p *migBenchPipe) batch(b *testing.B, ctx context.Context) time.Duration {
 	}
 	f := &wire.Frame{Kind: wire.FrameData, JobID: p.newOwner.jobID, FromTask: "source-0", ToTask: p.newOwner.id, Records: recs}
 	start := time.Now()
-	if err := p.newOwner.handleFrame(ctx, f); err != nil {
+	if err := p.newOwner.handleSettled(ctx, f); err != nil {
 		b.Fatal(err)
 	}
 	return time.Since(start)

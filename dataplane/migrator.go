@@ -377,13 +377,15 @@ func (m *migrator) endChunk(gen uint64) {
 
 // lookupBatch is KLT.LookupBatchRefs for a batch's keys (dst empty) that
 // counts committed keys as local and claims the remote ones while the
-// migrator runs; if one of them is being written by a commit step, it
-// waits for that step and looks up again.
-func (m *migrator) lookupBatch(keys [][]byte, dst []uint32) (refs []uint32, owners []string) {
+// migrator runs, or always with claim (a batch whose fetch may still be
+// out when the migrator starts: fetch_pipeline.go); if one of them is
+// being written by a commit step, it waits for that step and looks up
+// again.
+func (m *migrator) lookupBatch(keys [][]byte, dst []uint32, claim bool) (refs []uint32, owners []string) {
 	for {
 		m.mu.Lock()
 		refs, owners = m.ks.klt.LookupBatchRefs(keys, dst)
-		if !m.running {
+		if !m.running && !claim {
 			// Only the task goroutine starts it, and not while this batch runs.
 			m.mu.Unlock()
 			return refs, owners

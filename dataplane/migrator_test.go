@@ -160,7 +160,7 @@ func (f *migratorFixture) count(t *testing.T, keys ...string) {
 		f.want[k]++
 	}
 	fr := &wire.Frame{Kind: wire.FrameData, JobID: f.c.dep.Job.JobID, FromTask: "source-0", ToTask: tk.id, Records: recs}
-	if err := tk.handleFrame(context.Background(), fr); err != nil {
+	if err := tk.handleSettled(context.Background(), fr); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -509,7 +509,7 @@ func TestBatchWaitsForCommitStep(t *testing.T) {
 				recs[i] = Record{Key: []byte(key)}
 			}
 			fr := &wire.Frame{Kind: wire.FrameData, JobID: f.c.dep.Job.JobID, FromTask: "source-0", ToTask: "count-1", Records: recs}
-			if err := f.c.tasks["count-1"].handleFrame(context.Background(), fr); err != nil {
+			if err := f.c.tasks["count-1"].handleSettled(context.Background(), fr); err != nil {
 				t.Error(err)
 			}
 		}()

@@ -127,7 +127,7 @@ func (fx *holdFixture) pump(t *testing.T) {
 		select {
 		case f := <-fx.nw.inbox:
 			fx.nw.taken(f) // as nextFrame does: the frame leaves the inbox
-			if err := fx.nw.handleFrame(context.Background(), f); err != nil {
+			if err := fx.nw.handleSettled(context.Background(), f); err != nil {
 				t.Fatal(err)
 			}
 		default:
@@ -232,13 +232,13 @@ func TestRouteDrainHoldsSenders(t *testing.T) {
 	// The old owner forwards its records of the keys, then says up-0 and
 	// every other sender are drained.
 	for i := int64(0); i < forwarded; i++ {
-		if err := fx.nw.handleFrame(ctx, fx.frame("count-0", "count-1", i)); err != nil {
+		if err := fx.nw.handleSettled(ctx, fx.frame("count-0", "count-1", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	drained := &wire.Frame{Kind: wire.FrameRouteDrained, JobID: fx.job, FromTask: "count-0", ToTask: "count-1",
 		Records: []Record{{Key: []byte("up-0"), Offset: -1}, {Key: []byte(drainAll), Offset: -1}}}
-	if err := fx.nw.handleFrame(ctx, drained); err != nil {
+	if err := fx.nw.handleSettled(ctx, drained); err != nil {
 		t.Fatal(err)
 	}
 	if fx.w.holds.active.Load() != 0 {

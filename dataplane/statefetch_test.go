@@ -89,7 +89,7 @@ func TestFetchOfAbsentKeyIsHarmless(t *testing.T) {
 	f := &wire.Frame{Kind: wire.FrameData, JobID: job.JobID, FromTask: control.TaskID("source", 0), ToTask: owner.id, Records: []Record{
 		{Key: local, Offset: 0}, {Key: remote, Offset: 1}, {Key: fresh, Offset: 2},
 	}}
-	if err := owner.handleFrame(ctx, f); err != nil {
+	if err := owner.handleSettled(ctx, f); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -59,6 +59,10 @@ type keyedState struct {
 	splitLocal *State   // processSplit's State of the local keys, reused
 	// splitRecs are processSplit's local and held records, reused.
 	splitRecs [2][]Record
+	// pipe holds the records whose fetch is out (fetch_pipeline.go);
+	// lateBatch is set while a batch with a late bound runs.
+	pipe      fetchPipe
+	lateBatch bool
 	local     []int // key numbers of a batch read from the local store, reused
 	kvs       []statesvc.KV
 	fresh     []bool // by kvs index: the key was absent from the store (writes)
@@ -202,6 +206,27 @@ func (kb *stateKeyBuf) key(ks *keyedState, name, user string) []byte {
 // processKeyed runs one batch of records this task owns.
 func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) error {
 	ks := t.keyed
+	async := ks.asyncFetch()
+	if p := &ks.pipe; p.active() { // fetch_pipeline.go
+		if err := t.settleFetches(ctx, false); err != nil {
+			return err
+		}
+		for p.held > p.maxHeld || (!async && p.active()) {
+			if err := t.stepFetches(ctx); err != nil {
+				return err
+			}
+		}
+		if recs = p.hold(recs); len(recs) == 0 {
+			return nil
+		}
+	}
+	return t.runKeyed(ctx, recs, async)
+}
+
+// runKeyed runs recs, none of whose keys is in the fetch pipeline; with
+// async the records of remote keys may wait there for their fetch.
+func (t *task) runKeyed(ctx context.Context, recs []Record, async bool) error {
+	ks := t.keyed
 	// One State reused batch after batch: allocating its map and slices
 	// per batch was a visible share of the per-batch cost. Nothing keeps
 	// it past the batch (the operator gets it for ProcessKeyed only).
@@ -218,7 +243,7 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 	lookStart := time.Now()
 	var remote map[string][][]byte
 	local := ks.local[:0]
-	refs, owners := ks.mig.lookupBatch(st.keys, ks.lookupBuf[:0])
+	refs, owners := ks.mig.lookupBatch(st.keys, ks.lookupBuf[:0], async)
 	ks.lookupBuf = refs
 	for ki, k := range st.keys {
 		if refs[ki] == 0 {
@@ -235,6 +260,9 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 	ks.local = local
 	ks.lookupNanos.Add(uint64(time.Since(lookStart).Nanoseconds()))
 	ks.lookupCount.Add(1)
+	if remote != nil && async {
+		return t.processAsync(ctx, recs, st, refs, remote)
+	}
 	if remote != nil && len(local) > 0 {
 		// Only the remote keys' records wait for their fetch (keyed_split.go).
 		return t.processSplit(ctx, recs, st, refs, remote)

@@ -270,8 +270,12 @@ func (t *task) closeResources() error {
 func (t *task) runProcessor(ctx context.Context) error {
 	idle := time.NewTicker(20 * time.Millisecond)
 	defer idle.Stop()
+	if t.keyed != nil {
+		defer t.keyed.pipe.abandon() // before the store closes
+	}
 	for {
-		f, ok := t.nextFrame(ctx, idle.C) // wait_meter.go: times the wait
+		// wait_meter.go: times the wait; a returned fetch wakes it too.
+		f, ok := t.nextFrame(ctx, idle.C, t.fetchReady())
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -280,6 +284,11 @@ func (t *task) runProcessor(ctx context.Context) error {
 				return err
 			}
 		case t.keyed != nil:
+			if t.keyed.pipe.active() {
+				if err := t.outsideBatch(ctx, func(ctx context.Context) error { return t.settleFetches(ctx, false) }); err != nil {
+					return err
+				}
+			}
 			// Progressive migration goes on when no input arrives.
 			if err := t.afterBatch(ctx); err != nil {
 				return err
@@ -302,6 +311,12 @@ func (t *task) handleFrame(ctx context.Context, f *wire.Frame) error {
 }
 
 func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) error {
+	if f.Kind != wire.FrameData && t.keyed != nil && t.keyed.pipe.active() {
+		// Every record before it is processed first (fetch_pipeline.go).
+		if err := t.outsideBatch(ctx, t.drainFetches); err != nil {
+			return err
+		}
+	}
 	switch f.Kind {
 	case wire.FrameData:
 		start := time.Now()
@@ -326,6 +341,10 @@ func (t *task) dispatch(ctx context.Context, view *taskView, f *wire.Frame) erro
 			if bound, fwd := t.forwardedLateBound(f); fwd {
 				t.lateBounder.SetLateBound(bound, true)
 				defer t.lateBounder.SetLateBound(0, false)
+				if t.keyed != nil { // the bound holds for this batch only
+					t.keyed.lateBatch = true
+					defer func() { t.keyed.lateBatch = false }()
+				}
 			}
 		}
 		if t.keyed != nil {

@@ -172,7 +172,7 @@ func (fx *timerFixture) records(t *testing.T, i int, recs []Record) {
 	t.Helper()
 	tk := fx.win[i]
 	f := &wire.Frame{Kind: wire.FrameData, JobID: tk.jobID, FromTask: "source-0", ToTask: tk.id, Records: recs}
-	if err := tk.handleFrame(context.Background(), f); err != nil {
+	if err := tk.handleSettled(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -182,7 +182,7 @@ func (fx *timerFixture) watermark(t *testing.T, wm int64) {
 	t.Helper()
 	for _, tk := range fx.win {
 		f := &wire.Frame{Kind: wire.FrameWatermark, JobID: tk.jobID, FromTask: "source-0", ToTask: tk.id, Records: []Record{{EventTime: wm, Partition: -1}}}
-		if err := tk.handleFrame(context.Background(), f); err != nil {
+		if err := tk.handleSettled(context.Background(), f); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -229,14 +229,14 @@ func (fx *timerFixture) handOver(t *testing.T, buckets []int) {
 	}
 	fx.win[0].handoffSends.Wait()
 	barrier := &wire.Frame{Kind: wire.FrameRouteBarrier, JobID: fx.dep.Job.JobID, FromTask: "source-0", ToTask: "win-0", BarrierID: "r1/swap"}
-	if err := fx.win[0].handleFrame(ctx, barrier); err != nil {
+	if err := fx.win[0].handleSettled(ctx, barrier); err != nil {
 		t.Fatal(err)
 	}
 	for {
 		select {
 		case f := <-fx.win[1].inbox:
 			fx.win[1].taken(f) // as nextFrame does: the frame leaves the inbox
-			if err := fx.win[1].handleFrame(ctx, f); err != nil {
+			if err := fx.win[1].handleSettled(ctx, f); err != nil {
 				t.Fatal(err)
 			}
 			continue

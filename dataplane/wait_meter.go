@@ -60,8 +60,9 @@ func waitRatio(waited, interval time.Duration) float64 {
 
 // nextFrame takes the task's next frame. A frame already queued is taken
 // without reading the clock; only an empty inbox starts a wait for input,
-// timed as idle. ok is false when tick fired (or ctx ended) first.
-func (t *task) nextFrame(ctx context.Context, tick <-chan time.Time) (f *wire.Frame, ok bool) {
+// timed as idle. ok is false when tick or ready fired (or ctx ended)
+// first.
+func (t *task) nextFrame(ctx context.Context, tick <-chan time.Time, ready <-chan struct{}) (f *wire.Frame, ok bool) {
 	select {
 	case f = <-t.inbox:
 		return t.taken(f), true
@@ -75,6 +76,8 @@ func (t *task) nextFrame(ctx context.Context, tick <-chan time.Time) (f *wire.Fr
 	case f = <-t.inbox:
 		return t.taken(f), true
 	case <-tick:
+		return nil, false
+	case <-ready:
 		return nil, false
 	}
 }

@@ -48,7 +48,7 @@ func TestWatermarkMinOverUpstreams(t *testing.T) {
 	ctx := context.Background()
 	step := func(f *wire.Frame) {
 		t.Helper()
-		if err := tk.handleFrame(ctx, f); err != nil {
+		if err := tk.handleSettled(ctx, f); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestWatermarkMinOverUpstreams(t *testing.T) {
 	if got := tk.wm.pub.Load(); got != 300 {
 		t.Fatalf("published watermark %d, want 300", got)
 	}
-	if err := tk.handleFrame(ctx, &wire.Frame{Kind: wire.FrameWatermark, FromTask: "a-0"}); err == nil {
+	if err := tk.handleSettled(ctx, &wire.Frame{Kind: wire.FrameWatermark, FromTask: "a-0"}); err == nil {
 		t.Fatal("a watermark frame without its record was accepted")
 	}
 }

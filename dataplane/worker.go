@@ -504,6 +504,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 		}
 		t.keyed = ks
+		ks.pipe.maxHeld = inboxRecords
 	}
 	return t, nil
 }

@@ -1,0 +1,185 @@
+package dataplane
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"koala/dataplane/control"
+	"koala/dataplane/wire"
+	"koala/statesvc"
+)
+
+// TestFetchesOverlapAcrossBatches: the new owner takes its next batch
+// while the fetch of an earlier one is out. The old owner's store holds
+// the first fetch until the second batch's fetch has reached it too; a
+// task that waited for each fetch before its next batch would never send
+// the second, and the first would time out. Meanwhile a later record of
+// the first fetch's key waits behind it (the tail), and a barrier that
+// follows finds every record before it processed: each key's state and
+// output keep the records' order.
+func TestFetchesOverlapAcrossBatches(t *testing.T) {
+	old, nw, sink, job := seqFixture(t)
+	keys := keysInBucket(1, 4)
+	r1, r2, l1, l2 := keys[0], keys[1], keys[2], keys[3]
+	if err := old.keyed.store.MultiPut([]statesvc.KV{
+		{Key: old.keyed.stateKey("seq", []byte(r1)), Value: []byte("0")},
+		{Key: old.keyed.stateKey("seq", []byte(r2)), Value: []byte("1")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	nw.keyed.owners.Store("seq-0", control.TaskRef{ID: "seq-0", WorkerID: "w1"})
+	nw.keyed.klt.Add(1, []byte(r1), "seq-0")
+	nw.keyed.klt.Add(1, []byte(r2), "seq-0")
+	owner := &hookStore{Store: old.keyed.store}
+	old.keyed.store = owner
+	overlapped := make(chan bool, 1)
+	owner.onGet = func(n int) {
+		if n != 1 {
+			return
+		}
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			owner.mu.Lock()
+			gets := owner.gets
+			owner.mu.Unlock()
+			if gets >= 2 {
+				overlapped <- true
+				return
+			}
+		}
+		overlapped <- false
+	}
+
+	batch := func(kvs ...string) *wire.Frame {
+		f := &wire.Frame{Kind: wire.FrameData, JobID: job.JobID, FromTask: "source-0", ToTask: nw.id}
+		for i := 0; i < len(kvs); i += 2 {
+			f.Records = append(f.Records, Record{Key: []byte(kvs[i]), Value: []byte(kvs[i+1])})
+		}
+		return f
+	}
+	ctx := context.Background()
+	for _, f := range []*wire.Frame{
+		batch(r1, "a", l1, "b"),
+		batch(r2, "c", r1, "d", l1, "e"), // r1's record waits behind its fetch
+		batch(r1, "f", l2, "g"),
+	} {
+		if err := nw.handleFrame(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !<-overlapped {
+		t.Fatal("the first batch's fetch was still out when the old owner gave up waiting for the second: batches waited for their fetches one by one")
+	}
+	// handleFrame, not handleSettled: the barrier itself must wait for the
+	// held records.
+	if err := nw.handleFrame(ctx, &wire.Frame{Kind: wire.FrameBarrier, JobID: job.JobID, FromTask: "source-0", ToTask: nw.id, BarrierID: "b1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := nw.keyed.pipe.held; n != 0 {
+		t.Fatalf("%d records still held after the barrier", n)
+	}
+
+	perKey := map[string][]string{}
+	barrier := false
+	for len(sink.inbox) > 0 {
+		f := sink.taken(<-sink.inbox)
+		switch f.Kind {
+		case wire.FrameData:
+			if barrier {
+				t.Fatalf("records %v reached the sink after the barrier", f.Records)
+			}
+			for _, r := range f.Records {
+				perKey[string(r.Key)] = append(perKey[string(r.Key)], string(r.Value))
+			}
+		case wire.FrameBarrier:
+			barrier = true
+		}
+	}
+	if !barrier {
+		t.Fatal("the barrier did not reach the sink")
+	}
+	want := map[string][]string{r1: {"a", "d", "f"}, r2: {"c"}, l1: {"b", "e"}, l2: {"g"}}
+	for k, w := range want {
+		if !slices.Equal(perKey[k], w) {
+			t.Errorf("the sink got %s's records %q, want %q", k, perKey[k], w)
+		}
+	}
+	wantState := map[string]string{r1: "0adf", r2: "1c", l1: "be", l2: "g"}
+	for k, w := range wantState {
+		v, err := nw.keyed.store.MultiGet([][]byte{nw.keyed.stateKey("seq", []byte(k))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(v[0]) != w {
+			t.Errorf("%s holds %q, want %q", k, v[0], w)
+		}
+	}
+	if n := nw.keyed.klt.Len(); n != 0 {
+		t.Errorf("%d lookup entries left after both keys were taken", n)
+	}
+}
+
+// TestFetchPipelineHoldsAtMostItsBound: with every fetch held up, the
+// task stops taking batches once the records waiting for fetches reach
+// the bound, instead of holding more and more of them.
+func TestFetchPipelineHoldsAtMostItsBound(t *testing.T) {
+	old, nw, _, job := seqFixture(t)
+	nw.keyed.pipe.maxHeld = 3
+	keys := keysInBucket(1, 8)
+	nw.keyed.owners.Store("seq-0", control.TaskRef{ID: "seq-0", WorkerID: "w1"})
+	for _, k := range keys {
+		nw.keyed.klt.Add(1, []byte(k), "seq-0")
+	}
+	owner := &hookStore{Store: old.keyed.store}
+	old.keyed.store = owner
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
+	owner.onGet = func(int) { <-release }
+
+	handled := make(chan int, len(keys))
+	go func() {
+		defer close(handled)
+		for i, k := range keys {
+			f := &wire.Frame{Kind: wire.FrameData, JobID: job.JobID, FromTask: "source-0", ToTask: nw.id,
+				Records: []Record{{Key: []byte(k), Value: []byte("x")}, {Key: []byte(k), Value: []byte("y")}}}
+			if err := nw.handleFrame(context.Background(), f); err != nil {
+				t.Error(err)
+				return
+			}
+			handled <- i
+		}
+	}()
+	// Two batches of two records are taken (the second starts at 2, under
+	// the bound of 3); the third starts past it and waits for a fetch.
+	for range 2 {
+		select {
+		case <-handled:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the first two batches were not taken with their fetches out")
+		}
+	}
+	select {
+	case i := <-handled:
+		t.Fatalf("batch %d was taken with every fetch held up and 4 records waiting (bound 3)", i+1)
+	case <-time.After(300 * time.Millisecond): // it waits, as it should
+	}
+	free()
+	for range handled {
+	}
+	if err := nw.outsideBatch(context.Background(), nw.drainFetches); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		v, err := nw.keyed.store.MultiGet([][]byte{nw.keyed.stateKey("seq", []byte(k))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(v[0]) != "xy" {
+			t.Errorf("%s holds %q, want %q", k, v[0], "xy")
+		}
+	}
+}
