@@ -3,8 +3,11 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
+
+	"koala/dataplane/wire"
 )
 
 // The fetch pipeline lets a task go on with its next batches while the
@@ -26,9 +29,14 @@ import (
 // once a segment ends.
 //
 // Whatever needs every record before it processed — barriers, checkpoints,
-// watermarks, route and key-table frames, control items, a bulk handoff —
-// first drains the pipeline (drainFetches). A batch whose records carry a
-// late bound, and bulk handoffs (stop-and-restart, DRRS), do not use it.
+// route and key-table frames, control items, a bulk handoff — first drains
+// the pipeline (drainFetches). A watermark, which comes every
+// WatermarkInterval and would drain it all the time, waits instead until
+// the records that came before it are processed, unless the operator acts
+// on watermarks (then it drains too); records that came after it may be
+// processed first, as they may pass one another anywhere else. A batch
+// whose records carry a late bound, and bulk handoffs (stop-and-restart,
+// DRRS), do not use the pipeline.
 // A source's credit returns when the batch is dispatched, so the held
 // records (at most the inbox's record bound) are read ahead of their
 // processing, like the inbox's.
@@ -40,6 +48,7 @@ const fetchDepth = 4
 
 // fetchSeg is one segment: the records of the keys of one fetch.
 type fetchSeg struct {
+	seq    uint64   // the number of its oldest record's batch
 	recs   []Record // in arrival order
 	keys   [][]byte // distinct, as added to st
 	st     *State
@@ -53,6 +62,12 @@ type fetchSeg struct {
 type fetchPipe struct {
 	segs []*fetchSeg // oldest first
 	tail []Record
+	// seq numbers the data batches; tailSeq is the number of each tail
+	// record's batch.
+	seq     uint64
+	tailSeq []uint64
+	// frames wait for the records of the batches before them.
+	frames []deferredFrame
 	// busy counts, per key, the segments holding it plus its records in
 	// the tail: a batch's record of a busy key joins the tail.
 	busy map[string]int
@@ -64,40 +79,70 @@ type fetchPipe struct {
 	ready   chan struct{} // a fetch returned (buffered 1)
 }
 
+// deferredFrame is a frame that waits for the held records of the
+// batches up to after.
+type deferredFrame struct {
+	f     *wire.Frame
+	view  *taskView
+	after uint64
+}
+
 func (p *fetchPipe) active() bool { return p.held > 0 }
 
-// hold moves recs of busy keys to the tail and returns the others, in
-// order (in a buffer reused by the next call).
-func (p *fetchPipe) hold(recs []Record) []Record {
+// oldest is the number of the oldest batch with a record held (none:
+// the largest number).
+func (p *fetchPipe) oldest() uint64 {
+	n := uint64(math.MaxUint64)
+	if len(p.tailSeq) > 0 {
+		n = p.tailSeq[0]
+	}
+	for _, seg := range p.segs {
+		n = min(n, seg.seq)
+	}
+	return n
+}
+
+// hold moves the records of busy keys among recs (of batch seq, or with
+// seqs their batches' numbers) to the tail and returns the others, in
+// order (in a buffer reused by the next call), and the number of the
+// oldest batch among them.
+func (p *fetchPipe) hold(recs []Record, seq uint64, seqs []uint64) ([]Record, uint64) {
 	free := p.free[:cap(p.free)]
 	clear(free) // drop the last call's records
 	free = free[:0]
-	for _, r := range recs {
+	first := uint64(math.MaxUint64)
+	for i, r := range recs {
+		if seqs != nil {
+			seq = seqs[i]
+		}
 		if p.busy[string(r.Key)] > 0 {
-			p.toTail(r)
+			p.toTail(r, seq)
 			continue
 		}
 		free = append(free, r)
+		first = min(first, seq)
 	}
 	p.free = free
-	return free
+	return free, first
 }
 
-func (p *fetchPipe) toTail(r Record) {
+func (p *fetchPipe) toTail(r Record, seq uint64) {
 	p.tail = append(p.tail, r)
+	p.tailSeq = append(p.tailSeq, seq)
 	p.busy[string(r.Key)]++
 	p.held++
 }
 
-// takeTail empties the tail and returns its records.
-func (p *fetchPipe) takeTail() []Record {
-	tail := p.tail
-	p.tail = nil
+// takeTail empties the tail and returns its records and their batches'
+// numbers.
+func (p *fetchPipe) takeTail() ([]Record, []uint64) {
+	tail, seqs := p.tail, p.tailSeq
+	p.tail, p.tailSeq = nil, nil
 	for _, r := range tail {
 		p.unbusy(r.Key)
 	}
 	p.held -= len(tail)
-	return tail
+	return tail, seqs
 }
 
 func (p *fetchPipe) unbusy(key []byte) {
@@ -138,7 +183,7 @@ func (p *fetchPipe) abandon() {
 		seg.cancel()
 		<-seg.done
 	}
-	p.segs, p.tail, p.busy, p.held = nil, nil, nil, 0
+	p.segs, p.tail, p.tailSeq, p.busy, p.held, p.frames = nil, nil, nil, nil, 0, nil
 }
 
 // asyncFetch says whether this batch's remote keys may wait in the
@@ -158,8 +203,8 @@ func (t *task) fetchReady() <-chan struct{} {
 
 // processAsync processes recs' local keys' records now and makes the
 // others a segment whose fetch starts at once (recs, st, refs and remote
-// as for processSplit).
-func (t *task) processAsync(ctx context.Context, recs []Record, st *State, refs []uint32, remote map[string][][]byte) error {
+// as for processSplit; seq the number of recs' oldest batch).
+func (t *task) processAsync(ctx context.Context, recs []Record, st *State, refs []uint32, remote map[string][][]byte, seq uint64) error {
 	ks := t.keyed
 	p := &ks.pipe
 	for len(p.segs) >= fetchDepth {
@@ -167,7 +212,7 @@ func (t *task) processAsync(ctx context.Context, recs []Record, st *State, refs 
 			return err
 		}
 	}
-	seg := &fetchSeg{remote: remote, done: make(chan fetchResult, 1)}
+	seg := &fetchSeg{seq: seq, remote: remote, done: make(chan fetchResult, 1)}
 	for ki, k := range st.keys {
 		if refs[ki] != 0 {
 			seg.keys = append(seg.keys, k)
@@ -288,11 +333,12 @@ func (t *task) settleFetches(ctx context.Context, wait bool) error {
 // still in a segment go back to the tail, in order.
 func (t *task) rerunTail(ctx context.Context) error {
 	p := &t.keyed.pipe
-	free := p.hold(p.takeTail())
+	tail, seqs := p.takeTail()
+	free, first := p.hold(tail, 0, seqs)
 	if len(free) == 0 {
 		return nil
 	}
-	return t.runKeyed(ctx, free, true)
+	return t.runKeyed(ctx, free, true, first)
 }
 
 // stepFetches moves the pipeline on by at least one segment or the tail.
@@ -307,6 +353,37 @@ func (t *task) stepFetches(ctx context.Context) error {
 func (t *task) drainFetches(ctx context.Context) error {
 	for t.keyed.pipe.active() {
 		if err := t.stepFetches(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deferFrame makes non-data frame f wait in the pipeline when it may: a
+// watermark for an operator that does not act on watermarks. It reports
+// whether it did.
+func (t *task) deferFrame(view *taskView, f *wire.Frame) bool {
+	if f.Kind != wire.FrameWatermark {
+		return false
+	}
+	if _, acts := t.op.(WatermarkOperator); acts {
+		return false
+	}
+	p := &t.keyed.pipe
+	p.frames = append(p.frames, deferredFrame{f: f, view: view, after: p.seq})
+	return true
+}
+
+// releaseFrames handles the deferred frames whose batches' records are
+// all processed, in order. The task's output must have been flushed:
+// a released watermark goes out at once.
+func (t *task) releaseFrames(ctx context.Context) error {
+	p := &t.keyed.pipe
+	for len(p.frames) > 0 && p.oldest() > p.frames[0].after {
+		d := p.frames[0]
+		p.frames[0] = deferredFrame{}
+		p.frames = p.frames[1:]
+		if err := t.dispatchFrame(ctx, d.view, d.f); err != nil {
 			return err
 		}
 	}

@@ -13,11 +13,13 @@ import (
 )
 
 // TestFetchesOverlapAcrossBatches: the new owner takes its next batch
-// while the fetch of an earlier one is out. The old owner's store holds
-// the first fetch until the second batch's fetch has reached it too; a
-// task that waited for each fetch before its next batch would never send
-// the second, and the first would time out. Meanwhile a later record of
-// the first fetch's key waits behind it (the tail), and a barrier that
+// while the fetch of an earlier one is out, and a watermark between them
+// does not make it wait either. The old owner's store holds the first
+// fetch until the second batch's fetch has reached it too; a task that
+// waited for each fetch before its next batch (or before the watermark)
+// would never send the second, and the first would time out. The
+// watermark goes on only after the records before it; a later record of
+// the first fetch's key waits behind it (the tail); and a barrier that
 // follows finds every record before it processed: each key's state and
 // output keep the records' order.
 func TestFetchesOverlapAcrossBatches(t *testing.T) {
@@ -60,8 +62,10 @@ func TestFetchesOverlapAcrossBatches(t *testing.T) {
 		return f
 	}
 	ctx := context.Background()
+	const wm = 1000
 	for _, f := range []*wire.Frame{
 		batch(r1, "a", l1, "b"),
+		{Kind: wire.FrameWatermark, JobID: job.JobID, FromTask: "source-0", ToTask: nw.id, Records: []Record{{EventTime: wm}}},
 		batch(r2, "c", r1, "d", l1, "e"), // r1's record waits behind its fetch
 		batch(r1, "f", l2, "g"),
 	} {
@@ -82,7 +86,7 @@ func TestFetchesOverlapAcrossBatches(t *testing.T) {
 	}
 
 	perKey := map[string][]string{}
-	barrier := false
+	barrier, watermark := false, false
 	for len(sink.inbox) > 0 {
 		f := sink.taken(<-sink.inbox)
 		switch f.Kind {
@@ -93,12 +97,19 @@ func TestFetchesOverlapAcrossBatches(t *testing.T) {
 			for _, r := range f.Records {
 				perKey[string(r.Key)] = append(perKey[string(r.Key)], string(r.Value))
 			}
+		case wire.FrameWatermark:
+			if len(f.Records) == 1 && f.Records[0].EventTime == wm {
+				watermark = true
+				if len(perKey[r1]) == 0 || perKey[r1][0] != "a" || len(perKey[l1]) == 0 || perKey[l1][0] != "b" {
+					t.Fatalf("the watermark reached the sink before the records sent ahead of it (got %v)", perKey)
+				}
+			}
 		case wire.FrameBarrier:
 			barrier = true
 		}
 	}
-	if !barrier {
-		t.Fatal("the barrier did not reach the sink")
+	if !watermark || !barrier {
+		t.Fatalf("the sink got the watermark: %v, the barrier: %v; want both", watermark, barrier)
 	}
 	want := map[string][]string{r1: {"a", "d", "f"}, r2: {"c"}, l1: {"b", "e"}, l2: {"g"}}
 	for k, w := range want {

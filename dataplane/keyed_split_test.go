@@ -159,8 +159,13 @@ func (t *task) handleSettled(ctx context.Context, f *wire.Frame) error {
 	if err := t.handleFrame(ctx, f); err != nil {
 		return err
 	}
-	if t.keyed != nil && t.keyed.pipe.active() {
-		return t.outsideBatch(ctx, t.drainFetches)
+	if t.keyed == nil {
+		return nil
 	}
-	return nil
+	if t.keyed.pipe.active() {
+		if err := t.outsideBatch(ctx, t.drainFetches); err != nil {
+			return err
+		}
+	}
+	return t.releaseFrames(ctx)
 }

@@ -152,6 +152,9 @@ func (t *task) afterBatch(ctx context.Context) error {
 			if err := t.outsideBatch(ctx, t.drainFetches); err != nil {
 				return err
 			}
+			if err := t.releaseFrames(ctx); err != nil {
+				return err
+			}
 		}
 		if err := t.bulkMigrate(ctx); err != nil {
 			return err

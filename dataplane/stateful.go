@@ -206,8 +206,9 @@ func (kb *stateKeyBuf) key(ks *keyedState, name, user string) []byte {
 // processKeyed runs one batch of records this task owns.
 func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) error {
 	ks := t.keyed
+	p := &ks.pipe // fetch_pipeline.go
 	async := ks.asyncFetch()
-	if p := &ks.pipe; p.active() { // fetch_pipeline.go
+	if p.active() {
 		if err := t.settleFetches(ctx, false); err != nil {
 			return err
 		}
@@ -216,16 +217,20 @@ func (t *task) processKeyed(ctx context.Context, view *taskView, recs []Record) 
 				return err
 			}
 		}
-		if recs = p.hold(recs); len(recs) == 0 {
+	}
+	p.seq++
+	if p.active() {
+		if recs, _ = p.hold(recs, p.seq, nil); len(recs) == 0 {
 			return nil
 		}
 	}
-	return t.runKeyed(ctx, recs, async)
+	return t.runKeyed(ctx, recs, async, p.seq)
 }
 
 // runKeyed runs recs, none of whose keys is in the fetch pipeline; with
-// async the records of remote keys may wait there for their fetch.
-func (t *task) runKeyed(ctx context.Context, recs []Record, async bool) error {
+// async the records of remote keys may wait there for their fetch (seq:
+// the number of recs' oldest batch).
+func (t *task) runKeyed(ctx context.Context, recs []Record, async bool, seq uint64) error {
 	ks := t.keyed
 	// One State reused batch after batch: allocating its map and slices
 	// per batch was a visible share of the per-batch cost. Nothing keeps
@@ -261,7 +266,7 @@ func (t *task) runKeyed(ctx context.Context, recs []Record, async bool) error {
 	ks.lookupNanos.Add(uint64(time.Since(lookStart).Nanoseconds()))
 	ks.lookupCount.Add(1)
 	if remote != nil && async {
-		return t.processAsync(ctx, recs, st, refs, remote)
+		return t.processAsync(ctx, recs, st, refs, remote, seq)
 	}
 	if remote != nil && len(local) > 0 {
 		// Only the remote keys' records wait for their fetch (keyed_split.go).
