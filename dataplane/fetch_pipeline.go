@@ -12,8 +12,7 @@ import (
 
 // The fetch pipeline lets a task go on with its next batches while the
 // on-demand fetches of earlier ones are out. Before it, a batch with keys
-// still on their old owner ended only when their fetch had (keyed_split.go),
-// so after a scale-out the new owner ran one fetch round trip per batch,
+// still on their old owner ended only when their fetch had, so after a scale-out the new owner ran one fetch round trip per batch,
 // to an old owner whose worker was busy with its own records: its task
 // goroutine was on CPU a quarter to a third of the time, and the sink
 // stayed near the pre-scale rate for tens of seconds (EXPERIMENTS.md,
@@ -36,7 +35,8 @@ import (
 // on watermarks (then it drains too); records that came after it may be
 // processed first, as they may pass one another anywhere else. A batch
 // whose records carry a late bound, and bulk handoffs (stop-and-restart,
-// DRRS), do not use the pipeline.
+// DRRS), do not use the pipeline: such a batch processes its local keys'
+// records, then waits for its own fetch before it ends.
 // A source's credit returns when the batch is dispatched, so the held
 // records (at most the inbox's record bound) are read ahead of their
 // processing, like the inbox's.
@@ -45,6 +45,13 @@ import (
 // fetch server busy without flooding it; the records they hold are
 // bounded apart from it (fetchPipe.maxHeld).
 const fetchDepth = 4
+
+// fetchResult is what fetchKeys returned, from its goroutine.
+type fetchResult struct {
+	fetched map[string][]byte
+	taken   map[string][][]byte
+	err     error
+}
 
 // fetchSeg is one segment: the records of the keys of one fetch.
 type fetchSeg struct {
@@ -203,7 +210,8 @@ func (t *task) fetchReady() <-chan struct{} {
 
 // processAsync processes recs' local keys' records now and makes the
 // others a segment whose fetch starts at once (recs, st, refs and remote
-// as for processSplit; seq the number of recs' oldest batch).
+// as runKeyed found them: refs, one per key of st, 0 for a local key;
+// remote, the others by owner; seq the number of recs' oldest batch).
 func (t *task) processAsync(ctx context.Context, recs []Record, st *State, refs []uint32, remote map[string][][]byte, seq uint64) error {
 	ks := t.keyed
 	p := &ks.pipe
@@ -222,10 +230,10 @@ func (t *task) processAsync(ctx context.Context, recs []Record, st *State, refs 
 	for _, k := range seg.keys {
 		seg.st.addKey(k)
 	}
-	localRecs := ks.splitRecs[0][:0]
+	localRecs := ks.localRecs[:0]
 	defer func() { // reused: keep the array, not this batch's records
 		clear(localRecs)
-		ks.splitRecs[0] = localRecs[:0]
+		ks.localRecs = localRecs[:0]
 	}()
 	for i := range recs {
 		if refs[st.index[string(recs[i].Key)]] != 0 {

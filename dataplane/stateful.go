@@ -54,11 +54,10 @@ type keyedState struct {
 	// buckets).
 	pullPage int
 
-	lookupBuf  []uint32 // KLT refs of a batch's keys (0 = local), reused
-	batch      *State   // processKeyed's State, reset and reused per batch
-	splitLocal *State   // processSplit's State of the local keys, reused
-	// splitRecs are processSplit's local and held records, reused.
-	splitRecs [2][]Record
+	lookupBuf []uint32 // KLT refs of a batch's keys (0 = local), reused
+	batch     *State   // processKeyed's State, reset and reused per batch
+	// localRecs are processAsync's records of local keys, reused.
+	localRecs []Record
 	// pipe holds the records whose fetch is out (fetch_pipeline.go);
 	// lateBatch is set while a batch with a late bound runs.
 	pipe      fetchPipe
@@ -265,19 +264,14 @@ func (t *task) runKeyed(ctx context.Context, recs []Record, async bool, seq uint
 	ks.local = local
 	ks.lookupNanos.Add(uint64(time.Since(lookStart).Nanoseconds()))
 	ks.lookupCount.Add(1)
-	if remote != nil && async {
-		return t.processAsync(ctx, recs, st, refs, remote, seq)
-	}
-	if remote != nil && len(local) > 0 {
-		// Only the remote keys' records wait for their fetch (keyed_split.go).
-		return t.processSplit(ctx, recs, st, refs, remote)
-	}
-	fetched, taken, err := t.fetchKeys(ctx, remote)
-	if err != nil {
-		return err
-	}
-	for slot, v := range fetched {
-		st.setFetched(slot, v)
+	if remote != nil {
+		// Only the remote keys' records wait for their fetch; with async
+		// the task goes on with later batches meanwhile, else it waits
+		// for it here (fetch_pipeline.go).
+		if err := t.processAsync(ctx, recs, st, refs, remote, seq); err != nil || async {
+			return err
+		}
+		return t.drainFetches(ctx)
 	}
 	getStart := time.Now()
 	if err := ks.loadLocal(st, local); err != nil {
@@ -287,10 +281,21 @@ func (t *task) runKeyed(ctx context.Context, recs []Record, async bool, seq uint
 	if err := ks.op.ProcessKeyed(recs, st, t.out.emit); err != nil {
 		return fmt.Errorf("operator %s: %w", t.opName, err)
 	}
-	if err := t.writeState(st); err != nil {
-		return err
+	return t.writeState(st)
+}
+
+// writeState writes what st has to write back (see writes).
+func (t *task) writeState(st *State) error {
+	ks := t.keyed
+	putStart := time.Now()
+	kvs := ks.writes(st, ks.kvs[:0])
+	ks.localIdx.addWrites(kvs, ks.fresh)
+	if err := ks.store.MultiPut(kvs); err != nil {
+		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}
-	ks.forgetTaken(remote, taken)
+	clear(kvs) // drop the references to this batch's keys and values
+	ks.kvs = kvs[:0]
+	ks.putNanos.Add(uint64(time.Since(putStart).Nanoseconds()))
 	return nil
 }
 
