@@ -65,18 +65,7 @@ func newKLTCkptCluster(t *testing.T, store string, moved ...int) *kltCkptCluster
 		}
 		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: dep.Epoch, Buckets: table})
 	}
-	c := &kltCkptCluster{w: w, dep: dep, tasks: map[string]*task{}}
-	for _, ref := range dep.Tasks {
-		if ref.Operator == "source" {
-			continue
-		}
-		tk, err := w.createTask(dep, ref, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.tasks[tk.key()] = tk
-		c.tasks[ref.ID] = tk
-	}
+	c := &kltCkptCluster{w: w, dep: dep, tasks: createTasks(t, w, dep)}
 	t.Cleanup(func() {
 		for _, tk := range c.tasks {
 			_ = tk.stop(context.Background())

@@ -197,7 +197,7 @@ func (p *fetchPipe) abandon() {
 // pipeline. Bulk handoffs copy keys on the task goroutine with no claims
 // (a fetch out meanwhile could read a value they are writing), and a
 // batch's late bound holds only while the batch runs.
-func (ks *keyedState) asyncFetch() bool { return !ks.bulk && !ks.lateBatch }
+func (ks *keyedState) asyncFetch() bool { return !ks.bulk && !ks.syncFetch }
 
 // fetchReady is the channel that wakes an idle task when a fetch returns
 // (nil: none can).

@@ -231,18 +231,7 @@ func seqFixture(t *testing.T) (old, nw, sink *task, job control.JobSpec) {
 		}
 		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 1, Buckets: table})
 	}
-	tasks := map[string]*task{}
-	for _, ref := range dep.Tasks {
-		if ref.Operator == "source" {
-			continue
-		}
-		tk, err := w.createTask(dep, ref, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.tasks[tk.key()] = tk
-		tasks[ref.ID] = tk
-	}
+	tasks := createTasks(t, w, dep)
 	t.Cleanup(func() {
 		for _, tk := range tasks {
 			_ = tk.stop(context.Background())
@@ -352,4 +341,23 @@ func (t *task) handleSettled(ctx context.Context, f *wire.Frame) error {
 		}
 	}
 	return t.releaseFrames(ctx)
+}
+
+// createTasks creates every task of dep but its sources on w (not
+// started) and returns them by id.
+func createTasks(tb testing.TB, w *Worker, dep control.Deployment) map[string]*task {
+	tb.Helper()
+	tasks := map[string]*task{}
+	for _, ref := range dep.Tasks {
+		if ref.Operator == "source" {
+			continue
+		}
+		tk, err := w.createTask(dep, ref, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		w.tasks[tk.key()] = tk
+		tasks[ref.ID] = tk
+	}
+	return tasks
 }

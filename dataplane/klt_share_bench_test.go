@@ -76,18 +76,13 @@ func newKLTSharePipe(b *testing.B) *kltSharePipe {
 		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 2, Buckets: make([]int, kltShareBuckets)})
 	}
 	p := &kltSharePipe{rng: rand.New(rand.NewPCG(7, 11))}
-	for _, ref := range dep.Tasks {
-		if ref.Operator == "source" {
-			continue
-		}
-		t, err := w.createTask(dep, ref, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		w.tasks[t.key()] = t
-		switch ref.ID {
+	for id, t := range createTasks(b, w, dep) {
+		switch id {
 		case "count-0":
 			p.newOwner = t
+			// A timed batch includes its own fetch, as the lookup share
+			// is of whole batches (no fetch pipeline).
+			t.keyed.syncFetch = true
 		case "count-1":
 			p.oldOwner = t
 		default:

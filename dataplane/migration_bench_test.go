@@ -75,16 +75,8 @@ func newMigBenchPipeOf(b *testing.B, rate string, numBuckets, movedKeys, localKe
 		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 2, Buckets: make([]int, numBuckets)})
 	}
 	p := &migBenchPipe{rng: rand.New(rand.NewPCG(3, 5))}
-	for _, ref := range dep.Tasks {
-		if ref.Operator == "source" {
-			continue
-		}
-		t, err := w.createTask(dep, ref, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		w.tasks[t.key()] = t
-		switch ref.ID {
+	for id, t := range createTasks(b, w, dep) {
+		switch id {
 		case "count-0":
 			p.newOwner = t
 		case "count-1":

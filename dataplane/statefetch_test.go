@@ -48,18 +48,7 @@ func TestFetchOfAbsentKeyIsHarmless(t *testing.T) {
 		}
 		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 1, Buckets: make([]int, buckets)}) // all on task 0
 	}
-	tasks := map[string]*task{}
-	for _, ref := range dep.Tasks {
-		if ref.Operator == "source" {
-			continue
-		}
-		tk, err := w.createTask(dep, ref, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.tasks[tk.key()] = tk
-		tasks[ref.ID] = tk
-	}
+	tasks := createTasks(t, w, dep)
 	ctx, cancel := context.WithCancel(context.Background())
 	sink, owner, other := tasks[control.TaskID("sink", 0)], tasks[control.TaskID("count", 0)], tasks[control.TaskID("count", 1)]
 	sink.start(ctx)

@@ -59,9 +59,11 @@ type keyedState struct {
 	// localRecs are processAsync's records of local keys, reused.
 	localRecs []Record
 	// pipe holds the records whose fetch is out (fetch_pipeline.go);
-	// lateBatch is set while a batch with a late bound runs.
+	// syncFetch makes each batch end with its own fetch: set while a
+	// batch with a late bound runs, and by benchmarks that time whole
+	// batches.
 	pipe      fetchPipe
-	lateBatch bool
+	syncFetch bool
 	local     []int // key numbers of a batch read from the local store, reused
 	kvs       []statesvc.KV
 	fresh     []bool // by kvs index: the key was absent from the store (writes)

@@ -359,8 +359,8 @@ func (t *task) dispatchFrame(ctx context.Context, view *taskView, f *wire.Frame)
 				t.lateBounder.SetLateBound(bound, true)
 				defer t.lateBounder.SetLateBound(0, false)
 				if t.keyed != nil { // the bound holds for this batch only
-					t.keyed.lateBatch = true
-					defer func() { t.keyed.lateBatch = false }()
+					t.keyed.syncFetch = true
+					defer func() { t.keyed.syncFetch = false }()
 				}
 			}
 		}

@@ -138,18 +138,9 @@ func newTimerFixture(t *testing.T, name string, untimed bool) *timerFixture {
 		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 1, Buckets: make([]int, kltCkptBuckets)})
 	}
 	fx := &timerFixture{dep: dep, out: map[string]uint64{}}
-	var made []*task
-	for _, ref := range dep.Tasks {
-		if ref.Operator == "source" {
-			continue
-		}
-		tk, err := w.createTask(dep, ref, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.tasks[tk.key()] = tk
-		made = append(made, tk)
-		switch ref.ID {
+	made := createTasks(t, w, dep)
+	for id, tk := range made {
+		switch id {
 		case "win-0":
 			fx.win[0] = tk
 		case "win-1":
