@@ -36,6 +36,9 @@ type Backlog struct {
 	// there for LagStaySec.
 	DrainedSec *float64 `json:"drained_sec"`
 	LeftAtEnd  *float64 `json:"left_at_end"` // lag at the last second of the input
+	// HorizonSec is how long after the reconfiguration's start the input
+	// ended: the longest a drain was looked for (nil: end not known).
+	HorizonSec *float64 `json:"horizon_sec,omitempty"`
 	Note       string   `json:"note,omitempty"`
 }
 
@@ -44,6 +47,9 @@ type Backlog struct {
 // horizon (+Inf: unknown). It is pure.
 func BacklogFigures(lag []metrics.Point, start, horizon, drainLag float64) Backlog {
 	b := Backlog{DrainLag: drainLag}
+	if !math.IsInf(horizon, 1) && !math.IsNaN(horizon) {
+		b.HorizonSec = ptr(horizon - start)
+	}
 	var w []metrics.Point
 	for _, p := range lag {
 		if p.Sec+1 > start && p.Sec+1 <= horizon {

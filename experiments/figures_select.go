@@ -45,6 +45,10 @@ func SuiteFigures(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("suite: %w", err)
 	}
+	if IsCompareSuite(data) {
+		s, err := ParseCompareSuite(path, data)
+		return s.Figures, err
+	}
 	obj, err := strictObject(data, suiteFields)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -258,6 +262,13 @@ func writeChart(paths []string, path, title, y string, series []Series, markers 
 // SuiteInputs loads the suite file's configs by RunKey (nil and the error
 // when the file cannot be loaded, e.g. it moved since the run).
 func SuiteInputs(path string) (map[string]*workflows.ExperimentInput, error) {
+	if data, err := os.ReadFile(path); err == nil && IsCompareSuite(data) {
+		cs, err := ParseCompareSuite(path, data)
+		if err != nil {
+			return nil, err
+		}
+		return CompareSuiteInputs(cs)
+	}
 	s, err := LoadSuite(path)
 	if err != nil {
 		return nil, err

@@ -122,6 +122,17 @@ func TestLoadSuite_EveryCheckedInSuite(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, suites)
 	for _, f := range suites {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		if IsCompareSuite(data) {
+			cs, err := ParseCompareSuite(f, data)
+			require.NoError(t, err, f)
+			require.NotEmpty(t, cs.Comparisons, f)
+			in, err := CompareSuiteInputs(cs)
+			require.NoError(t, err, f)
+			require.Len(t, in, len(cs.Comparisons)*len(CompareVariants), f)
+			continue
+		}
 		s, err := LoadSuiteFor(f, RunOptions{})
 		require.NoError(t, err, f)
 		require.NotEmpty(t, s.Input.Entries, f)

@@ -162,11 +162,20 @@ func runSuiteEntry(ctx workflow.Context, progress *SuiteProgress, i int, e Suite
 	})
 	var out ExperimentResult
 	err := workflow.ExecuteChildWorkflow(cctx, RunExperiment, e.Input).Get(ctx, &out)
+	return SuiteEntryOf(i+1, e.Keyword, id, e.Input, out, err, workflow.Now(ctx).Sub(began).Seconds())
+}
+
+// SuiteEntryOf is the suite entry (1-based index, keyword) of the
+// experiment run id of in that ended with out and err after seconds: failed
+// when the run failed or its exactness check did. It is pure, so a suite
+// run from outside a workflow (a comparison suite) records its runs as
+// RunSuite does.
+func SuiteEntryOf(index int, keyword, id string, in ExperimentInput, out ExperimentResult, err error, seconds float64) SuiteEntryResult {
 	r := SuiteEntryResult{
-		Index: i + 1, Keyword: e.Keyword, Experiment: e.Input.Name, WorkflowID: id, JobID: JobIDFor(id),
-		Seconds:  workflow.Now(ctx).Sub(began).Seconds(),
-		Protocol: orDefault(e.Input.ReconfigProtocol, ProtocolStopAndRestart), StateBackend: e.Input.StateBackend,
-		TotalRuntime: e.Input.TotalRuntimeSeconds,
+		Index: index, Keyword: keyword, Experiment: in.Name, WorkflowID: id, JobID: JobIDFor(id),
+		Seconds:  seconds,
+		Protocol: orDefault(in.ReconfigProtocol, ProtocolStopAndRestart), StateBackend: in.StateBackend,
+		TotalRuntime: in.TotalRuntimeSeconds,
 		Produced:     out.Produced, Lost: out.Lost, Duplicated: out.Duplicated, Reordered: out.Reordered, ExactnessUnchecked: out.ExactnessUnchecked,
 		StartedAt: out.StartedAt, MetricsStart: out.MetricsStart, Reconfigs: out.Reconfigs,
 	}

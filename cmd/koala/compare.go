@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"koala/dataplane/metrics"
 	"koala/dataplane/transport"
@@ -106,10 +107,16 @@ rewrites its files, so figures added to compare since appear for it.`,
 	f.StringVar(&natsURL, "nats", envOr(envNATS, defNATS), "NATS URL, for the progress of a warm-up compare builds first (env "+envNATS+")")
 	addNATSSecurityFlags(f, &natsSec)
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
-	f.DurationVar(&gap, "gap", 5*time.Second, "pause between two runs")
-	f.DurationVar(&flushWait, "flush-wait", 3*time.Second, "wait after a run before reading its metrics (workers flush once a second)")
-	f.DurationVar(&extra, "timeout-margin", 5*time.Minute, "a run is given up (its workflow terminated) this long after TotalRuntimeSeconds + DrainTimeoutSeconds")
+	addCompareTimingFlags(f, &gap, &flushWait, &extra)
 	rootCmd.AddCommand(cmd)
+}
+
+// addCompareTimingFlags registers the pauses and limits of comparison runs
+// (koala compare, and koala suite for a comparison suite).
+func addCompareTimingFlags(f *pflag.FlagSet, gap, flushWait, margin *time.Duration) {
+	f.DurationVar(gap, "gap", 5*time.Second, "pause between two runs")
+	f.DurationVar(flushWait, "flush-wait", 3*time.Second, "wait after a run before reading its metrics (workers flush once a second)")
+	f.DurationVar(margin, "timeout-margin", 5*time.Minute, "a run is given up (its workflow terminated) this long after TotalRuntimeSeconds + DrainTimeoutSeconds")
 }
 
 // clickHouseOrNil is the metrics reader of url (inserts) and native (DDL

@@ -7,15 +7,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"koala/dataplane/transport"
 	"koala/experiments"
 	"koala/experiments/runner"
 )
 
 func init() {
-	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, attach string
-	var every time.Duration
+	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, attach, natsURL string
+	var every, gap, flushWait, margin time.Duration
+	var natsSec transport.NATSSecurity
 	var check bool
 	var machine machineFlags
 	cmd := &cobra.Command{
@@ -43,6 +46,15 @@ task-migration configs on branches) is read from that branch with
 not built yet gets the warm-up config beside it (same directory, same
 branch) run right before it, and noted.
 
+A comparison suite (JSON {"Name", "Figures", "Comparisons": [{"Config",
+"Protocols", "Overload", "ProbeFrom", "ProbeFactor", "ProbeMax",
+"ProbeStepSeconds"}]}) runs 'koala compare' once per comparison instead,
+from this process: each probes the rate its pre-scale pipeline sustains
+(with Overload), runs every protocol at that multiple of it and starts its
+own koala statesvc for remote. It writes RESULTS/suite_TIMESTAMP/ with one
+compare-TIMESTAMP/ per comparison, summary.json (runs keyed lazy, SAR,
+DRRS, Remote, for 'koala figures') and summary.md (the targets table).
+
 --check loads and validates the suite and every config it names as a run
 would, prints every problem and starts nothing. --scale and --time-scale
 apply to every config (see README).`,
@@ -53,6 +65,14 @@ apply to every config (see README).`,
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if data, err := os.ReadFile(args[0]); err == nil && experiments.IsCompareSuite(data) {
+					return runCompareSuite(cmd, args[0], check, compareSuiteFlags{
+						temporalAddr: temporalAddr, namespace: namespace, kafka: kafka, clickhouse: clickhouse, chNative: chNative,
+						resultsDir: resultsDir, uiURL: uiURL, natsURL: natsURL, natsSec: natsSec, gap: gap, flushWait: flushWait, margin: margin,
+					})
+				}
+			}
 			o, err := machine.options()
 			if err != nil {
 				return err
@@ -102,5 +122,44 @@ apply to every config (see README).`,
 	f.StringVar(&clickhouse, "clickhouse", envOr(envClickHouse, defClickHouse), "ClickHouse HTTP URL for live rates and lag, none to skip (env "+envClickHouse+")")
 	clickHouseNativeFlag(f, &chNative)
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
+	f.StringVar(&natsURL, "nats", envOr(envNATS, defNATS), "NATS URL, for the progress of a warm-up a comparison builds first (env "+envNATS+")")
+	addNATSSecurityFlags(f, &natsSec)
+	addCompareTimingFlags(f, &gap, &flushWait, &margin)
 	rootCmd.AddCommand(cmd)
+}
+
+// compareSuiteFlags are the suite command's flags a comparison suite uses.
+type compareSuiteFlags struct {
+	temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, natsURL string
+	natsSec                                                                          transport.NATSSecurity
+	gap, flushWait, margin                                                           time.Duration
+}
+
+// runCompareSuite checks (--check) or runs the comparison suite at file.
+func runCompareSuite(cmd *cobra.Command, file string, check bool, fl compareSuiteFlags) error {
+	if check {
+		s, err := runner.CheckCompareSuite(file)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("suite %s: OK (%s, %d comparison(s)); nothing started\n", file, s.Name, len(s.Comparisons))
+		return nil
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ch, err := clickHouseOrNil(fl.clickhouse, fl.chNative)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, fl.temporalAddr, fl.namespace)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	resolveNATSSecrets(&fl.natsSec)
+	return runner.CompareSuite(ctx, runner.CompareSuiteOptions{
+		Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: fl.namespace, UIURL: fl.uiURL, Brokers: splitList(fl.kafka)},
+		File:     file, ResultsDir: fl.resultsDir, Gap: fl.gap, FlushWait: fl.flushWait, Margin: fl.margin,
+		DialNATS: func() (*nats.Conn, error) { return dialNATS(fl.natsURL, fl.natsSec, "koala-suite") },
+	})
 }

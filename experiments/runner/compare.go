@@ -104,22 +104,36 @@ func (o CompareOptions) validateOverload() ([]int, error) {
 // Compare runs the experiment once per protocol, one after another, and
 // writes the comparison under ResultsDir/compare-<stamp>/.
 func Compare(ctx context.Context, o CompareOptions) error {
+	_, _, err := compare(ctx, o)
+	return err
+}
+
+// checkCompare checks o's protocols, overload options and config, as
+// compare does before it runs anything.
+func checkCompare(o CompareOptions) ([]string, []int, workflows.ExperimentInput, error) {
 	variants, err := experiments.ParseVariants(o.Protocols)
 	if err != nil {
-		return err
+		return nil, nil, workflows.ExperimentInput{}, err
 	}
 	rates, err := o.validateOverload()
 	if err != nil {
-		return err
+		return nil, nil, workflows.ExperimentInput{}, err
 	}
 	base, err := experiments.LoadConfig(o.Config)
+	return variants, rates, base, err
+}
+
+// compare is Compare, returning the comparison and the directory it was
+// written to (empty when it stopped before it had one).
+func compare(ctx context.Context, o CompareOptions) (experiments.Comparison, string, error) {
+	variants, rates, base, err := checkCompare(o)
 	if err != nil {
-		return err
+		return experiments.Comparison{}, "", err
 	}
 	DefaultBrokers(&base, o.Brokers)
 	if base.Params[control.ParamLoadWarmUpData] == "true" {
 		if err := ensureWarmUp(ctx, o); err != nil {
-			return err
+			return experiments.Comparison{}, "", err
 		}
 	}
 	started := time.Now()
@@ -132,11 +146,11 @@ func Compare(ctx context.Context, o CompareOptions) error {
 		load := overloadProbe(ctx, o, &base, rates, stamp, dir)
 		cmp.Load, drainLag = &load, load.DrainLag
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return cmp, dir, ctx.Err()
 		}
 		if load.Error != "" {
 			// Running at the config's rate would not be the overload asked for.
-			return fmt.Errorf("--overload %v: the rate probe did not find the limit of the pre-scale pipeline: %s (--probe-from, --probe-max; probe result under %s)", o.Overload, load.Error, dir)
+			return cmp, dir, fmt.Errorf("--overload %v: the rate probe did not find the limit of the pre-scale pipeline: %s (--probe-from, --probe-max; probe result under %s)", o.Overload, load.Error, dir)
 		}
 		Sleep(ctx, o.Gap)
 	}
@@ -147,7 +161,7 @@ func Compare(ctx context.Context, o CompareOptions) error {
 		// comparable from one command, and it goes when the comparison does.
 		svc, err := StartStateServer(ctx, o.StateServerBinary, "", "")
 		if err != nil {
-			return fmt.Errorf("remote protocol: %w (or pass --remote-pebble ADDR)", err)
+			return cmp, dir, fmt.Errorf("remote protocol: %w (or pass --remote-pebble ADDR)", err)
 		}
 		defer svc.Stop()
 		remote = svc.Addr
@@ -167,15 +181,15 @@ func Compare(ctx context.Context, o CompareOptions) error {
 		}))
 	}
 	if err := writeComparison(cmp, dir); err != nil {
-		return err
+		return cmp, dir, err
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("comparison interrupted after %d of %d protocols (a running workflow continues on its own)", len(cmp.Rows), len(variants))
+		return cmp, dir, fmt.Errorf("comparison interrupted after %d of %d protocols (a running workflow continues on its own)", len(cmp.Rows), len(variants))
 	}
 	if v := cmp.Violations(); len(v) > 0 {
-		return fmt.Errorf("EXACTNESS VIOLATED: %s", strings.Join(v, "; "))
+		return cmp, dir, fmt.Errorf("EXACTNESS VIOLATED: %s", strings.Join(v, "; "))
 	}
-	return nil
+	return cmp, dir, nil
 }
 
 // ensureWarmUp builds the warm-up snapshot o.Config loads when it is
