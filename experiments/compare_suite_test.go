@@ -113,7 +113,8 @@ func TestCompareSuiteTable(t *testing.T) {
 		r := CompareRow{Protocol: protocol, Status: StatusOK}
 		r.PreThroughput, r.PreMinThroughput, r.MinRatio = f(1000), f(700), f(minRatio)
 		r.TriggerP99 = &TriggerP99{WorstUs: worstMs * 1000, Seconds: 31, Over: over}
-		r.Backlog = &Backlog{AtTrigger: f(50000), DrainedSec: drained, HorizonSec: f(60)}
+		r.PeakLag = f(60000)
+		r.Backlog = &Backlog{AtTrigger: f(50000), StopsGrowingSec: f(5), DrainedSec: drained, DrainLag: 5000, LeftAtEnd: f(27500), HorizonSec: f(60)}
 		return r
 	}
 	cmps := []Comparison{
@@ -129,7 +130,7 @@ func TestCompareSuiteTable(t *testing.T) {
 	}
 	got := CompareSuiteTable(cmps)
 	lines := strings.Split(got, "\n")
-	require.Contains(t, lines[2], "| q-met | 2.30 GB | 13000 ev/s (10000) | 50000 | 0.95 (0.70) met | 0/31 met | 40.0 / 70.0 ms met | +10 s / no / +45 s / no | > 6.0× (S&R not drained by +60 s) met |")
-	require.Contains(t, lines[3], "| q-missed | — | config's rate | 50000 | 0.50 (0.70) missed | 2/31 missed | 80.0 / 70.0 ms missed | +30 s / +45 s / — / no | 1.5× not shown |")
+	require.Contains(t, lines[2], "| q-met | 2.30 GB | 13000 ev/s (10000) | 50000 | 0.95 (0.70) met | 0/31 met | 40.0 / 70.0 ms met | +10 s / no / +45 s / no | > 6.0× (S&R not drained by +60 s) met | 11.0 / 0.6 / 1.4 |")
+	require.Contains(t, lines[3], "| q-missed | — | config's rate | 50000 | 0.50 (0.70) missed | 2/31 missed | 80.0 / 70.0 ms missed | +30 s / +45 s / — / no | 1.5× not shown | 2.2 / 1.4 / — |")
 	require.Contains(t, lines[4], "| q-failed | — | config's rate | no lazy run |")
 }

@@ -83,6 +83,18 @@ func TestEndToEndCompareSuite(t *testing.T) {
 		t.Errorf("summary.md lacks the experiment's targets row:\n%s", md)
 	}
 
+	// --report rebuilds summary.md from the comparisons kept, running nothing.
+	if err := os.Remove(filepath.Join(dirs[0], "summary.md")); err != nil {
+		t.Fatal(err)
+	}
+	rep := runKoala(ctx, t, cfg.Env(), "suite", "--report", dirs[0])
+	if rep.exitCode != 0 {
+		t.Fatalf("koala suite --report exited %d\n%s%s", rep.exitCode, rep.stdout, rep.stderr)
+	}
+	if again, err := os.ReadFile(filepath.Join(dirs[0], "summary.md")); err != nil || string(again) != string(md) {
+		t.Errorf("summary.md after --report differs from the suite's (%v):\n%s", err, again)
+	}
+
 	figs := runKoala(ctx, t, cfg.Env(), "figures", dirs[0])
 	if figs.exitCode != 0 {
 		t.Fatalf("koala figures exited %d\n%s%s", figs.exitCode, figs.stdout, figs.stderr)

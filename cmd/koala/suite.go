@@ -17,12 +17,13 @@ import (
 
 func init() {
 	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, attach, natsURL string
+	var report string
 	var every, gap, flushWait, margin time.Duration
 	var natsSec transport.NATSSecurity
 	var check bool
 	var machine machineFlags
 	cmd := &cobra.Command{
-		Use:   "suite FILE | suite --attach SUITE-WORKFLOW-ID",
+		Use:   "suite FILE | suite --attach SUITE-WORKFLOW-ID | suite --report DIR",
 		Short: "Run a suite of experiments (a RunSuite workflow), follow it and print the artifact-style summary",
 		Long: `suite loads the suite file (JSON {"Name", "Experiments": [{"Config", "Keyword"}]},
 config paths relative to the file, or the Koala artifact's fullSuite.json form
@@ -59,12 +60,18 @@ DRRS, Remote, for 'koala figures') and summary.md (the targets table).
 would, prints every problem and starts nothing. --scale and --time-scale
 apply to every config (see README).`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if attach != "" {
+			if attach != "" || report != "" {
 				return cobra.NoArgs(cmd, args)
 			}
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if report != "" {
+				if attach != "" || check {
+					return fmt.Errorf("--report takes a comparison suite's result directory, not --attach or --check")
+				}
+				return runner.CompareSuiteReport(report)
+			}
 			if len(args) == 1 {
 				if data, err := os.ReadFile(args[0]); err == nil && experiments.IsCompareSuite(data) {
 					return runCompareSuite(cmd, args[0], check, compareSuiteFlags{
@@ -112,6 +119,7 @@ apply to every config (see README).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&attach, "attach", "", "follow an already started RunSuite workflow instead of starting one")
+	f.StringVar(&report, "report", "", "rewrite summary.md of the comparison suite run kept in this suite_TIMESTAMP directory from its compare.json files, running nothing")
 	f.BoolVar(&check, "check", false, "load and validate the suite and every config it names, print every problem, and start nothing")
 	machine.register(f)
 	f.StringVar(&resultsDir, "results", "results", "directory under which suite_TIMESTAMP/ is written")

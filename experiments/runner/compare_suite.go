@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,9 +106,28 @@ func CompareSuite(ctx context.Context, o CompareSuiteOptions) error {
 	if _, err := experiments.WriteSuiteSummary(dir, sum); err != nil {
 		errs = append(errs, fmt.Errorf("write suite summary: %w", err))
 	}
+	table, err := writeCompareSuiteMarkdown(dir, s.Name, abs, started, sum.Finished, cmps)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	fmt.Printf("\nsuite %s\n\n%s\nwrote %s\nwrote %s\nfigures: koala figures %s\n", s.Name, table,
+		filepath.Join(dir, experiments.SuiteSummaryFile), filepath.Join(dir, compareSuiteMarkdown), dir)
+	if ctx.Err() != nil {
+		errs = append(errs, fmt.Errorf("suite interrupted after %d of %d comparisons", len(cmps), len(s.Comparisons)))
+	}
+	return errors.Join(errs...)
+}
+
+// compareSuiteMarkdown is the comparison suite's report beside
+// summary.json.
+const compareSuiteMarkdown = "summary.md"
+
+// writeCompareSuiteMarkdown writes dir/summary.md: the targets table
+// (returned) and each comparison's table.
+func writeCompareSuiteMarkdown(dir, name, file string, started, finished time.Time, cmps []experiments.Comparison) (string, error) {
 	table := experiments.CompareSuiteTable(cmps)
-	md := fmt.Sprintf("# Suite %s\n\n%s, %d comparison(s) from %s to %s.\n\n%s", s.Name, o.File, len(cmps),
-		started.UTC().Format(time.RFC3339), sum.Finished.UTC().Format(time.RFC3339), table)
+	md := fmt.Sprintf("# Suite %s\n\n%s, %d comparison(s) from %s to %s.\n\n%s", name, file, len(cmps),
+		started.UTC().Format(time.RFC3339), finished.UTC().Format(time.RFC3339), table)
 	for _, c := range cmps {
 		md += fmt.Sprintf("\n## %s\n\n", c.Experiment)
 		var b strings.Builder
@@ -115,15 +135,41 @@ func CompareSuite(ctx context.Context, o CompareSuiteOptions) error {
 			md += "```\n" + b.String() + "```\n"
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(md), 0o644); err != nil {
-		errs = append(errs, fmt.Errorf("write summary.md: %w", err))
+	if err := os.WriteFile(filepath.Join(dir, compareSuiteMarkdown), []byte(md), 0o644); err != nil {
+		return table, fmt.Errorf("write %s: %w", compareSuiteMarkdown, err)
 	}
-	fmt.Printf("\nsuite %s\n\n%s\nwrote %s\nwrote %s\nfigures: koala figures %s\n", s.Name, table,
-		filepath.Join(dir, experiments.SuiteSummaryFile), filepath.Join(dir, "summary.md"), dir)
-	if ctx.Err() != nil {
-		errs = append(errs, fmt.Errorf("suite interrupted after %d of %d comparisons", len(cmps), len(s.Comparisons)))
+	return table, nil
+}
+
+// CompareSuiteReport rewrites the summary.md of the comparison suite run
+// kept in dir from its comparisons' compare.json (as run; `koala compare
+// --report` on a compare-* directory re-reads its series first), so a
+// table added since appears for it, and prints the targets table.
+func CompareSuiteReport(dir string) error {
+	sum, err := experiments.ReadSuiteSummary(dir)
+	if err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	files, err := filepath.Glob(filepath.Join(dir, "compare-*", experiments.CompareJSONFile))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("--report %s: no compare-*/%s (want a directory a comparison suite wrote)", dir, experiments.CompareJSONFile)
+	}
+	slices.Sort(files) // compare-<stamp>: in run order
+	var cmps []experiments.Comparison
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+		var c experiments.Comparison
+		if err := json.Unmarshal(data, &c); err != nil {
+			return fmt.Errorf("--report %s: %w", f, err)
+		}
+		cmps = append(cmps, c)
+	}
+	table, err := writeCompareSuiteMarkdown(dir, sum.Suite, sum.File, sum.Started, sum.Finished, cmps)
+	fmt.Printf("suite %s\n\n%s\nwrote %s\n", sum.Suite, table, filepath.Join(dir, compareSuiteMarkdown))
+	return err
 }
 
 // plannedRuns is how many protocol runs the suite makes.
