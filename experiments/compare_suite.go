@@ -97,7 +97,7 @@ func LoadCompareSuite(path string) (CompareSuite, error) {
 // what is allowed; a config file that does not exist is one of them. It
 // does not read the configs.
 func ParseCompareSuite(path string, data []byte) (CompareSuite, error) {
-	s := CompareSuite{File: path, Figures: DefaultFigures}
+	s := CompareSuite{File: path}
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, args...)...))
@@ -109,19 +109,7 @@ func ParseCompareSuite(path string, data []byte) (CompareSuite, error) {
 	for _, k := range top.unknown {
 		fail("unknown field %q%s (a comparison suite has Name, Figures and Comparisons)", k, suggest(k, compareSuiteFields))
 	}
-	s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	if raw, ok := top.fields["Name"]; ok {
-		if err := json.Unmarshal(raw, &s.Name); err != nil || strings.TrimSpace(s.Name) == "" {
-			fail(`"Name" must be a non-empty string, got %s`, compact(raw))
-		}
-	}
-	if raw, ok := top.fields["Figures"]; ok {
-		if err := json.Unmarshal(raw, &s.Figures); err != nil {
-			fail(`"Figures" must be a list of figure numbers as strings (e.g. ["6", "8"]), got %s`, compact(raw))
-		} else if err := CheckFigures(s.Figures); err != nil {
-			fail("%v", err)
-		}
-	}
+	s.Name, s.Figures = suiteNameAndFigures(top, path, fail)
 	var entries []json.RawMessage
 	if err := json.Unmarshal(top.fields["Comparisons"], &entries); err != nil {
 		fail(`"Comparisons" must be a list of {"Config", "Protocols", "Overload", …} objects, got %s`, kindOf(top.fields["Comparisons"]))

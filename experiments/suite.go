@@ -143,20 +143,7 @@ func parseSuite(path string, data []byte, scale Scale, load func(configSource) (
 	for _, k := range top.unknown {
 		fail("unknown field %q%s", k, suggest(k, suiteFields))
 	}
-	s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	if raw, ok := top.fields["Name"]; ok {
-		if err := json.Unmarshal(raw, &s.Name); err != nil || strings.TrimSpace(s.Name) == "" {
-			fail(`"Name" must be a non-empty string, got %s`, compact(raw))
-		}
-	}
-	s.Figures = DefaultFigures
-	if raw, ok := top.fields["Figures"]; ok {
-		if err := json.Unmarshal(raw, &s.Figures); err != nil {
-			fail(`"Figures" must be a list of figure numbers as strings (e.g. ["10"]), got %s`, compact(raw))
-		} else if err := CheckFigures(s.Figures); err != nil {
-			fail("%v", err)
-		}
-	}
+	s.Name, s.Figures = suiteNameAndFigures(top, path, fail)
 	set := suiteSettings(top.fields, "", fail, note)
 	s.Input.RetryDelaySeconds = int(scaleInt(int64(set.retryDelay), scale.time()))
 	s.Input.StopOnFailure = set.stopOnFailure
@@ -386,6 +373,26 @@ func suiteSettings(fields map[string]json.RawMessage, prefix string, fail, note 
 type jsonObject struct {
 	fields  map[string]json.RawMessage
 	unknown []string // in file order
+}
+
+// suiteNameAndFigures reads a suite file's "Name" (default: the file's
+// base name) and "Figures" (default DefaultFigures), telling fail what is
+// wrong with either.
+func suiteNameAndFigures(top jsonObject, path string, fail func(format string, args ...any)) (string, []string) {
+	name, figs := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), DefaultFigures
+	if raw, ok := top.fields["Name"]; ok {
+		if err := json.Unmarshal(raw, &name); err != nil || strings.TrimSpace(name) == "" {
+			fail(`"Name" must be a non-empty string, got %s`, compact(raw))
+		}
+	}
+	if raw, ok := top.fields["Figures"]; ok {
+		if err := json.Unmarshal(raw, &figs); err != nil {
+			fail(`"Figures" must be a list of figure numbers as strings (e.g. ["10"]), got %s`, compact(raw))
+		} else if err := CheckFigures(figs); err != nil {
+			fail("%v", err)
+		}
+	}
+	return name, figs
 }
 
 // strictObject decodes a JSON object, keeping the members named in known and

@@ -426,8 +426,9 @@ func TestGenerator(t *testing.T) {
 }
 
 // BenchmarkGenerator reports generated (binary-encoded) events/s.
-func BenchmarkGenerator(b *testing.B) {
-	g := testGenerator()
+func BenchmarkGenerator(b *testing.B) { benchGenerator(b, testGenerator()) }
+
+func benchGenerator(b *testing.B, g *nexmark.Generator) {
 	var r dataplane.Record
 	bytes := 0
 	for i := 0; i < b.N; i++ {
@@ -443,15 +444,7 @@ func BenchmarkGenerator(b *testing.B) {
 // padding are mostly pseudo-random letters, so the letters' cost is most
 // of a producer's CPU (a fifth of the old owner's worker in a q3 profile).
 func BenchmarkGeneratorPersonsAuctions(b *testing.B) {
-	g := mustGenerator(nexmark.Config{Seed: 42, Kinds: []string{"person", "auction"}})
-	var r dataplane.Record
-	bytes := 0
-	for i := 0; i < b.N; i++ {
-		g.Next(int64(i), &r)
-		bytes += len(r.Value)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-	b.SetBytes(int64(bytes / max(b.N, 1)))
+	benchGenerator(b, mustGenerator(nexmark.Config{Seed: 42, Kinds: []string{"person", "auction"}}))
 }
 
 // BenchmarkParse reports parsed events/s (the first step of every query).
