@@ -225,7 +225,7 @@ func (w *Worker) returnCredits(ctx context.Context) {
 				}
 			}
 			sctx, cancel := context.WithTimeout(ctx, creditSendTimeout)
-			err := w.peers.Get(a.ref.DataAddr).Send(sctx, f)
+			err := w.peers.Send(sctx, a.ref.DataAddr, f)
 			cancel()
 			if err != nil {
 				if ctx.Err() != nil {

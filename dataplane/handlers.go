@@ -377,6 +377,9 @@ func (w *Worker) stopTasks(ctx context.Context, jobID string, ids []string) erro
 	}
 	delete(w.known, jobID) // the job has no task left here
 	w.mu.Unlock()
+	if w.peers != nil {
+		w.peers.CloseJob(jobID)
+	}
 	w.holds.forgetJob(jobID)
 	return w.removeJobDir(jobID)
 }

@@ -14,9 +14,9 @@ import (
 //
 // A new owner holds the direct records of an upstream task until the old
 // owner has forwarded everything that upstream routed to it the old way.
-// It cannot stop reading the held sender: all senders share its inbox, and
-// often one stream between two workers, with the old owner's forwarded
-// records and its drained marker, which must get through. Withholding
+// It cannot stop reading the held sender: all senders share its inbox (and
+// its exchange lane from each worker, exchange/peers.go) with the old
+// owner's forwarded records and its drained marker, which must get through. Withholding
 // credit does not reach far enough either: a source's held frames are
 // acknowledged only once processed (credit_return.go), which bounds what a
 // source sends, but most senders are not sources and send on no credit.

@@ -336,7 +336,7 @@ func (w *Worker) deliver(ctx context.Context, target control.TaskRef, f *wire.Fr
 	if target.WorkerID == w.opts.ID {
 		return w.deliverLocal(ctx, f)
 	}
-	return w.peers.Get(target.DataAddr).Send(ctx, f)
+	return w.peers.Send(ctx, target.DataAddr, f)
 }
 
 func (w *Worker) announceProgress(p control.MigrationProgress) {

@@ -1,7 +1,8 @@
 // Package exchange owns the worker-to-worker gRPC service: the ordered
-// stream of frames from one worker to another (one stream per remote
-// worker, so frames keep the order they were queued in, and a full stream
-// is how backpressure reaches the sender), the state-fetch call new owners
+// streams of frames from one worker to another (one per destination task,
+// so frames to a task keep the order they were queued in, a full stream is
+// how that task's backpressure reaches the sender, and a busy task holds
+// up no other; see peers.go), the state-fetch call new owners
 // use to take values from old owners, their binary codec, and a loopback
 // pair that measures and tests the path without tasks. It calls the
 // runtime only through the Handler interface.
@@ -12,13 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"koala/dataplane/budget"
 	"koala/dataplane/transport"
 	"koala/dataplane/wire"
-	"log/slog"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -160,133 +156,4 @@ func NewServer(h Handler, creds credentials.TransportCredentials) *grpc.Server {
 		grpc.InitialWindowSize(exchangeWindow), grpc.InitialConnWindowSize(exchangeWindow), grpc.ReadBufferSize(exchangeIOBuffer), grpc.WriteBufferSize(exchangeIOBuffer))
 	s.RegisterService(&exchangeDesc, h)
 	return s
-}
-
-// Peer is the ordered outbound stream to one remote worker. One goroutine
-// sends, so frames to any task on that worker keep the order they were queued in.
-type Peer struct {
-	addr   string
-	creds  credentials.TransportCredentials
-	queue  chan queued
-	bytes  *budget.Budget // encoded bytes in queue
-	log    *slog.Logger
-	sent   atomic.Uint64
-	failed atomic.Uint64
-	done   chan struct{}
-}
-
-// Peers holds one Peer per remote address.
-type Peers struct {
-	mu    sync.Mutex
-	byAdr map[string]*Peer
-	ctx   context.Context
-	log   *slog.Logger
-	creds credentials.TransportCredentials
-}
-
-// NewPeers starts no stream yet: each Peer dials on first use and
-// redials, with backoff, until ctx ends.
-func NewPeers(ctx context.Context, log *slog.Logger, creds credentials.TransportCredentials) *Peers {
-	return &Peers{byAdr: map[string]*Peer{}, ctx: ctx, log: log, creds: creds}
-}
-
-// Get returns the stream to addr, starting it on first use.
-func (ps *Peers) Get(addr string) *Peer {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	p, ok := ps.byAdr[addr]
-	if !ok {
-		p = newPeer(addr, ps.creds, ps.log, peerQueueFrames, peerQueueBytes)
-		ps.byAdr[addr] = p
-		go p.run(ps.ctx)
-	}
-	return p
-}
-
-// queued is a frame waiting in a Peer's queue, with its encoded size.
-type queued struct {
-	f *wire.Frame
-	n int
-}
-
-func newPeer(addr string, creds credentials.TransportCredentials, log *slog.Logger, frames, bytes int) *Peer {
-	return &Peer{addr: addr, creds: creds, queue: make(chan queued, frames), bytes: budget.New(bytes), log: log, done: make(chan struct{})}
-}
-
-// Send queues f; it blocks when the Peer is behind, which is how
-// backpressure reaches the sending task.
-func (p *Peer) Send(ctx context.Context, f *wire.Frame) error {
-	n := wire.FrameSize(f)
-	if _, err := p.bytes.Acquire(ctx, n, nil); err != nil {
-		return err
-	}
-	select {
-	case p.queue <- queued{f, n}:
-		return nil
-	case <-ctx.Done():
-		p.bytes.Release(n)
-		return ctx.Err()
-	}
-}
-
-func (p *Peer) run(ctx context.Context) {
-	defer close(p.done)
-	var pendingFrame queued
-	backoff := 50 * time.Millisecond
-	for ctx.Err() == nil {
-		err := p.stream(ctx, &pendingFrame)
-		if ctx.Err() != nil {
-			return
-		}
-		p.log.Warn("exchange stream failed; reconnecting", "Peer", p.addr, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		if backoff < 2*time.Second {
-			backoff *= 2
-		}
-	}
-}
-
-// stream opens one stream and sends until it fails. A frame whose send
-// failed is kept in *pending and sent first on the next stream; its bytes
-// stay counted in the queue's budget until it is sent.
-func (p *Peer) stream(ctx context.Context, pending *queued) error {
-	conn, err := grpc.NewClient(p.addr,
-		grpc.WithTransportCredentials(transport.OrPlaintext(p.creds)),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{}), grpc.MaxCallSendMsgSize(maxMessageBytes)),
-		grpc.WithInitialWindowSize(exchangeWindow), grpc.WithInitialConnWindowSize(exchangeWindow),
-		grpc.WithReadBufferSize(exchangeIOBuffer), grpc.WithWriteBufferSize(exchangeIOBuffer))
-	if err != nil {
-		return fmt.Errorf("dial %s: %w", p.addr, err)
-	}
-	defer conn.Close()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	st, err := conn.NewStream(sctx, &exchangeDesc.Streams[0], exchangeMethod)
-	if err != nil {
-		return fmt.Errorf("open stream to %s: %w", p.addr, err)
-	}
-	for {
-		q := *pending
-		if q.f == nil {
-			select {
-			case <-ctx.Done():
-				_ = st.CloseSend()
-				return ctx.Err()
-			case q = <-p.queue:
-			}
-		}
-		if err := st.SendMsg(q.f); err != nil {
-			*pending = q
-			p.failed.Add(1)
-			return fmt.Errorf("send to %s: %w", p.addr, err)
-		}
-		*pending = queued{}
-		p.sent.Add(1)
-		p.bytes.Release(q.n)
-		q.f.Release() // encoded: the record array can be reused (the sending task reserved it)
-	}
 }

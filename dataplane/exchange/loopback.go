@@ -13,8 +13,8 @@ import (
 )
 
 // Loopback is the worker-to-worker record path without the tasks at
-// either end: one worker's outbound peer stream (the one ordered stream a
-// worker keeps per remote worker) sending to another worker's exchange
+// either end: one worker's outbound lanes (one ordered stream per
+// destination task, see peers.go) sending to another worker's exchange
 // server over loopback TCP, with the exchange's own gRPC service, framing
 // and codec. It exists to measure that path's ceiling and to test it; a
 // real worker hands the frames it receives to its tasks instead of counting
@@ -22,7 +22,7 @@ import (
 type Loopback struct {
 	srv    *grpc.Server
 	addr   string
-	peer   *Peer
+	peers  *Peers
 	cancel context.CancelFunc
 	recv   *loopbackReceiver
 }
@@ -64,17 +64,17 @@ func StartLoopback(onFrame func(*wire.Frame)) (*Loopback, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := lis.Addr().String()
 	ps := NewPeers(ctx, slog.New(slog.DiscardHandler), nil)
-	return &Loopback{srv: srv, addr: addr, peer: ps.Get(addr), cancel: cancel, recv: recv}, nil
+	return &Loopback{srv: srv, addr: addr, peers: ps, cancel: cancel, recv: recv}, nil
 }
 
 // Addr is the receiving server's address.
 func (l *Loopback) Addr() string { return l.addr }
 
-// Send queues f on the sending peer's stream, blocking while the stream is
+// Send queues f on its lane (its ToTask's stream), blocking while the lane is
 // behind (the exchange's backpressure). f is encoded when the stream sends
 // it, so the caller must not change it until it has been received.
 func (l *Loopback) Send(ctx context.Context, f *wire.Frame) error {
-	return l.peer.Send(ctx, f)
+	return l.peers.Send(ctx, l.addr, f)
 }
 
 // Received reports the frames and records the receiving side got so far.
@@ -82,10 +82,10 @@ func (l *Loopback) Received() (frames, records uint64) {
 	return l.recv.frames.Load(), l.recv.records.Load()
 }
 
-// Close stops the sending stream, waits for its goroutine, and stops the
+// Close stops the sending lanes, waits for their goroutines, and stops the
 // server. Frames still queued are dropped.
 func (l *Loopback) Close() {
 	l.cancel()
-	<-l.peer.done
+	l.peers.Wait()
 	l.srv.Stop()
 }

@@ -129,7 +129,7 @@ func TestExchangeOverTLS(t *testing.T) {
 	ps := NewPeers(ctx, slog.New(slog.DiscardHandler), ccreds)
 	const n = 100
 	for i := 0; i < n; i++ {
-		if err := ps.Get(addr).Send(ctx, frame(i)); err != nil {
+		if err := ps.Send(ctx, addr, frame(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
