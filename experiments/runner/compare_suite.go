@@ -201,7 +201,9 @@ func suiteEntries(done int, cmp experiments.Comparison, dir string) []workflows.
 	return out
 }
 
-// readRawResult reads the result WriteRawResult kept in dir for name.
+// readRawResult reads the result WriteRawResult kept in dir for name. A
+// file it cannot read is a *fs.PathError (Report keeps that row as it
+// was); one it cannot parse is not.
 func readRawResult(dir, name string) (workflows.ExperimentResult, error) {
 	var res workflows.ExperimentResult
 	data, err := os.ReadFile(filepath.Join(dir, "result-"+name+".json"))

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
 	"koala/dataplane/metrics"
 	"koala/experiments"
-	"koala/workflows"
 )
 
 // Report rebuilds the comparison kept in dir (its compare.json and the raw
@@ -38,15 +38,14 @@ func Report(ctx context.Context, ch *metrics.ClickHouse, dir string) error {
 		if row.Status != experiments.StatusOK {
 			continue
 		}
-		p := filepath.Join(dir, "result-"+row.Protocol+".json")
-		raw, err := os.ReadFile(p)
-		if err != nil {
+		res, err := readRawResult(dir, row.Protocol)
+		var unread *fs.PathError
+		if errors.As(err, &unread) {
 			fmt.Printf("%s: row kept as it was: %v\n", row.Protocol, err)
 			continue
 		}
-		var res workflows.ExperimentResult
-		if err := json.Unmarshal(raw, &res); err != nil {
-			return fmt.Errorf("--report %s: %w", p, err)
+		if err != nil {
+			return fmt.Errorf("--report %s: %w", dir, err)
 		}
 		cmp.Rows[i] = buildRow(ctx, ch, row, res, int(row.InputSec), drainLag)
 		fmt.Printf("%s: re-read job %s\n", row.Protocol, res.JobID)
