@@ -84,10 +84,21 @@ func TestAnalyzeProbe(t *testing.T) {
 		// Noise of a few batches around a flat lag is not growth.
 		{"noisy but flat", []float64{0, 0, 0, 0}, []float64{1, 1, 1, 1}, 2000, 40_000, "every step up to the top, 40000 ev/s, was sustained: the limit is higher",
 			[]string{StepSustained, StepSustained, StepSustained, StepSustained}},
-		{"producers fall short", []float64{0, 0, 0, 0}, []float64{1, 0.7, 0.7, 0.7}, 0, 10_000, "producers fell short at 20000 ev/s",
-			[]string{StepSustained, StepProducerBound}},
-		{"overloaded from the start", []float64{5000, 9000, 9000, 9000}, []float64{0.5, 0.5, 0.5, 0.5}, 0, 0, "lag grew at 10000 ev/s",
-			[]string{StepLagGrew}},
+		{"producers fall short", []float64{0, 0, 0, 0}, []float64{1, 0.7, 0.7, 0.7}, 0, 10_000, "producers fell short at 20000 ev/s and at 30000 ev/s",
+			[]string{StepSustained, StepProducerBound, StepProducerBound}},
+		{"overloaded from the start", []float64{5000, 9000, 9000, 9000}, []float64{0.5, 0.5, 0.5, 0.5}, 0, 0, "lag grew at 10000 ev/s and at 20000 ev/s",
+			[]string{StepLagGrew, StepLagGrew}},
+		// A lone step that fell behind, the next one keeping up (its lag
+		// falling back): a hiccup, not the limit.
+		{"a hiccup is passed over", []float64{0, 8000, -8000, 0}, []float64{1, 0.8, 1.2, 1}, 0, 40_000,
+			"every step up to the top, 40000 ev/s, was sustained: the limit is higher; passed over a lone step at 20000 ev/s that fell behind (the next step kept up)",
+			[]string{StepSustained, StepLagGrew, StepSustained, StepSustained}},
+		{"a hiccup, then the limit", []float64{8000, 0, 8000, 9000}, []float64{0.8, 1, 0.8, 0.8}, 0, 20_000,
+			"lag grew at 30000 ev/s and at 40000 ev/s; passed over a lone step at 10000 ev/s that fell behind (the next step kept up)",
+			[]string{StepLagGrew, StepSustained, StepLagGrew, StepLagGrew}},
+		// The top step falling behind has no next step to pass it over.
+		{"the top step alone", []float64{0, 0, 0, 8000}, []float64{1, 1, 1, 0.8}, 0, 30_000, "lag grew at 40000 ev/s",
+			[]string{StepSustained, StepSustained, StepSustained, StepLagGrew}},
 	} {
 		lag, sink := probeSeries(rates, 6, 3.4, c.lagPerSec, c.share, c.noise)
 		p := AnalyzeProbe(rates, 6, 1000, 3.4, lag, sink)
