@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -54,22 +53,19 @@ func laneOf(addr string, f *wire.Frame) laneKey {
 // Peer is one ordered outbound stream (a lane). One goroutine sends, so
 // frames keep the order they were queued in.
 type Peer struct {
-	addr   string
-	conn   func() (*grpc.ClientConn, error)
-	queue  chan queued
-	bytes  *budget.Budget // encoded bytes in queue
-	log    *slog.Logger
-	sent   atomic.Uint64
-	failed atomic.Uint64
-	done   chan struct{}
+	addr  string
+	conn  func() (*grpc.ClientConn, error)
+	queue chan queued
+	bytes *budget.Budget // encoded bytes in queue
+	log   *slog.Logger
+	done  chan struct{}
 
 	// closing is closed when the lane's job has no task left on this
 	// worker: the lane sends what is queued, ends its stream and exits.
-	closing   chan struct{}
-	closeOnce sync.Once
-	mu        sync.Mutex
-	sending   int  // Sends between their check of closed and their enqueue
-	closed    bool // the goroutine has exited or is about to: Send refuses
+	closing chan struct{}
+	mu      sync.Mutex
+	sending int  // Sends between their check of closed and their enqueue
+	closed  bool // the goroutine has exited or is about to: Send refuses
 }
 
 // errLaneClosed makes Peers.Send take a fresh lane.
@@ -85,11 +81,11 @@ type Peers struct {
 	// their order across a close.
 	retiring map[laneKey]*Peer
 	conns    map[string]*grpc.ClientConn
-	ctx   context.Context
-	log   *slog.Logger
-	creds credentials.TransportCredentials
-	wg    sync.WaitGroup
-	down  bool // ctx ended: no lane starts any more
+	ctx      context.Context
+	log      *slog.Logger
+	creds    credentials.TransportCredentials
+	wg       sync.WaitGroup
+	down     bool // ctx ended: no lane starts any more
 }
 
 // NewPeers starts no stream yet: each lane dials on first use and
@@ -198,16 +194,9 @@ func (ps *Peers) CloseJob(job string) {
 		if k.job == job && k.task != "" {
 			delete(ps.lanes, k)
 			ps.retiring[k] = p
-			p.closeOnce.Do(func() { close(p.closing) })
+			close(p.closing) // once: the lane has left ps.lanes
 		}
 	}
-}
-
-// Lanes is how many lanes are open, for tests.
-func (ps *Peers) Lanes() int {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return len(ps.lanes)
 }
 
 // Wait waits for every lane's goroutine to exit (after ctx ends).
@@ -376,11 +365,9 @@ func (p *Peer) stream(ctx context.Context, pending *queued) error {
 		}
 		if err := st.SendMsg(q.f); err != nil {
 			*pending = q
-			p.failed.Add(1)
 			return fmt.Errorf("send to %s: %w", p.addr, err)
 		}
 		*pending = queued{}
-		p.sent.Add(1)
 		p.bytes.Release(q.n)
 		q.f.Release() // encoded: the record array can be reused (the sending task reserved it)
 	}

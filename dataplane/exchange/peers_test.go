@@ -111,7 +111,7 @@ func TestBusyTaskHoldsUpNoOtherTask(t *testing.T) {
 	if got := recv.arrived("busy"); len(got) != 0 {
 		t.Fatalf("busy took %d frames before it was released", len(got))
 	}
-	if got := ps.Lanes(); got != 3 {
+	if got := lanes(ps); got != 3 {
 		t.Fatalf("%d lanes open, want 3 (busy, idle, control)", got)
 	}
 	close(recv.release)
@@ -145,7 +145,7 @@ func TestCloseJobSendsWhatIsQueued(t *testing.T) {
 	send(dataFrame("other", "idle", 0))
 	send(&wire.Frame{Kind: wire.FrameCredit, JobID: "old", FromTask: "idle", ToTask: "source-0"})
 	waitArrived(t, recv, "idle", 2, 10*time.Second)
-	if got := ps.Lanes(); got != 4 {
+	if got := lanes(ps); got != 4 {
 		t.Fatalf("%d lanes open, want 4", got)
 	}
 	ps.mu.Lock()
@@ -153,7 +153,7 @@ func TestCloseJobSendsWhatIsQueued(t *testing.T) {
 	ps.mu.Unlock()
 
 	ps.CloseJob("old")
-	if got := ps.Lanes(); got != 2 {
+	if got := lanes(ps); got != 2 {
 		t.Fatalf("%d lanes open after closing job old, want 2 (other's and control)", got)
 	}
 	close(recv.release)
@@ -225,4 +225,11 @@ func TestCloseJobRacingSends(t *testing.T) {
 			t.Fatalf("frame %d arrived carrying seq %d", i, seq)
 		}
 	}
+}
+
+// lanes is how many lanes ps has open.
+func lanes(ps *Peers) int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return len(ps.lanes)
 }
