@@ -10,6 +10,7 @@ import (
 
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
+	"koala/experiments/hostcpu"
 	"koala/workflows"
 )
 
@@ -198,6 +199,10 @@ type CompareRow struct {
 	StateMove *StateMoveTotal `json:"state_move,omitempty"`
 	// ReconfigSpan is the reconfiguration interval on the metric axis.
 	ReconfigSpan []Interval `json:"reconfig_span,omitempty"`
+
+	// HostSamples is this machine's CPU over the run (hostcpu), kept so a
+	// report rebuilt from ClickHouse later has it too; nil: not sampled.
+	HostSamples *hostcpu.Record `json:"host_cpu_samples,omitempty"`
 
 	// Series aligned on the first reconfiguration's start (= 0 s).
 	SinkAligned []metrics.Point `json:"sink_throughput_aligned,omitempty"`

@@ -35,6 +35,12 @@ type RunSeries struct {
 	// DrainLag is the lag of the pipeline keeping up (the rate probe's
 	// last sustained step); 0: derived from the run's pre-scale seconds.
 	DrainLag float64
+	// HostBusy is this machine's busy cores per second (hostcpu) and
+	// HostCPUs its CPU count; HostNotMeasured says why there is none
+	// (both empty: the run was not sampled, e.g. made before sampling).
+	HostBusy        []metrics.Point
+	HostCPUs        int
+	HostNotMeasured string
 }
 
 // RunMetrics are the comparison figures of one run. A nil field is "n/a".
@@ -84,6 +90,9 @@ type RunMetrics struct {
 	// Backlog: when the lag stopped growing and drained after the first
 	// reconfiguration (backlog.go); nil without a reconfiguration.
 	Backlog *Backlog `json:"backlog,omitempty"`
+	// HostCPU: how busy the machine was before and after the first
+	// reconfiguration (compare_hostcpu.go); nil for an unsampled run.
+	HostCPU *HostCPUFigures `json:"host_cpu,omitempty"`
 }
 
 // ComputeRunMetrics derives the comparison figures of one run. It is pure.
@@ -128,6 +137,11 @@ func ComputeRunMetrics(s RunSeries) RunMetrics {
 	}
 	m.PreBatch = m.batchWindow(s.BatchHists, func(sec float64) bool { return sec >= CompareWarmupSec && sec+1 <= preEnd })
 	m.TargetIn = targetInFigures(CleanPoints(s.TargetIn), rcs, preEnd, horizon)
+	trigger := math.NaN()
+	if len(rcs) > 0 {
+		trigger, _ = reconfigSpan(rcs)
+	}
+	m.HostCPU = hostCPUFigures(s.HostBusy, s.HostCPUs, s.HostNotMeasured, CompareWarmupSec, preEnd, trigger, horizon)
 	if len(rcs) == 0 {
 		m.LagNote = "no reconfiguration"
 		return m

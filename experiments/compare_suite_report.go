@@ -15,24 +15,25 @@ const TargetDrainSpeedup = 3.0
 // offered rate and backlog at the trigger beside them. It is pure.
 func CompareSuiteTable(cmps []Comparison) string {
 	var b strings.Builder
-	b.WriteString("| experiment | state | offered (probe sustained) | lazy backlog at trigger | lazy lowest 1 s ÷ pre (pre floor) | p99 s > 2× pre | worst p99 s: lazy / remote | drained: lazy / S&R / DRRS / remote | lazy drain vs S&R | drain rate after the peak, K rec/s: lazy / S&R / DRRS |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| experiment | state | offered (probe sustained) | lazy backlog at trigger | lazy lowest 1 s ÷ pre (pre floor) | p99 s > 2× pre | worst p99 s: lazy / remote | drained: lazy / S&R / DRRS / remote | lazy drain vs S&R | drain rate after the peak, K rec/s: lazy / S&R / DRRS | lazy run: CPU busy before / after |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range cmps {
 		lazy, sar := c.row(VariantLazy), c.row(VariantStopAndRestart)
 		drrs, remote := c.row(VariantDRRS), c.row(VariantRemote)
 		cells := []string{c.Experiment, stateCell(c.Load), offeredCell(c.Load)}
 		if lazy == nil {
-			cells = append(cells, "no lazy run", "", "", "", "", "", "")
+			cells = append(cells, "no lazy run", "", "", "", "", "", "", "")
 		} else {
 			cells = append(cells, backlogAtTrigger(lazy), minRatioCell(lazy), p99OverCell(lazy), worstP99Cell(lazy, remote),
 				strings.Join([]string{drainedCell(lazy), drainedCell(sar), drainedCell(drrs), drainedCell(remote)}, " / "),
 				drainSpeedupCell(lazy, sar),
-				strings.Join([]string{drainRateCell(lazy), drainRateCell(sar), drainRateCell(drrs)}, " / "))
+				strings.Join([]string{drainRateCell(lazy), drainRateCell(sar), drainRateCell(drrs)}, " / "),
+				lazy.HostCPU.text())
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
-	fmt.Fprintf(&b, "\nTargets (lazy): lowest 1 s ≥ %.1f × pre; no second of [trigger, +%d s) with a p99 batch time over %.0f × pre's, and the worst below remote's; the backlog drained ≥ %.0f × faster than stop-and-restart's. Drains are seconds after the reconfiguration's start (\"no\": not drained when the input ended). The drain rate stands beside the issue's drain check because the protocols' runs build different backlogs before the trigger (each is its own run, and the pre-scale seconds vary): records of lag removed per second from the peak until drained (or until the input ended). A row is from one `koala compare` run of the suite; its compare.md has every figure.\n",
-		TargetMinRatio, int(TriggerWindowSec), TriggerP99Factor, TargetDrainSpeedup)
+	fmt.Fprintf(&b, "\nTargets (lazy): lowest 1 s ≥ %.1f × pre; no second of [trigger, +%d s) with a p99 batch time over %.0f × pre's, and the worst below remote's; the backlog drained ≥ %.0f × faster than stop-and-restart's. Drains are seconds after the reconfiguration's start (\"no\": not drained when the input ended). The drain rate stands beside the issue's drain check because the protocols' runs build different backlogs before the trigger (each is its own run, and the pre-scale seconds vary): records of lag removed per second from the peak until drained (or until the input ended). The CPU column is this machine's busy cores during the lazy run (every process: pipeline, producers, Kafka, ClickHouse, Temporal), over its pre-scale seconds and the %d s from the trigger: a scale-out drains a backlog only with cores left over. A row is from one `koala compare` run of the suite; its compare.md has every figure.\n",
+		TargetMinRatio, int(TriggerWindowSec), TriggerP99Factor, TargetDrainSpeedup, int(TriggerWindowSec))
 	return b.String()
 }
 

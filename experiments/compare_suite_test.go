@@ -128,9 +128,10 @@ func TestCompareSuiteTable(t *testing.T) {
 		}},
 		{Experiment: "q-failed", Rows: []CompareRow{{Protocol: VariantLazy, Status: StatusFailed}}},
 	}
+	cmps[0].Rows[0].HostCPU = &HostCPUFigures{CPUs: 2, Pre: f(1.5), After: f(1.96)}
 	got := CompareSuiteTable(cmps)
 	lines := strings.Split(got, "\n")
-	require.Contains(t, lines[2], "| q-met | 2.30 GB | 13000 ev/s (10000) | 50000 | 0.95 (0.70) met | 0/31 met | 40.0 / 70.0 ms met | +10 s / no / +45 s / no | > 6.0× (S&R not drained by +60 s) met | 11.0 / 0.6 / 1.4 |")
-	require.Contains(t, lines[3], "| q-missed | — | config's rate | 50000 | 0.50 (0.70) missed | 2/31 missed | 80.0 / 70.0 ms missed | +30 s / +45 s / — / no | 1.5× not shown | 2.2 / 1.4 / — |")
+	require.Contains(t, lines[2], "| q-met | 2.30 GB | 13000 ev/s (10000) | 50000 | 0.95 (0.70) met | 0/31 met | 40.0 / 70.0 ms met | +10 s / no / +45 s / no | > 6.0× (S&R not drained by +60 s) met | 11.0 / 0.6 / 1.4 | 1.50 / 1.96 of 2 |")
+	require.Contains(t, lines[3], "| q-missed | — | config's rate | 50000 | 0.50 (0.70) missed | 2/31 missed | 80.0 / 70.0 ms missed | +30 s / +45 s / — / no | 1.5× not shown | 2.2 / 1.4 / — | not measured |")
 	require.Contains(t, lines[4], "| q-failed | — | config's rate | no lazy run |")
 }

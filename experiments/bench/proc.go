@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"koala/experiments/hostcpu"
 )
 
 // ProcCPUTicks parses the contents of /proc/<pid>/stat and returns
@@ -33,7 +35,7 @@ func ProcCPUTicks(stat string) (uint64, error) {
 }
 
 // ClockTicks is USER_HZ, 100 on every Linux platform Go supports.
-const ClockTicks = 100
+const ClockTicks = hostcpu.ClockTicks
 
 // ProcCPUSeconds reads utime+stime of pid in seconds.
 func ProcCPUSeconds(pid int) (float64, error) {
@@ -64,32 +66,14 @@ type CPUSample struct {
 // MachineBusySeconds reads the busy CPU seconds of the whole machine from
 // /proc/stat.
 func MachineBusySeconds() (float64, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, err
-	}
-	return ParseMachineBusy(string(b))
+	s, _, err := hostcpu.Read()
+	return s.Busy, err
 }
 
 // ParseMachineBusy parses the "cpu" line of /proc/stat.
 func ParseMachineBusy(stat string) (float64, error) {
-	line, _, _ := strings.Cut(stat, "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, fmt.Errorf("proc stat: bad cpu line %q", line)
-	}
-	var busy uint64
-	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
-		if i == 3 || i == 4 {
-			continue
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("proc stat: %w", err)
-		}
-		busy += n
-	}
-	return float64(busy) / ClockTicks, nil
+	busy, _, err := hostcpu.ParseStat(stat)
+	return busy, err
 }
 
 // machineAt is CPUAt for the machine-wide busy seconds.

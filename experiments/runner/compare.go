@@ -16,6 +16,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/experiments"
+	"koala/experiments/hostcpu"
 	"koala/workflows"
 )
 
@@ -235,6 +236,8 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 		return row
 	}
 	id := fmt.Sprintf("%s-%s-%s", in.Name, v.Variant, v.Stamp)
+	host := hostcpu.Start(time.Second)
+	defer host.Stop() // a run that fails; a finished one stops it below
 	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.RunExperiment, in)
 	if err != nil {
 		row.Status, row.Reason = experiments.StatusFailed, fmt.Sprintf("start workflow %s: %v", id, err)
@@ -262,6 +265,8 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 		return row
 	}
 	WriteRawResult(v.Dir, v.Variant, res)
+	rec := host.Stop()
+	row.HostSamples = &rec
 
 	if s.ClickHouse != nil {
 		Sleep(ctx, v.FlushWait)
@@ -306,6 +311,7 @@ func buildRow(ctx context.Context, ch *metrics.ClickHouse, row experiments.Compa
 		jobStart = res.StartedAt // the workflow's own series then share its axis closely enough
 	}
 	sr.DrainLag = drainLag
+	sr.HostBusy, sr.HostCPUs, sr.HostNotMeasured = hostSeries(row.HostSamples, jobStart)
 	row = experiments.BuildRow(row, res, totalSec, jobStart, sr)
 	row.MetricsError = strings.Join(merr, "; ")
 	return row
@@ -392,4 +398,21 @@ func readSeries(ctx context.Context, ch *metrics.ClickHouse, res workflows.Exper
 		sr.Bytes = append(sr.Bytes, bytes...)
 	}
 	return sr, jobStart, errs
+}
+
+// hostSeries puts a run's host CPU samples on its metric axis (zero at
+// jobStart). A run sampled on a machine without /proc/stat gives why; an
+// unsampled one (nil, from before sampling) gives nothing.
+func hostSeries(rec *hostcpu.Record, jobStart time.Time) (busy []metrics.Point, cpus int, why string) {
+	if rec == nil {
+		return nil, 0, ""
+	}
+	if rec.Err != "" {
+		return nil, 0, rec.Err
+	}
+	busy, err := hostcpu.Cores(rec.Samples, jobStart)
+	if err != nil {
+		return nil, 0, err.Error()
+	}
+	return busy, rec.CPUs, ""
 }
