@@ -202,7 +202,10 @@ func (a *Activities) AwaitMigration(ctx context.Context, in AwaitMigrationInput)
 					return err
 				}
 				for _, s := range st {
-					if s.KLTSize != 0 || !want[s.TaskID] {
+					// A task that still owes a report is not done even
+					// with an empty table: its last chunk may still be
+					// dropping keys at an old owner that finalize stops.
+					if s.KLTSize != 0 || s.MigrationOwed != "" || !want[s.TaskID] {
 						continue
 					}
 					// Done by now at the latest.

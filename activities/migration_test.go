@@ -196,3 +196,67 @@ func TestMoveSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestAwaitMigrationWaitsForTheOwedReport: a task whose lookup table is
+// already empty but which still owes this reconfiguration's "migrated"
+// report (a last chunk may still be dropping keys at an old owner that
+// finalize then stops) is not done, even on its first gain, when it has no
+// earlier report. Once the status shows the report, it is.
+func TestAwaitMigrationWaitsForTheOwedReport(t *testing.T) {
+	const job, task, reconfig = "job-1", "count-0", "r-2"
+	cases := []struct {
+		name      string
+		owedFor   int // status replies that still owe the report
+		wantErr   string
+		wantBytes uint64
+	}{
+		{name: "owed throughout", owedFor: 1 << 30, wantErr: "still waiting for " + task},
+		{name: "owed, then reported", owedFor: 1, wantBytes: 9},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, _ := startNATS(t)
+			acts := &Activities{NC: connect(t, ns.ClientURL(), "controller")}
+			worker := connect(t, ns.ClientURL(), "w1")
+			var mu sync.Mutex
+			replies := 0
+			_, err := worker.Subscribe(control.WorkerSubject("w1", control.VerbStatus), func(m *nats.Msg) {
+				mu.Lock()
+				replies++
+				st := control.TaskStatus{TaskID: task, MigrationOwed: reconfig}
+				if replies > tc.owedFor {
+					st = control.TaskStatus{TaskID: task, Migrated: &control.MigrationProgress{JobID: job, ReconfigID: reconfig, TaskID: task, Event: control.EventMigrated, Bytes: 9}}
+				}
+				mu.Unlock()
+				body, _ := json.Marshal(control.StatusReply{WorkerID: "w1", Tasks: []control.TaskStatus{st}})
+				reply, _ := json.Marshal(control.Reply{Version: control.Version, Body: body})
+				_ = m.Respond(reply)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := worker.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			dep := control.Deployment{Job: control.JobSpec{JobID: job}, Tasks: []control.TaskRef{{ID: task, Operator: "count", Index: 0, WorkerID: "w1"}}}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rep, err := acts.AwaitMigration(ctx, AwaitMigrationInput{
+				Deployment: dep, Tasks: []string{task}, TimeoutSecs: 5,
+				Step: StepInfo{JobID: job, ReconfigID: reconfig, Step: "await-migration"},
+			})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("AwaitMigration = %+v, %v; want an error containing %q", rep, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Bytes != tc.wantBytes {
+				t.Errorf("reported %d bytes moved, want %d", rep.Bytes, tc.wantBytes)
+			}
+		})
+	}
+}

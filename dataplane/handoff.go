@@ -461,7 +461,7 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 			}
 		}
 	}
-	t.keyed.pending = f.BarrierID
+	t.keyed.setPending(f.BarrierID)
 	t.keyed.installed.Store(f.BarrierID+"/"+f.FromTask, true)
 	t.w.log.Debug("klt installed", "task", t.id, "from", f.FromTask, "reconfig", f.BarrierID, "entries", t.keyed.klt.Len())
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask, Remaining: t.keyed.klt.Len()})

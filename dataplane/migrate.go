@@ -172,7 +172,7 @@ func (t *task) afterBatch(ctx context.Context) error {
 		ks.reportedMoved = moved
 		ks.lastMigrated.Store(&ev)
 		t.w.announceProgress(ev)
-		ks.pending = ""
+		ks.setPending("")
 		ks.eager, ks.bulk = false, false
 	}
 	return nil

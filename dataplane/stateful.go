@@ -48,6 +48,11 @@ type keyedState struct {
 	bulk       bool
 	chunkBytes int
 	pending    string // reconfiguration whose keys are being migrated
+	// owed mirrors pending for status, read off the task's goroutine: the
+	// reconfiguration whose "migrated" report this task still owes. Its
+	// table can be empty before then, while a chunk still takes or drops
+	// keys at an old owner, which must not stop until the report.
+	owed atomic.Pointer[string]
 
 	// pullPage is the most keys one bucket pull asks for when migrating
 	// all at once (allAtOncePage; a field so that a test can page small
@@ -465,4 +470,20 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 		}
 	}
 	return out, taken, nil
+}
+
+// setPending sets the reconfiguration whose keys are being migrated ("" once
+// reported), for the task and for its status.
+func (ks *keyedState) setPending(id string) {
+	ks.pending = id
+	ks.owed.Store(&id)
+}
+
+// owedReport is the reconfiguration whose "migrated" report the task still
+// owes, "" when none; safe off the task's goroutine.
+func (ks *keyedState) owedReport() string {
+	if p := ks.owed.Load(); p != nil {
+		return *p
+	}
+	return ""
 }

@@ -393,8 +393,13 @@ type TaskStatus struct {
 	KLTInstalled []string `json:"klt_installed,omitempty"`
 	// Migrated is the task's latest "migrated" event, for a controller
 	// that subscribed to the progress events after it was published.
-	Migrated    *MigrationProgress `json:"migrated,omitempty"`
-	KeysFetched uint64             `json:"keys_fetched,omitempty"`
+	Migrated *MigrationProgress `json:"migrated,omitempty"`
+	// MigrationOwed is the reconfiguration whose "migrated" event this
+	// task has yet to publish: its lookup table may be empty already while
+	// a last chunk still takes or drops keys at an old owner. "" when none
+	// (or from a worker that does not say).
+	MigrationOwed string `json:"migration_owed,omitempty"`
+	KeysFetched   uint64 `json:"keys_fetched,omitempty"`
 	// BucketRecords counts the records a keyed task processed per bucket
 	// (NumBuckets entries) since it started; with WithBucketLoad only.
 	BucketRecords []uint64 `json:"bucket_records,omitempty"`
