@@ -42,7 +42,7 @@ func TestAwaitMigrationIgnoresOtherReconfigurations(t *testing.T) {
 			var once sync.Once
 			// The await's status check comes after it subscribed to the
 			// job's progress, so events published here reach it.
-			_, err := worker.Subscribe(control.WorkerSubject("w1", control.VerbStatus), func(m *nats.Msg) {
+			serveStatus(t, worker, func() []control.TaskStatus {
 				once.Do(func() {
 					for _, ev := range tc.events {
 						data, _ := json.Marshal(ev)
@@ -51,16 +51,8 @@ func TestAwaitMigrationIgnoresOtherReconfigurations(t *testing.T) {
 						}
 					}
 				})
-				body, _ := json.Marshal(control.StatusReply{WorkerID: "w1", Tasks: []control.TaskStatus{{TaskID: task, KLTSize: 3}}})
-				reply, _ := json.Marshal(control.Reply{Version: control.Version, Body: body})
-				_ = m.Respond(reply)
+				return []control.TaskStatus{{TaskID: task, KLTSize: 3}}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := worker.Flush(); err != nil {
-				t.Fatal(err)
-			}
 			dep := control.Deployment{Job: control.JobSpec{JobID: job}, Tasks: []control.TaskRef{{ID: task, Operator: "count", Index: 1, WorkerID: "w1"}}}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -69,19 +61,7 @@ func TestAwaitMigrationIgnoresOtherReconfigurations(t *testing.T) {
 				Deployment: dep, Tasks: []string{task}, TimeoutSecs: 1,
 				Step: StepInfo{JobID: job, ReconfigID: "r-2", Step: "await-migration"},
 			})
-
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("AwaitMigration = %+v, %v; want an error containing %q", rep, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.Bytes != tc.wantBytes {
-				t.Errorf("reported %d bytes moved, want %d", rep.Bytes, tc.wantBytes)
-			}
+			checkAwait(t, rep, err, tc.wantErr, tc.wantBytes)
 		})
 	}
 }
@@ -220,24 +200,15 @@ func TestAwaitMigrationWaitsForTheOwedReport(t *testing.T) {
 			worker := connect(t, ns.ClientURL(), "w1")
 			var mu sync.Mutex
 			replies := 0
-			_, err := worker.Subscribe(control.WorkerSubject("w1", control.VerbStatus), func(m *nats.Msg) {
+			serveStatus(t, worker, func() []control.TaskStatus {
 				mu.Lock()
+				defer mu.Unlock()
 				replies++
-				st := control.TaskStatus{TaskID: task, MigrationOwed: reconfig}
 				if replies > tc.owedFor {
-					st = control.TaskStatus{TaskID: task, Migrated: &control.MigrationProgress{JobID: job, ReconfigID: reconfig, TaskID: task, Event: control.EventMigrated, Bytes: 9}}
+					return []control.TaskStatus{{TaskID: task, Migrated: &control.MigrationProgress{JobID: job, ReconfigID: reconfig, TaskID: task, Event: control.EventMigrated, Bytes: 9}}}
 				}
-				mu.Unlock()
-				body, _ := json.Marshal(control.StatusReply{WorkerID: "w1", Tasks: []control.TaskStatus{st}})
-				reply, _ := json.Marshal(control.Reply{Version: control.Version, Body: body})
-				_ = m.Respond(reply)
+				return []control.TaskStatus{{TaskID: task, MigrationOwed: reconfig}}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := worker.Flush(); err != nil {
-				t.Fatal(err)
-			}
 			dep := control.Deployment{Job: control.JobSpec{JobID: job}, Tasks: []control.TaskRef{{ID: task, Operator: "count", Index: 0, WorkerID: "w1"}}}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -245,18 +216,42 @@ func TestAwaitMigrationWaitsForTheOwedReport(t *testing.T) {
 				Deployment: dep, Tasks: []string{task}, TimeoutSecs: 5,
 				Step: StepInfo{JobID: job, ReconfigID: reconfig, Step: "await-migration"},
 			})
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("AwaitMigration = %+v, %v; want an error containing %q", rep, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.Bytes != tc.wantBytes {
-				t.Errorf("reported %d bytes moved, want %d", rep.Bytes, tc.wantBytes)
-			}
+			checkAwait(t, rep, err, tc.wantErr, tc.wantBytes)
 		})
+	}
+}
+
+// serveStatus answers the status requests to worker w1 with the tasks
+// status gives (called once per request).
+func serveStatus(t *testing.T, worker *nats.Conn, status func() []control.TaskStatus) {
+	t.Helper()
+	_, err := worker.Subscribe(control.WorkerSubject("w1", control.VerbStatus), func(m *nats.Msg) {
+		body, _ := json.Marshal(control.StatusReply{WorkerID: "w1", Tasks: status()})
+		reply, _ := json.Marshal(control.Reply{Version: control.Version, Body: body})
+		_ = m.Respond(reply)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkAwait compares an AwaitMigration outcome with the wanted error
+// ("" = none) or bytes.
+func checkAwait(t *testing.T, rep MigrationReport, err error, wantErr string, wantBytes uint64) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("AwaitMigration = %+v, %v; want an error containing %q", rep, err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Bytes != wantBytes {
+		t.Errorf("reported %d bytes moved, want %d", rep.Bytes, wantBytes)
 	}
 }
