@@ -164,10 +164,10 @@ func (t *task) afterBatch(ctx context.Context) error {
 	}
 	// The table first: once it is empty no chunk can start, so an idle
 	// migrator then has finished every drop.
-	if ks.pending != "" && ks.klt.Len() == 0 && ks.mig.idle() {
+	if pending := ks.pendingReport(); pending != "" && ks.klt.Len() == 0 && ks.mig.idle() {
 		// Bytes are this reconfiguration's: moved since the last report.
 		moved := ks.bytesMoved.Load()
-		ev := control.MigrationProgress{JobID: t.jobID, ReconfigID: ks.pending, TaskID: t.id, Event: control.EventMigrated,
+		ev := control.MigrationProgress{JobID: t.jobID, ReconfigID: pending, TaskID: t.id, Event: control.EventMigrated,
 			Bytes: moved - ks.reportedMoved, At: time.Now().UnixNano()}
 		ks.reportedMoved = moved
 		ks.lastMigrated.Store(&ev)

@@ -113,7 +113,7 @@ func (tc migrationChunksCase) run(t *testing.T, backend string, background bool)
 		t.Fatal(err)
 	}
 	gainer.keyed.owners.Store(owner.id, control.TaskRef{ID: owner.id, WorkerID: "w1"})
-	gainer.keyed.pending = "reconfig-1"
+	gainer.keyed.setPending("reconfig-1")
 
 	ctx := context.Background()
 	if background {

@@ -364,7 +364,7 @@ func TestBackgroundMigrationUnderLoad(t *testing.T) {
 	f.nw.mig.mu.Unlock()
 	f.nw.mode = control.ModeEventual
 	f.nw.mig.rate = control.MaxMigrationRate
-	f.nw.pending = "reconfig-1"
+	f.nw.setPending("reconfig-1")
 	local := keysInBucket(3, 50) // count-1's own bucket
 	for _, k := range local {
 		f.want[k] = 0
@@ -458,7 +458,7 @@ func TestBackgroundMigrationHottestFirst(t *testing.T) {
 func TestMigratedWaitsForTheLastDrop(t *testing.T) {
 	f := newMigratorFixture(t, t.TempDir(), 4, 4)
 	f.nw.klt.RemoveKeys("count-0", [][]byte{[]byte(f.keys[0])}) // no duplicate: the commit empties the table
-	f.nw.pending = "reconfig-1"
+	f.nw.setPending("reconfig-1")
 	tk := f.c.tasks["count-1"]
 	ctx := context.Background()
 	checked := false

@@ -47,12 +47,12 @@ type keyedState struct {
 	// instead of one pull per batch or idle tick.
 	bulk       bool
 	chunkBytes int
-	pending    string // reconfiguration whose keys are being migrated
-	// owed mirrors pending for status, read off the task's goroutine: the
-	// reconfiguration whose "migrated" report this task still owes. Its
-	// table can be empty before then, while a chunk still takes or drops
-	// keys at an old owner, which must not stop until the report.
-	owed atomic.Pointer[string]
+	// pending is the reconfiguration whose keys are being migrated: whose
+	// "migrated" report this task still owes (nil or "": none). Status
+	// reads it off the task's goroutine, hence atomic: the table can be
+	// empty before the report, while a chunk still takes or drops keys at
+	// an old owner, which must not stop until then.
+	pending atomic.Pointer[string]
 
 	// pullPage is the most keys one bucket pull asks for when migrating
 	// all at once (allAtOncePage; a field so that a test can page small
@@ -473,16 +473,13 @@ func (t *task) fetchKeys(ctx context.Context, byOwner map[string][][]byte) (map[
 }
 
 // setPending sets the reconfiguration whose keys are being migrated ("" once
-// reported), for the task and for its status.
-func (ks *keyedState) setPending(id string) {
-	ks.pending = id
-	ks.owed.Store(&id)
-}
+// reported).
+func (ks *keyedState) setPending(id string) { ks.pending.Store(&id) }
 
-// owedReport is the reconfiguration whose "migrated" report the task still
-// owes, "" when none; safe off the task's goroutine.
-func (ks *keyedState) owedReport() string {
-	if p := ks.owed.Load(); p != nil {
+// pendingReport is the reconfiguration whose "migrated" report the task
+// still owes, "" when none; safe off the task's goroutine.
+func (ks *keyedState) pendingReport() string {
+	if p := ks.pending.Load(); p != nil {
 		return *p
 	}
 	return ""

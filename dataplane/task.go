@@ -548,7 +548,7 @@ func (t *task) status(req control.TasksRequest) control.TaskStatus {
 		}
 		st.BytesMoved = t.keyed.bytesMoved.Load()
 		st.Migrated = t.keyed.lastMigrated.Load()
-		st.MigrationOwed = t.keyed.owedReport()
+		st.MigrationOwed = t.keyed.pendingReport()
 		// Only once started: a snapshot load replaces the store of a task
 		// that has not started yet, while this reads it.
 		if cs, ok := t.keyed.store.(interface{ CacheStats() statesvc.CacheStats }); ok && st.Running {
