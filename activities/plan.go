@@ -61,6 +61,9 @@ func planFor(in PlanInput) (plan.Plan, error) {
 	if err != nil {
 		return p, err
 	}
+	if err := p.CheckDirections(); err != nil {
+		return plan.Plan{}, err
+	}
 	return p, transactionalSink(in.Current.Job, p.Operator)
 }
 

@@ -17,7 +17,8 @@ import (
 // into its inbox and its upstreams like any slow task. The handoff's
 // sending does not depend on the old owner's goroutine (it reads the store
 // and writes to the new owner), and a task never both gives and gains
-// buckets in one reconfiguration (workflows/plan), so the wait ends.
+// buckets in one reconfiguration (workflows/plan; Plan.CheckDirections
+// refuses a plan that would), so the wait ends.
 type handoffQueue struct {
 	mu      sync.Mutex
 	pending []*wire.Frame

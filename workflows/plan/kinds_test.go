@@ -51,14 +51,8 @@ func checkExecutable(t *testing.T, old control.Deployment, pl Plan) {
 	if n != len(want) {
 		t.Fatalf("MovesByPair has %d buckets, Moves %d", n, len(want))
 	}
-	givers := map[string]bool{}
-	for _, pm := range pl.MovesByPair {
-		givers[pm.From] = true
-	}
-	for _, pm := range pl.MovesByPair {
-		if givers[pm.To] {
-			t.Fatalf("task %s both gives and receives buckets", pm.To)
-		}
+	if err := pl.CheckDirections(); err != nil {
+		t.Fatal(err)
 	}
 	oldIDs, newIDs := map[string]control.TaskRef{}, map[string]control.TaskRef{}
 	for _, t := range old.Tasks {
