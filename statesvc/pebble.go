@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -122,7 +123,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 	if err != nil {
 		return nil, fmt.Errorf("statesvc: open pebble in %s: %w", o.Dir, err)
 	}
-	p := &Pebble{db: db, cache: newValueCache(min(o.CacheBytes/valueCacheShare, maxValueCacheBytes)), volatile: o.Volatile}
+	p := &Pebble{db: db, cache: newValueCache(min(o.CacheBytes*valueCacheMultiple, maxValueCacheBytes)), volatile: o.Volatile}
 	p.cond.L = &p.mu
 	empty, err := p.isEmpty()
 	if err != nil {
@@ -165,21 +166,30 @@ func (p *Pebble) exit() {
 // value cache answers most reads.
 const pebbleIterMultiGetMin = 4
 
-// valueCacheShare sizes the value cache at CacheBytes/valueCacheShare, at
-// most maxValueCacheBytes (on top of the block cache): 32 MB by default,
-// room for about 250 K hot keys
-// of a task (an entry costs about 130 bytes). A working set that did not
-// fit sent a large share of reads to memtable seeks, the keyed counter's
-// main cost with 100 K keys per task at 1/8; with write-back (Volatile),
-// a working set within the dirty budget (3/4 of the cache) is written to
-// Pebble only when something reads Pebble directly.
-const valueCacheShare = 2
+// valueCacheMultiple sizes the value cache at CacheBytes*valueCacheMultiple,
+// at most maxValueCacheBytes (on top of the block cache): 512 MB by
+// default, room for q6*'s 200 K sellers of 2 KB, or maxValueCacheEntries
+// small ones. A working set that did not fit sent a large share of reads
+// to memtable seeks, the keyed counter's main cost with 100 K keys per
+// task at 1/8. Kilobyte values that did not fit were worse: a value
+// rewritten on every update is read back from the blob file its last
+// flush wrote, a block no read has brought into the block cache yet, so
+// nearly every read was a pread however large the block cache (q6* with a
+// 32 MB value cache: 52 % of the one task's worker in Pebble.MultiGet,
+// with a 256 or a 512 MB block cache alike; with 512 MB of values the one
+// task sustained 122 K events/s instead of 47 K). The value cache grows
+// with what is written and read, not the block cache: a 512 MB block
+// cache (the artifact's) made the q5 window 15-20 % slower per core, and
+// helped q6* not at all. With write-back (Volatile), a working set within
+// the dirty budget (dirtyBudget) is written to Pebble only when something
+// reads Pebble directly.
+const valueCacheMultiple = 2
 
 // maxValueCacheBytes caps the value cache where the block cache is larger
 // than the default: beyond a task's hot keys the value cache only adds
 // copies and evictions (it switches itself off at low hit rates), while
 // the block cache keeps the index and filter blocks every read needs.
-const maxValueCacheBytes = 32 << 20
+const maxValueCacheBytes = 512 << 20
 
 // wholeKeyComparer is Pebble's default ordering, under its name (stores
 // written before stay readable), with Split saying that a key is its own
@@ -434,7 +444,7 @@ func (p *Pebble) commitLocked(kvs []KV, skip []bool, what string) error {
 	size := 0
 	for i, kv := range kvs {
 		if skip == nil || !skip[i] {
-			size += len(kv.Key) + len(kv.Value) + 8
+			size += len(kv.Key) + len(kv.Value) + batchEntryOverhead
 		}
 	}
 	b := p.db.NewBatchWithSize(size)
@@ -511,6 +521,10 @@ func sortedOrder(kvs []KV) []int {
 // for a large backlog, so batch latency stays even.
 const writeBackChunk = 1024
 
+// batchEntryOverhead is a Pebble batch entry's bytes besides its key and
+// value: a kind byte and two varint lengths.
+const batchEntryOverhead = 1 + 2*binary.MaxVarintLen32
+
 // writeBackLocked writes dirty cache entries to Pebble, oldest first: all
 // of them with all, else chunks until they are back within their budget.
 // The caller holds wmu.
@@ -525,6 +539,7 @@ func (p *Pebble) writeBackLocked(all bool) error {
 		// and this one holds wmu.
 		var dirty []KV
 		var keys []byte // the keys' bytes, one buffer
+		size := 0
 		taken, err := p.cache.oldestDirty(n, func(k string, v []byte, present bool) error {
 			s := len(keys)
 			keys = append(keys, k...)
@@ -536,9 +551,13 @@ func (p *Pebble) writeBackLocked(all bool) error {
 				}
 			}
 			dirty = append(dirty, kv)
+			size += len(k) + len(v) + batchEntryOverhead
 			return nil
 		})
-		b := p.db.NewBatch()
+		// Sized up front: a batch grown by doubling copied a chunk of 2 KB
+		// values about twice over (memmove and memclr were 14 % of a
+		// worker's CPU after a scale-out of q6*).
+		b := p.db.NewBatchWithSize(size)
 		if err == nil {
 			err = p.batchSorted(b, dirty, nil)
 		}

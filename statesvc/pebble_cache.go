@@ -43,15 +43,17 @@ import (
 // apart. Every write bumps gen whether the cache is on or not, so a fill
 // never installs a value older than a write it did not see.
 type valueCache struct {
-	mu       sync.Mutex
-	m        cacheShards // by pointer: a rewrite of a known key updates in place
-	bytes    int64
-	limit    int64
-	gen      uint64
-	off      bool // no clean entries: lookups see only dirty ones
-	lookups  int  // in the current window
-	hits     int
-	bypassed int // keys looked up while off
+	mu    sync.Mutex
+	m     cacheShards // by pointer: a rewrite of a known key updates in place
+	bytes int64
+	limit int64
+	// minCharge is the least an entry counts against limit (charge).
+	minCharge int64
+	gen       uint64
+	off       bool // no clean entries: lookups see only dirty ones
+	lookups   int  // in the current window
+	hits      int
+	bypassed  int // keys looked up while off
 
 	// totalLookups and totalHits count since the cache was made (keys
 	// looked up while off are lookups without a hit), so a benchmark can
@@ -95,7 +97,8 @@ const (
 )
 
 // dirtyBudget bounds the dirty entries of a write-back cache at 3/4 of its
-// limit, so some room is left for clean entries to come and go. The larger
+// limit, so some room is left for clean entries to come and go, and at
+// maxDirtyBytes. The larger
 // the budget the more updates of a key meet in the cache before it is
 // written: with the keyed counter's 100 K uniform keys per task, a budget
 // short of the working set still wrote every key every other update.
@@ -109,7 +112,7 @@ func (c *valueCache) dirtyBudget() int64 {
 	if c.off {
 		return min(c.limit/4*3, offDirtyBytes)
 	}
-	return c.limit / 4 * 3
+	return min(c.limit/4*3, maxDirtyBytes)
 }
 
 // offDirtyBytes is the dirty budget of a cache that is off: with the keyed
@@ -117,6 +120,14 @@ func (c *valueCache) dirtyBudget() int64 {
 // a sorted run's keys land a few entries apart in the memtable skiplist.
 // Chosen with BenchmarkPebbleCounterManyKeys; a variable for it.
 var offDirtyBytes int64 = 4 << 20
+
+// maxDirtyBytes caps the dirty budget of a large cache at what the 32 MB
+// cache had (3/4 of it): everything that reads Pebble directly (a
+// checkpoint, a stop-and-restart's or DRRS's bulk move, Close) first
+// writes all dirty entries back, so a budget of hundreds of megabytes
+// would lengthen each of them by as much, while a large cache's clean
+// entries already answer the reads.
+const maxDirtyBytes = 24 << 20
 
 type cachedValue struct {
 	key     string // the map key (shared, not a copy)
@@ -131,10 +142,29 @@ type cachedValue struct {
 const cacheEntryOverhead = 96
 
 func newValueCache(limit int64) *valueCache {
-	return &valueCache{limit: limit}
+	return &valueCache{limit: limit, minCharge: limit / maxValueCacheEntries}
 }
 
 func (e *cachedValue) size() int64 { return int64(len(e.key) + cap(e.v) + cacheEntryOverhead) }
+
+// charge is what e counts against the cache's limit: its size, but at
+// least minCharge, so a cache sized for kilobyte values holds no more
+// entries than maxValueCacheEntries. Dirty entries count their size
+// against the dirty budget.
+func (c *valueCache) charge(e *cachedValue) int64 { return max(e.size(), c.minCharge) }
+
+// maxValueCacheEntries bounds the entries of a large cache. The cost of a
+// clean entry is per entry (a map slot, a pointer for the collector, a
+// copy on fill), and a cache of small values too many to fit pays it on
+// every miss until it is full enough to judge its hit rate: with 512 MB of
+// 8-byte counts (4 M entries), the counter over 10 M keys ran 11 % slower
+// per core (154 K against 174 K events per CPU-s, koala bench, one run
+// each, same hour) than with the 32 MB cache before, which filled at about
+// as many entries as this.
+const maxValueCacheEntries = 256 << 10
+
+// maxEvictStep is the most one eviction frees (evictLocked).
+const maxEvictStep = 8 << 20
 
 // lookup resolves what it can into out (out[i] for a hit: a copy in one
 // buffer per call, nil when the key is cached as absent) and returns the
@@ -210,7 +240,7 @@ func (c *valueCache) switchOffLocked() {
 					delete(m, k)
 					c.m.n--
 					e.gone = true
-					c.bytes -= e.size()
+					c.bytes -= c.charge(e)
 				}
 			}
 		}
@@ -256,7 +286,7 @@ func (c *valueCache) entryLocked(k []byte) *cachedValue {
 func (c *valueCache) addLocked(s string) *cachedValue {
 	e := &cachedValue{key: s}
 	c.m.add(s, e)
-	c.bytes += e.size()
+	c.bytes += c.charge(e)
 	return e
 }
 
@@ -406,7 +436,7 @@ func (c *valueCache) markWritten(n int) {
 		if c.off { // off, the cache keeps no clean entry
 			c.m.del(e.key)
 			e.gone = true
-			c.bytes -= e.size()
+			c.bytes -= c.charge(e)
 		}
 	}
 	c.dirtyHead += n
@@ -439,7 +469,7 @@ func (c *valueCache) reset() {
 // setEntryLocked caches v (nil = absent) in e, an entry of the map (new
 // ones empty), dirty when written back later.
 func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
-	c.bytes -= e.size()
+	c.bytes -= c.charge(e)
 	if e.dirty {
 		c.dirtyBytes -= e.size()
 	}
@@ -453,7 +483,7 @@ func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
 		e.v = nil
 	}
 	e.present = v != nil
-	c.bytes += e.size()
+	c.bytes += c.charge(e)
 	if dirty && !e.dirty {
 		e.dirty = true
 		c.dirty = append(c.dirty, e)
@@ -472,12 +502,16 @@ func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
 // limit is passed, freeing a quarter of the room the dirty entries leave
 // (a quarter of the limit without any). Dirty entries stay: with them
 // taking up to their budget, a fixed target such as 3/4 of the limit
-// might be out of reach, and every call would walk the whole map.
+// might be out of reach, and every call would walk the whole map. At most
+// maxEvictStep goes at once: a large cache that dropped a quarter of
+// itself shrank the heap by a hundred megabytes, which the runtime handed
+// back to the system only for the cache to take it again (q5's window
+// state: runtime.madvise was 15 % of the task's worker).
 func (c *valueCache) evictLocked() {
 	if c.bytes <= c.limit || c.bytes <= c.dirtyBytes {
 		return
 	}
-	target := c.limit - (c.limit-c.dirtyBytes)/4
+	target := c.limit - min((c.limit-c.dirtyBytes)/4, maxEvictStep)
 	shards := c.m.s
 	for j := range shards {
 		i := (c.m.evictFrom + j) % len(shards)
@@ -489,7 +523,7 @@ func (c *valueCache) evictLocked() {
 			delete(m, k)
 			c.m.n--
 			e.gone = true
-			c.bytes -= e.size()
+			c.bytes -= c.charge(e)
 			if c.bytes <= target || c.bytes <= c.dirtyBytes {
 				c.m.evictFrom = i + 1
 				return
@@ -627,7 +661,7 @@ func (c *valueCache) dropRange(start, end []byte) {
 func (c *valueCache) dropLocked(e *cachedValue) bool {
 	c.m.del(e.key)
 	e.gone = true
-	c.bytes -= e.size()
+	c.bytes -= c.charge(e)
 	if !e.dirty {
 		return false
 	}
@@ -665,7 +699,7 @@ func (c *valueCache) forget(d *dirtyRange, onDisk [][]byte) {
 	for _, i := range d.whole {
 		for _, e := range c.m.s[i] {
 			e.gone = true
-			c.bytes -= e.size()
+			c.bytes -= c.charge(e)
 			if e.dirty {
 				e.dirty = false
 				c.dirtyBytes -= e.size()

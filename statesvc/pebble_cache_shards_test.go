@@ -58,7 +58,7 @@ func checkCache(t *testing.T, what string, c *valueCache) {
 		if e.key != k || e.gone || shardOf(k) >= len(c.m.s) || c.m.s[shardOf(k)][k] != e {
 			t.Errorf("%s: entry %q misfiled (key %q, gone %v)", what, k, e.key, e.gone)
 		}
-		bytes += e.size()
+		bytes += c.charge(e)
 		if e.dirty {
 			dirty++
 			dirtyBytes += e.size()

@@ -9,7 +9,8 @@ type CacheStats struct {
 	// off (a key looked up while the cache is off is a lookup without a
 	// hit); Hits the keys the cache answered, present or known absent.
 	Lookups, Hits uint64
-	// LimitBytes is the cache's capacity (CacheBytes / valueCacheShare).
+	// LimitBytes is the cache's capacity (CacheBytes * valueCacheMultiple, at
+	// most maxValueCacheBytes).
 	LimitBytes int64
 }
 

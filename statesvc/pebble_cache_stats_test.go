@@ -13,7 +13,7 @@ func TestPebbleCacheStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if s := p.CacheStats(); s.Lookups != 0 || s.Hits != 0 || s.LimitBytes != (1<<20)/valueCacheShare {
+	if s := p.CacheStats(); s.Lookups != 0 || s.Hits != 0 || s.LimitBytes != (1<<20)*valueCacheMultiple {
 		t.Fatalf("fresh store: %+v", s)
 	}
 	keys := [][]byte{[]byte("a"), []byte("b"), []byte("c")}

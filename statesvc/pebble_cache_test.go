@@ -137,3 +137,52 @@ func TestValueCacheEvictsOnlyClean(t *testing.T) {
 		}
 	}
 }
+
+// A cache sized for kilobyte values holds all of a working set of them,
+// but no more small values than maxValueCacheEntries: an entry costs per
+// entry, whatever its size.
+func TestValueCacheEntryBound(t *testing.T) {
+	fillN := func(c *valueCache, n, size int) {
+		// Written through (clean entries), not looked up: with no
+		// lookups the cache never judges its hit rate, so only its
+		// bounds evict.
+		v := make([]byte, size)
+		for i := 0; i < n; i += 1000 {
+			kvs := make([]KV, 0, 1000)
+			for j := i; j < min(i+1000, n); j++ {
+				kvs = append(kvs, KV{Key: fmt.Appendf(nil, "key-%08d", j), Value: v})
+			}
+			c.beginWrite()
+			c.wrote(kvs)
+		}
+	}
+	for _, tc := range []struct {
+		name        string
+		limit       int64
+		keys, size  int
+		wantAtLeast int
+		wantAtMost  int
+	}{
+		// q6*'s sellers: 200 K values of 2 KB in a 512 MB cache.
+		{"kilobyte values fit", 512 << 20, 200_000, 2048, 200_000, 200_000},
+		// 8-byte counts: bounded by entries, not bytes.
+		{"small values bounded by entries", 512 << 20, 600_000, 8, maxValueCacheEntries / 2, maxValueCacheEntries},
+		// A small cache is bounded by its bytes as before.
+		{"small cache", 1 << 20, 50_000, 8, 1, (1 << 20) / cacheEntryOverhead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newValueCache(tc.limit)
+			fillN(c, tc.keys, tc.size)
+			c.mu.Lock()
+			n, bytes := c.m.n, c.bytes
+			c.mu.Unlock()
+			if n < tc.wantAtLeast || n > tc.wantAtMost {
+				t.Fatalf("%d entries (%d bytes charged) after filling %d keys of %d bytes; want %d..%d",
+					n, bytes, tc.keys, tc.size, tc.wantAtLeast, tc.wantAtMost)
+			}
+			if bytes > tc.limit {
+				t.Fatalf("%d bytes charged, over the limit %d", bytes, tc.limit)
+			}
+		})
+	}
+}

@@ -120,7 +120,7 @@ func (c *valueCache) bufferMoved(chunk []byte) error {
 		}
 		c.m.n++
 		e.dirty = true
-		c.bytes += e.size()
+		c.bytes += c.charge(e)
 		c.dirtyBytes += e.size()
 		c.dirty = append(c.dirty, e)
 	}

@@ -73,8 +73,9 @@ const (
 // The block cache is 256 MiB (the artifact's is 512 MiB): Pebble allocates
 // it as blocks arrive, so small state costs nothing more, and on state far
 // larger than it, a read finds the index blocks it needs cached and pays
-// one data block read instead of two or three. The value cache stays at 32
-// MiB (maxValueCacheBytes).
+// one data block read instead of two or three. The value cache in front
+// of Pebble takes up to 512 MiB more (valueCacheMultiple): values, not
+// blocks, are what a stateful operator reads back (pebble.go).
 const (
 	DefaultCacheBytes    int64 = 256 << 20
 	DefaultMemTableBytes int64 = 64 << 20
@@ -104,7 +105,9 @@ type Options struct {
 	// CacheBytes is the Pebble block cache size; 0 means DefaultCacheBytes.
 	// The cache is allocated with room for two memtables on top, because
 	// Pebble reserves memtable memory inside its block cache. The value
-	// cache in front of Pebble takes up to CacheBytes/2 more.
+	// cache in front of Pebble takes up to 2 × CacheBytes more (at most
+	// 512 MiB), so a store of large state holds about 3 × CacheBytes and
+	// two memtables.
 	CacheBytes int64
 	// MemTableBytes is the Pebble memtable size; 0 means DefaultMemTableBytes.
 	MemTableBytes int64
