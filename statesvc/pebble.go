@@ -177,9 +177,8 @@ const pebbleIterMultiGetMin = 4
 // nearly every read was a pread however large the block cache (q6* with a
 // 32 MB value cache: 52 % of the one task's worker in Pebble.MultiGet,
 // with a 256 or a 512 MB block cache alike; with 512 MB of values the one
-// task sustained 122 K events/s instead of 47 K). The value cache grows
-// with what is written and read, not the block cache: a 512 MB block
-// cache (the artifact's) made the q5 window 15-20 % slower per core, and
+// task sustained 122 K events/s instead of 47 K). So the value cache is
+// what grows, not the block cache: a 512 MB block cache (the artifact's)
 // helped q6* not at all. With write-back (Volatile), a working set within
 // the dirty budget (dirtyBudget) is written to Pebble only when something
 // reads Pebble directly.

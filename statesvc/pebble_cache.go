@@ -64,6 +64,10 @@ type valueCache struct {
 	dirty      []*cachedValue
 	dirtyHead  int
 	dirtyBytes int64
+	// dirtyCharge is what the dirty entries count against limit
+	// (charge): evictLocked weighs it against bytes, in the same unit,
+	// to know what clean entries it can free.
+	dirtyCharge int64
 
 	// recent lists the entries of the last lookup's keys (filled in by
 	// fill), in key order. A stateful operator writes back the keys it
@@ -425,13 +429,14 @@ func (c *valueCache) markWritten(n int) {
 		}
 		c.m.n, c.bytes = 0, 0
 		clear(c.dirty)
-		c.dirty, c.dirtyHead, c.dirtyBytes = c.dirty[:0], 0, 0
+		c.dirty, c.dirtyHead, c.dirtyBytes, c.dirtyCharge = c.dirty[:0], 0, 0, 0
 		c.forgetRecentLocked()
 		return
 	}
 	for i, e := range c.dirty[c.dirtyHead : c.dirtyHead+n] {
 		e.dirty = false
 		c.dirtyBytes -= e.size()
+		c.dirtyCharge -= c.charge(e)
 		c.dirty[c.dirtyHead+i] = nil
 		if c.off { // off, the cache keeps no clean entry
 			c.m.del(e.key)
@@ -462,7 +467,7 @@ func (c *valueCache) reset() {
 	c.m.clear()
 	c.bytes = 0
 	clear(c.dirty)
-	c.dirty, c.dirtyHead, c.dirtyBytes = c.dirty[:0], 0, 0
+	c.dirty, c.dirtyHead, c.dirtyBytes, c.dirtyCharge = c.dirty[:0], 0, 0, 0
 	c.forgetRecentLocked()
 }
 
@@ -472,6 +477,7 @@ func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
 	c.bytes -= c.charge(e)
 	if e.dirty {
 		c.dirtyBytes -= e.size()
+		c.dirtyCharge -= c.charge(e)
 	}
 	// Readers copy under the lock, so a known key's buffer is reused when
 	// the new value fits: no allocation per write of a hot key.
@@ -494,6 +500,7 @@ func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
 	// markWritten.
 	if e.dirty {
 		c.dirtyBytes += e.size()
+		c.dirtyCharge += c.charge(e)
 	}
 }
 
@@ -508,10 +515,10 @@ func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
 // back to the system only for the cache to take it again (q5's window
 // state: runtime.madvise was 15 % of the task's worker).
 func (c *valueCache) evictLocked() {
-	if c.bytes <= c.limit || c.bytes <= c.dirtyBytes {
+	if c.bytes <= c.limit || c.bytes <= c.dirtyCharge {
 		return
 	}
-	target := c.limit - min((c.limit-c.dirtyBytes)/4, maxEvictStep)
+	target := c.limit - min((c.limit-c.dirtyCharge)/4, maxEvictStep)
 	shards := c.m.s
 	for j := range shards {
 		i := (c.m.evictFrom + j) % len(shards)
@@ -524,7 +531,7 @@ func (c *valueCache) evictLocked() {
 			c.m.n--
 			e.gone = true
 			c.bytes -= c.charge(e)
-			if c.bytes <= target || c.bytes <= c.dirtyBytes {
+			if c.bytes <= target || c.bytes <= c.dirtyCharge {
 				c.m.evictFrom = i + 1
 				return
 			}
@@ -667,6 +674,7 @@ func (c *valueCache) dropLocked(e *cachedValue) bool {
 	}
 	e.dirty = false
 	c.dirtyBytes -= e.size()
+	c.dirtyCharge -= c.charge(e)
 	return true
 }
 
@@ -703,6 +711,7 @@ func (c *valueCache) forget(d *dirtyRange, onDisk [][]byte) {
 			if e.dirty {
 				e.dirty = false
 				c.dirtyBytes -= e.size()
+				c.dirtyCharge -= c.charge(e)
 				dropped = true
 			}
 		}

@@ -52,7 +52,7 @@ func checkCache(t *testing.T, what string, c *valueCache) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n, bytes, dirtyBytes, dirty := 0, int64(0), int64(0), 0
+	n, bytes, dirtyBytes, dirtyCharge, dirty := 0, int64(0), int64(0), int64(0), 0
 	c.m.each(func(k string, e *cachedValue) bool {
 		n++
 		if e.key != k || e.gone || shardOf(k) >= len(c.m.s) || c.m.s[shardOf(k)][k] != e {
@@ -62,6 +62,7 @@ func checkCache(t *testing.T, what string, c *valueCache) {
 		if e.dirty {
 			dirty++
 			dirtyBytes += e.size()
+			dirtyCharge += c.charge(e)
 		}
 		return true
 	})
@@ -75,6 +76,9 @@ func checkCache(t *testing.T, what string, c *valueCache) {
 	if n != c.m.len() || bytes != c.bytes || dirtyBytes != c.dirtyBytes || dirty != len(listed) {
 		t.Errorf("%s: %d entries (counted %d), %d bytes (counted %d), %d dirty bytes (counted %d), %d dirty (listed %d)",
 			what, n, c.m.len(), bytes, c.bytes, dirtyBytes, c.dirtyBytes, dirty, len(listed))
+	}
+	if dirtyCharge != c.dirtyCharge {
+		t.Errorf("%s: dirty entries charged %d (counted %d)", what, dirtyCharge, c.dirtyCharge)
 	}
 }
 

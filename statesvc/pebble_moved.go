@@ -122,6 +122,7 @@ func (c *valueCache) bufferMoved(chunk []byte) error {
 		e.dirty = true
 		c.bytes += c.charge(e)
 		c.dirtyBytes += e.size()
+		c.dirtyCharge += c.charge(e)
 		c.dirty = append(c.dirty, e)
 	}
 	c.forgetRecentLocked()
