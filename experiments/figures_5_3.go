@@ -61,7 +61,8 @@ type ReconfigWindow struct {
 
 // ReconfigWindows splits a run at its reconfiguration starts (markers on
 // the metric axis) and summarises each window. MigrateSec is from the start
-// to the end of the last second with bytes transferred (0: nothing moved).
+// to the end of the last second with bytes transferred (0: nothing moved);
+// a second's bytes count in the window its end falls in.
 // Reconfigurations that start in the same second (different operators
 // reconfigured concurrently) share one window, which ends at the next later
 // start: the metrics do not tell their bytes apart, so each of them reports
@@ -87,15 +88,20 @@ func ReconfigWindows(starts []float64, sink, bytes []metrics.Point) []ReconfigWi
 		if lo, ok := WindowMin(sink, s, min(s+10, w.EndSec)); ok {
 			w.MinTput = lo
 		}
+		// A second's bytes belong to the window its end falls in, so the
+		// second the reconfiguration starts in counts: a start at 30.4 s
+		// moves its first bytes in the point of second 30, often the
+		// busiest one.
+		in := func(p metrics.Point) bool { return p.Value > 0 && p.Sec+1 > s && p.Sec+1 <= w.EndSec }
 		for _, p := range bytes {
-			if p.Sec >= s && p.Sec < w.EndSec && p.Value > 0 {
+			if in(p) {
 				w.Bytes += p.Value
 				w.MigrateSec = p.Sec + 1 - s
 			}
 		}
 		sum := 0.0
 		for _, p := range bytes {
-			if p.Sec >= s && p.Sec < w.EndSec && p.Value > 0 {
+			if in(p) {
 				if sum += p.Value; sum >= 0.9*w.Bytes {
 					w.Migrate90Sec = p.Sec + 1 - s
 					break

@@ -40,6 +40,11 @@ func TestReconfigWindows(t *testing.T) {
 		{Index: 2, StartSec: 10, EndSec: 30, PreTput: 100, MinTput: 20, Bytes: 9100, MigrateSec: 4, Migrate90Sec: 3},
 		{Index: 3, StartSec: 30, EndSec: 40, PreTput: 100, MinTput: 0, Bytes: 6000, MigrateSec: 2, Migrate90Sec: 2},
 	}, together)
+	// A start inside a second: that second's bytes are the migration's
+	// first, not lost between the windows.
+	mid := ReconfigWindows([]float64{30.4}, sink, bytes)
+	require.Equal(t, 6000.0, mid[0].Bytes)
+	require.InDelta(t, 1.6, mid[0].MigrateSec, 1e-9)
 	// Nothing moved: 0 bytes, 0 s.
 	none := ReconfigWindows([]float64{5}, sink, nil)
 	require.Equal(t, 0.0, none[0].Bytes)

@@ -71,6 +71,7 @@ func newTimeSeriesPlot(title, yLabel string, series []Series, markers []Marker, 
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 
+	entries := 0
 	for i, s := range series {
 		xys := finiteXYs(s.Points)
 		if len(xys) == 0 {
@@ -88,13 +89,14 @@ func newTimeSeriesPlot(title, yLabel string, series []Series, markers []Marker, 
 		p.Add(line)
 		if s.Label != "" {
 			p.Legend.Add(s.Label, line)
+			entries++
 		}
 	}
 	if p.Y.Min <= p.Y.Max { // some data: zero baseline, headroom for labels
 		p.Y.Min = min(p.Y.Min, 0)
 		// An all-zero series still gets a readable axis of at least 0..1.
 		p.Y.Max = max(p.Y.Max, p.Y.Min+1)
-		p.Y.Max += 0.08 * (p.Y.Max - p.Y.Min)
+		p.Y.Max += legendHeadroom(entries) * (p.Y.Max - p.Y.Min)
 	}
 	if !labelMarkers {
 		unlabelled := make([]Marker, len(markers))
@@ -107,6 +109,15 @@ func newTimeSeriesPlot(title, yLabel string, series []Series, markers []Marker, 
 		return nil, err
 	}
 	return p, nil
+}
+
+// legendHeadroom is how much to raise the y axis's top, as a share of the
+// data's range, so that a top legend of n entries sits above flat series
+// that run near their maximum (a sink at its offered rate) instead of over
+// them: each entry takes about 6 % of the plot's height.
+func legendHeadroom(n int) float64 {
+	f := min(0.02+0.06*float64(max(n, 1)), 0.5) // share of the axis the legend covers
+	return f / (1 - f)
 }
 
 // writeFileAtomic writes w to a temporary file next to path and renames it
