@@ -123,7 +123,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 	if err != nil {
 		return nil, fmt.Errorf("statesvc: open pebble in %s: %w", o.Dir, err)
 	}
-	p := &Pebble{db: db, cache: newValueCache(min(o.CacheBytes*valueCacheMultiple, maxValueCacheBytes)), volatile: o.Volatile}
+	p := &Pebble{db: db, cache: newValueCache(ValueCacheLimit(o.CacheBytes)), volatile: o.Volatile}
 	p.cond.L = &p.mu
 	empty, err := p.isEmpty()
 	if err != nil {
@@ -189,6 +189,13 @@ const valueCacheMultiple = 2
 // copies and evictions (it switches itself off at low hit rates), while
 // the block cache keeps the index and filter blocks every read needs.
 const maxValueCacheBytes = 512 << 20
+
+// ValueCacheLimit is the capacity of the value cache of a Pebble store
+// opened with a block cache of cacheBytes (Options.CacheBytes, after
+// defaults), so that a benchmark can size a state to lie beyond it.
+func ValueCacheLimit(cacheBytes int64) int64 {
+	return min(cacheBytes*valueCacheMultiple, maxValueCacheBytes)
+}
 
 // wholeKeyComparer is Pebble's default ordering, under its name (stores
 // written before stay readable), with Split saying that a key is its own
