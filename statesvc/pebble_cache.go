@@ -435,8 +435,7 @@ func (c *valueCache) markWritten(n int) {
 	}
 	for i, e := range c.dirty[c.dirtyHead : c.dirtyHead+n] {
 		e.dirty = false
-		c.dirtyBytes -= e.size()
-		c.dirtyCharge -= c.charge(e)
+		c.countDirty(e, -1)
 		c.dirty[c.dirtyHead+i] = nil
 		if c.off { // off, the cache keeps no clean entry
 			c.m.del(e.key)
@@ -452,6 +451,14 @@ func (c *valueCache) markWritten(n int) {
 		c.dirtyHead = 0
 	}
 	c.evictLocked()
+}
+
+// countDirty adds (sign 1) or removes (sign -1) e's size and charge to
+// or from the dirty totals: the budget counts bytes, eviction charges.
+// Call it while e's value is the one counted.
+func (c *valueCache) countDirty(e *cachedValue, sign int64) {
+	c.dirtyBytes += sign * e.size()
+	c.dirtyCharge += sign * c.charge(e)
 }
 
 // reset forgets everything (after a range delete or a failed write). The
@@ -476,8 +483,7 @@ func (c *valueCache) reset() {
 func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
 	c.bytes -= c.charge(e)
 	if e.dirty {
-		c.dirtyBytes -= e.size()
-		c.dirtyCharge -= c.charge(e)
+		c.countDirty(e, -1)
 	}
 	// Readers copy under the lock, so a known key's buffer is reused when
 	// the new value fits: no allocation per write of a hot key.
@@ -499,8 +505,7 @@ func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
 	// cache has no dirty entries), so a dirty entry stays listed until
 	// markWritten.
 	if e.dirty {
-		c.dirtyBytes += e.size()
-		c.dirtyCharge += c.charge(e)
+		c.countDirty(e, 1)
 	}
 }
 
@@ -673,8 +678,7 @@ func (c *valueCache) dropLocked(e *cachedValue) bool {
 		return false
 	}
 	e.dirty = false
-	c.dirtyBytes -= e.size()
-	c.dirtyCharge -= c.charge(e)
+	c.countDirty(e, -1)
 	return true
 }
 
@@ -710,8 +714,7 @@ func (c *valueCache) forget(d *dirtyRange, onDisk [][]byte) {
 			c.bytes -= c.charge(e)
 			if e.dirty {
 				e.dirty = false
-				c.dirtyBytes -= e.size()
-				c.dirtyCharge -= c.charge(e)
+				c.countDirty(e, -1)
 				dropped = true
 			}
 		}

@@ -121,8 +121,7 @@ func (c *valueCache) bufferMoved(chunk []byte) error {
 		c.m.n++
 		e.dirty = true
 		c.bytes += c.charge(e)
-		c.dirtyBytes += e.size()
-		c.dirtyCharge += c.charge(e)
+		c.countDirty(e, 1)
 		c.dirty = append(c.dirty, e)
 	}
 	c.forgetRecentLocked()
