@@ -592,10 +592,10 @@ func (p *Pebble) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	if start != nil && end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	// Buffered writes first; the iterator's view is fixed when it is
-	// created, so wmu need not be held while fn (which may write) runs.
+	// The range's buffered writes first; the iterator's view is fixed when
+	// it is created, so wmu need not be held while fn (which may write) runs.
 	p.wmu.Lock()
-	err := p.writeBackLocked(true)
+	err := p.writeBackRangeLocked(start, end)
 	var it *pebble.Iterator
 	if err == nil {
 		it, err = p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})

@@ -16,8 +16,9 @@ import (
 // each MultiPut to Pebble and then to the cache. A write-back cache (Pebble
 // opened with Options.Volatile) keeps written values as dirty entries and
 // writes them to Pebble later, oldest first, once the dirty entries pass
-// their budget, and all of them before anything reads Pebble directly
-// (Scan, DeleteRange, Checkpoint, Close). A key updated several times while
+// their budget, those of a range before a Scan of it, and all of them
+// before Checkpoint and Close (DeleteRange drops those of its range). A
+// key updated several times while
 // dirty reaches Pebble once: after profiling, inserting every update into
 // the memtable skiplist was the keyed counter's largest cost. Dirty entries
 // are never evicted or dropped, so every read sees the newest value: from
@@ -125,13 +126,17 @@ func (c *valueCache) dirtyBudget() int64 {
 // Chosen with BenchmarkPebbleCounterManyKeys; a variable for it.
 var offDirtyBytes int64 = 4 << 20
 
-// maxDirtyBytes caps the dirty budget of a large cache at what the 32 MB
-// cache had (3/4 of it): everything that reads Pebble directly (a
-// checkpoint, a stop-and-restart's or DRRS's bulk move, Close) first
-// writes all dirty entries back, so a budget of hundreds of megabytes
-// would lengthen each of them by as much, while a large cache's clean
-// entries already answer the reads.
-const maxDirtyBytes = 24 << 20
+// maxDirtyBytes caps the dirty budget of a large cache. The budget
+// decides how much of a working set's rewrites meet in the cache: q6*
+// rewrites its sellers' 2 KB values, and with 24 MiB (what the 32 MB cache
+// had) over 200 K uniform sellers (430 MB) nearly every update reached
+// Pebble, its flushes and its blob files: the one task stalled on full
+// memtables and sustained 20.3 K events/s; with 384 MiB it sustained 41.3 K
+// (EXPERIMENTS.md, "Dirty budget"). The cost is paid by whatever writes
+// everything back: Checkpoint and Close (a Scan writes back only its
+// range, and the handoffs and bulk moves read dirty entries from the
+// cache). Memory is bounded by the cache's limit either way.
+const maxDirtyBytes = 384 << 20
 
 type cachedValue struct {
 	key     string // the map key (shared, not a copy)
