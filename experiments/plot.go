@@ -160,6 +160,9 @@ func finiteXYs(pts []metrics.Point) plotter.XYs {
 
 func isFinite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
+// maxMarkerLevels is how many heights marker labels are staggered over.
+const maxMarkerLevels = 6
+
 // addMarkers draws the markers as grey dashed vertical lines spanning the
 // data's y range, labelled near the top (staggered so close labels don't
 // overlap).
@@ -181,6 +184,7 @@ func addMarkers(p *plot.Plot, markers []Marker) error {
 		ymax = ymin + 1
 	}
 	grey := color.Gray{Y: 90}
+	levels := markerLabelLevels(ms)
 	var lab plotter.XYLabels
 	for i, m := range ms {
 		line, err := plotter.NewLine(plotter.XYs{{X: m.Sec, Y: ymin}, {X: m.Sec, Y: ymax}})
@@ -191,7 +195,7 @@ func addMarkers(p *plot.Plot, markers []Marker) error {
 		line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(line)
 		if m.Label != "" {
-			y := ymax - float64(i%3)*(ymax-ymin)*0.07
+			y := ymax - float64(levels[i])*(ymax-ymin)*0.07
 			lab.XYs = append(lab.XYs, plotter.XY{X: m.Sec, Y: y})
 			lab.Labels = append(lab.Labels, m.Label)
 		}
@@ -211,4 +215,23 @@ func addMarkers(p *plot.Plot, markers []Marker) error {
 	labels.Offset = vg.Point{X: vg.Points(3)}
 	p.Add(labels)
 	return nil
+}
+
+// markerLabelLevels gives each labelled marker the height level its label
+// is drawn at, 0 at the top (-1 for an unlabelled one): one level per
+// label, up to maxMarkerLevels. With three levels, a comparison's fourth
+// marker (the last protocol done, seconds after the start) was written over
+// the "reconfiguration start" label.
+func markerLabelLevels(ms []Marker) []int {
+	levels := make([]int, len(ms))
+	n := 0
+	for i, m := range ms {
+		if m.Label == "" {
+			levels[i] = -1
+			continue
+		}
+		levels[i] = n % maxMarkerLevels
+		n++
+	}
+	return levels
 }

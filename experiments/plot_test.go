@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"koala/dataplane/metrics"
@@ -61,5 +62,24 @@ func TestWriteTimeSeriesPNGErrors(t *testing.T) {
 	}
 	if err := WriteTimeSeriesPNG(filepath.Join(t.TempDir(), "x.png"), "t", "y", nil, nil); err == nil {
 		t.Error("no series: want error")
+	}
+}
+
+// TestMarkerLabelLevels: a comparison's start and its four protocols'
+// "done" markers get five different heights; unlabelled markers none;
+// beyond maxMarkerLevels the heights repeat.
+func TestMarkerLabelLevels(t *testing.T) {
+	ms := []Marker{{Sec: 0, Label: "reconfiguration start"}, {Sec: 1}, {Sec: 1.1, Label: "lazy done"},
+		{Sec: 2, Label: "stop-and-restart done"}, {Sec: 3, Label: "remote done"}, {Sec: 3.5, Label: "drrs done"}}
+	got := markerLabelLevels(ms)
+	if want := []int{0, -1, 1, 2, 3, 4}; !slices.Equal(got, want) {
+		t.Fatalf("levels %v, want %v", got, want)
+	}
+	many := make([]Marker, maxMarkerLevels+2)
+	for i := range many {
+		many[i] = Marker{Sec: float64(i), Label: "m"}
+	}
+	if got := markerLabelLevels(many); got[maxMarkerLevels] != 0 || got[maxMarkerLevels+1] != 1 {
+		t.Fatalf("levels %v: want them to repeat after %d", got, maxMarkerLevels)
 	}
 }
