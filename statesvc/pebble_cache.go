@@ -137,9 +137,9 @@ var offDirtyBytes int64 = 4 << 20
 // range, and the handoffs and bulk moves read dirty entries from the
 // cache). A checkpoint of a full budget took 3.2 s on a 230 MB/s disk
 // (BenchmarkPebbleVolatileCheckpointFullBudget, 364 MB dirty), so a job
-// with periodic checkpoints pays that per checkpoint where 24 MiB cost
-// about a fifteenth of it. Memory is bounded by the cache's limit either
-// way.
+// with periodic checkpoints pays that per checkpoint, where 24 MiB wrote
+// a fifteenth of those bytes. Memory is bounded by the cache's limit
+// either way.
 const maxDirtyBytes = 384 << 20
 
 type cachedValue struct {
