@@ -18,8 +18,8 @@ import (
 // writes them to Pebble later, oldest first, once the dirty entries pass
 // their budget, those of a range before a Scan of it, and all of them
 // before Checkpoint and Close (DeleteRange drops those of its range). A
-// key updated several times while
-// dirty reaches Pebble once: after profiling, inserting every update into
+// key updated several times while dirty reaches Pebble once: after
+// profiling, inserting every update into
 // the memtable skiplist was the keyed counter's largest cost. Dirty entries
 // are never evicted or dropped, so every read sees the newest value: from
 // the cache when the key is dirty, else from Pebble.
@@ -443,14 +443,8 @@ func (c *valueCache) markWritten(n int) {
 		return
 	}
 	for i, e := range c.dirty[c.dirtyHead : c.dirtyHead+n] {
-		e.dirty = false
-		c.countDirty(e, -1)
+		c.markCleanLocked(e)
 		c.dirty[c.dirtyHead+i] = nil
-		if c.off { // off, the cache keeps no clean entry
-			c.m.del(e.key)
-			e.gone = true
-			c.bytes -= c.charge(e)
-		}
 	}
 	c.dirtyHead += n
 	if c.dirtyHead == len(c.dirty) {
@@ -460,6 +454,19 @@ func (c *valueCache) markWritten(n int) {
 		c.dirtyHead = 0
 	}
 	c.evictLocked()
+}
+
+// markCleanLocked marks a dirty e clean, written to Pebble, and drops it
+// while the cache is off (off, the cache keeps no clean entry). The caller
+// takes it off the dirty list.
+func (c *valueCache) markCleanLocked(e *cachedValue) {
+	e.dirty = false
+	c.countDirty(e, -1)
+	if c.off {
+		c.m.del(e.key)
+		e.gone = true
+		c.bytes -= c.charge(e)
+	}
 }
 
 // countDirty adds (sign 1) or removes (sign -1) e's size and charge to
@@ -589,6 +596,22 @@ func inRange(k string, start, end []byte) bool {
 	return k >= string(start) && (end == nil || k < string(end))
 }
 
+// eachShardOf calls fn with the index of every shard that may hold keys in
+// [start, end): the range's bucket shards and shard 0 (keys too short for
+// a bucket), or all of them when the range spans more than one operator.
+func (c *valueCache) eachShardOf(start, end []byte, fn func(i int)) {
+	lo, hi, all := shardSpan(start, end)
+	if all {
+		lo, hi = 0, len(c.m.s)-1
+	}
+	for i := lo; i <= hi && i < len(c.m.s); i++ {
+		fn(i)
+	}
+	if !all && lo > 0 && len(c.m.s) > 0 {
+		fn(0)
+	}
+}
+
 // dirtyInRange copies the dirty entries with keys in [start, end), in no
 // particular order, the present ones in chunks of at most limit bytes (0:
 // one chunk; a chunk holds one pair at least). The caller holds wmu, so no
@@ -596,17 +619,8 @@ func inRange(k string, start, end []byte) bool {
 func (c *valueCache) dirtyInRange(start, end []byte, limit int) (d dirtyRange) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lo, hi, all := shardSpan(start, end)
-	if all {
-		lo, hi = 0, len(c.m.s)-1
-	}
 	n := 0
-	for i := lo; i <= hi && i < len(c.m.s); i++ {
-		n += len(c.m.s[i])
-	}
-	if !all && lo > 0 && len(c.m.s) > 0 {
-		n += len(c.m.s[0])
-	}
+	c.eachShardOf(start, end, func(i int) { n += len(c.m.s[i]) })
 	if n == 0 {
 		return d
 	}
@@ -647,12 +661,7 @@ func (c *valueCache) dirtyInRange(start, end []byte, limit int) (d dirtyRange) {
 			d.whole = append(d.whole, i)
 		}
 	}
-	for i := lo; i <= hi && i < len(c.m.s); i++ {
-		scan(i)
-	}
-	if !all && lo > 0 && len(c.m.s) > 0 {
-		scan(0) // keys of the operator too short for a bucket
-	}
+	c.eachShardOf(start, end, scan)
 	if len(chunk) > 0 {
 		d.chunks = append(d.chunks, chunk)
 	}

@@ -22,7 +22,6 @@ func BenchmarkPebbleVolatileCheckpointFullBudget(b *testing.B) {
 		}
 		pool := benchStateKeys(largeBenchKeys)
 		rng := rand.New(rand.NewPCG(1, 2))
-		val := make([]byte, largeBenchValue)
 		budget := p.cache.dirtyBudget()
 		for i := 0; p.cache.bufferedBytes() < budget*9/10; i += 1000 {
 			if i >= len(pool) {
@@ -30,10 +29,7 @@ func BenchmarkPebbleVolatileCheckpointFullBudget(b *testing.B) {
 			}
 			var kvs []KV
 			for _, k := range pool[i:min(i+1000, len(pool))] {
-				for k := range val {
-					val[k] = byte(rng.Uint32())
-				}
-				kvs = append(kvs, KV{k, append([]byte(nil), val...)})
+				kvs = append(kvs, KV{k, randomLargeValue(rng)})
 			}
 			if err := p.MultiPut(kvs); err != nil {
 				b.Fatal(err)

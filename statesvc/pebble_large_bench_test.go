@@ -33,14 +33,10 @@ func openLargeBench(b *testing.B, o Options) (*Pebble, [][]byte) {
 	b.Cleanup(func() { _ = p.Close() })
 	pool := benchStateKeys(largeBenchKeys)
 	rng := rand.New(rand.NewPCG(1, 2))
-	val := make([]byte, largeBenchValue)
 	for i := 0; i < len(pool); i += 2000 {
 		var kvs []KV
 		for _, k := range pool[i:min(i+2000, len(pool))] {
-			for j := range val {
-				val[j] = byte(rng.Uint32())
-			}
-			kvs = append(kvs, KV{k, append([]byte(nil), val...)})
+			kvs = append(kvs, KV{k, randomLargeValue(rng)})
 		}
 		if err := p.MultiPut(kvs); err != nil {
 			b.Fatal(err)
@@ -48,6 +44,16 @@ func openLargeBench(b *testing.B, o Options) (*Pebble, [][]byte) {
 	}
 	waitCompactions(b, p)
 	return p, pool
+}
+
+// randomLargeValue is a q6*-sized value of pseudo-random bytes, so
+// nothing compresses.
+func randomLargeValue(rng *rand.Rand) []byte {
+	v := make([]byte, largeBenchValue)
+	for j := range v {
+		v[j] = byte(rng.Uint32())
+	}
+	return v
 }
 
 // BenchmarkPebbleLargeStateGet reads batches of uniformly drawn keys from a

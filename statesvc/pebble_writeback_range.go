@@ -1,10 +1,6 @@
 package statesvc
 
-import (
-	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
-)
+import "fmt"
 
 // writeBackRangeLocked writes the dirty entries with keys in [start, end)
 // to Pebble, so that an iterator over that range sees them, and leaves the
@@ -21,13 +17,7 @@ func (p *Pebble) writeBackRangeLocked(start, end []byte) error {
 	if len(es) == 0 {
 		return nil
 	}
-	b := p.db.NewBatchWithSize(size)
-	err := p.batchSorted(b, kvs, nil)
-	if err == nil {
-		err = b.Commit(pebble.NoSync)
-	}
-	_ = b.Close()
-	if err != nil {
+	if err := p.commitSorted(kvs, size); err != nil {
 		return fmt.Errorf("statesvc: pebble write back %d cached writes in [%q, %q): %w", len(es), start, end, err)
 	}
 	p.cache.markEntriesWritten(es)
@@ -55,24 +45,18 @@ func (c *valueCache) dirtyEntriesInRange(start, end []byte) (es []*cachedValue, 
 		kvs = append(kvs, kv)
 		size += len(e.key) + len(e.v) + batchEntryOverhead
 	}
-	lo, hi, all := shardSpan(start, end)
-	if all {
+	if _, _, all := shardSpan(start, end); all {
+		// Every shard may hold the range: the dirty list is shorter.
 		for _, e := range c.dirty[c.dirtyHead:] {
 			add(e)
 		}
 		return es, kvs, size
 	}
-	// The range's bucket shards, and shard 0 (keys too short for a bucket).
-	for i := lo; i <= hi && i < len(c.m.s); i++ {
+	c.eachShardOf(start, end, func(i int) {
 		for _, e := range c.m.s[i] {
 			add(e)
 		}
-	}
-	if lo > 0 && len(c.m.s) > 0 {
-		for _, e := range c.m.s[0] {
-			add(e)
-		}
-	}
+	})
 	return es, kvs, size
 }
 
@@ -83,15 +67,8 @@ func (c *valueCache) markEntriesWritten(es []*cachedValue) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range es {
-		if !e.dirty {
-			continue
-		}
-		e.dirty = false
-		c.countDirty(e, -1)
-		if c.off { // off, the cache keeps no clean entry
-			c.m.del(e.key)
-			e.gone = true
-			c.bytes -= c.charge(e)
+		if e.dirty {
+			c.markCleanLocked(e)
 		}
 	}
 	c.afterDropLocked(len(es) > 0)
