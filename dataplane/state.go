@@ -3,7 +3,8 @@ package dataplane
 import "fmt"
 
 // State is one batch's view of keyed state. Values returned by Get must not
-// be modified; Put takes ownership of value.
+// be modified (they may be the store's own); Put takes ownership of value
+// (the operator does not modify it afterwards).
 //
 // Layout: the batch's distinct keys are numbered in order of first sight
 // (index), and each key has one slot per declared state name, so Get and
@@ -21,6 +22,7 @@ type stateSlot struct {
 	value   []byte
 	skey    []byte // the store key, once built (loaded slots)
 	dirty   bool   // Put or Delete by the operator
+	owned   bool   // value given up whole by the operator (PutOwned)
 	fetched bool   // taken from another task: written here even unchanged
 	absent  bool   // read from the local store, which did not hold it
 }
@@ -77,14 +79,25 @@ func (s *State) Get(state string, key []byte) []byte {
 }
 
 // Put sets the value of state for key.
-func (s *State) Put(state string, key []byte, value []byte) {
+func (s *State) Put(state string, key []byte, value []byte) { s.put(state, key, value, false) }
+
+// PutOwned is Put for a value the operator made for this write and gives
+// up whole: not a slice of a record, of another value or of a buffer it
+// keeps. The store may then keep value itself instead of a copy of it (a
+// Pebble store's value cache does), which saves a copy per write of large
+// values; a slice of a larger buffer would keep all of that buffer alive.
+func (s *State) PutOwned(state string, key []byte, value []byte) {
+	s.put(state, key, value, value != nil)
+}
+
+func (s *State) put(state string, key, value []byte, owned bool) {
 	si := s.stateIndex(state)
 	ki, ok := s.index[string(key)]
 	if !ok { // a key not in the batch: the caller's slice may change, copy it
 		ki = s.addKey(append([]byte(nil), key...))
 	}
 	sl := s.slotOf(si, ki)
-	sl.value, sl.dirty = value, true
+	sl.value, sl.dirty, sl.owned = value, true, owned
 }
 
 // Delete removes the value of state for key.

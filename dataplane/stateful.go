@@ -72,6 +72,7 @@ type keyedState struct {
 	local     []int // key numbers of a batch read from the local store, reused
 	kvs       []statesvc.KV
 	fresh     []bool // by kvs index: the key was absent from the store (writes)
+	owned     []bool // by kvs index: the operator gave the value up (State.PutOwned)
 
 	// installed remembers completed handoffs ("reconfig/fromTask") so a
 	// retried fast-forward can learn they happened without a new event.
@@ -297,7 +298,7 @@ func (t *task) writeState(st *State) error {
 	putStart := time.Now()
 	kvs := ks.writes(st, ks.kvs[:0])
 	ks.localIdx.addWrites(kvs, ks.fresh)
-	if err := ks.store.MultiPut(kvs); err != nil {
+	if err := statesvc.PutOwned(ks.store, kvs, ks.owned); err != nil {
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}
 	clear(kvs) // drop the references to this batch's keys and values
@@ -309,16 +310,18 @@ func (t *task) writeState(st *State) error {
 // writes appends to kvs what st has to write back: the operator's changes
 // and fetched values (which now live here, changed or not), with the store
 // keys loadLocal built where it built them.
-// It sets ks.fresh[i] for the writes whose key the store did not hold.
+// It sets ks.fresh[i] for the writes whose key the store did not hold,
+// and ks.owned[i] for the values the operator gave up.
 func (ks *keyedState) writes(st *State, kvs []statesvc.KV) []statesvc.KV {
 	var kb stateKeyBuf
-	ks.fresh = ks.fresh[:0]
+	ks.fresh, ks.owned = ks.fresh[:0], ks.owned[:0]
 	st.written(func(si int, key []byte, sl *stateSlot) {
 		if sl.skey == nil {
 			sl.skey = kb.keyInBucket(ks, statesvc.BucketOf(key, ks.buckets), ks.names[si], key)
 		}
 		kvs = append(kvs, statesvc.KV{Key: sl.skey, Value: sl.value})
 		ks.fresh = append(ks.fresh, sl.absent && !sl.fetched)
+		ks.owned = append(ks.owned, sl.owned)
 	})
 	return kvs
 }

@@ -423,7 +423,17 @@ func (p *Pebble) multiGetSorted(keys [][]byte, prefix bool) ([][]byte, error) {
 // MultiPut implements Store. A volatile store buffers the writes in the
 // value cache (write-back); otherwise they are committed as one batch with
 // NoSync.
-func (p *Pebble) MultiPut(kvs []KV) error {
+func (p *Pebble) MultiPut(kvs []KV) error { return p.PutOwned(kvs, nil) }
+
+// PutOwned is MultiPut where owned[i] (owned nil: none) says that the
+// caller gives kvs[i].Value up: the value cache may keep that buffer
+// instead of a copy, so the caller must not modify it afterwards, nor
+// pass a slice of a larger buffer it does not want kept alive (a record's
+// value, a slice of a message).
+func (p *Pebble) PutOwned(kvs []KV, owned []bool) error {
+	if owned != nil && len(owned) != len(kvs) {
+		return fmt.Errorf("statesvc: pebble: %d ownership marks for %d writes", len(owned), len(kvs))
+	}
 	if err := p.enter(); err != nil {
 		return err
 	}
@@ -431,14 +441,14 @@ func (p *Pebble) MultiPut(kvs []KV) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.volatile {
-		p.cache.buffer(kvs)
+		p.cache.buffer(kvs, owned)
 		return p.writeBackLocked(false)
 	}
 	p.cache.beginWrite()
 	if err := p.commitLocked(kvs, nil, "writes"); err != nil {
 		return err
 	}
-	p.cache.wrote(kvs)
+	p.cache.wrote(kvs, owned)
 	return nil
 }
 

@@ -27,8 +27,14 @@ import (
 // Coherence: writes bump gen before and after they change the cache or
 // Pebble; a MultiGet fills in what it read from Pebble only if gen did not
 // move meanwhile, so a read that raced with a write never installs the
-// older value. Readers copy values out under the lock, so a write may
-// update a cached value in place.
+// older value.
+//
+// Cached values are immutable: a write gives its entry a new buffer (the
+// writer's own, when it gives the value up: PutOwned) and never writes
+// into the old one, so a lookup hands out the cached slice itself, capped,
+// and a reader keeps it valid for as long as it likes. After profiling
+// q6* (2 KB per seller), copying values out of the cache and into it
+// was a third of a task's worker.
 //
 // A working set much larger than the cache makes clean entries pure
 // overhead (copies and evictions for few hits), so the cache switches
@@ -160,6 +166,11 @@ func newValueCache(limit int64) *valueCache {
 
 func (e *cachedValue) size() int64 { return int64(len(e.key) + cap(e.v) + cacheEntryOverhead) }
 
+// shared is e's value as a reader gets it: the cached slice, capped so that
+// a reader's append cannot write into the buffer past it (a moved entry's
+// value is a slice of its chunk).
+func (e *cachedValue) shared() []byte { return e.v[:len(e.v):len(e.v)] }
+
 // charge is what e counts against the cache's limit: its size, but at
 // least minCharge, so a cache sized for kilobyte values holds no more
 // entries than maxValueCacheEntries. Dirty entries count their size
@@ -179,8 +190,9 @@ const maxValueCacheEntries = 256 << 10
 // maxEvictStep is the most one eviction frees (evictLocked).
 const maxEvictStep = 8 << 20
 
-// lookup resolves what it can into out (out[i] for a hit: a copy in one
-// buffer per call, nil when the key is cached as absent) and returns the
+// lookup resolves what it can into out (out[i] for a hit: the cached
+// value, shared and not to be modified; nil when the key is cached as
+// absent) and returns the
 // indices of keys it does not know plus the generation to pass to fill.
 // ok is false when the cache is off (every key is a miss; out untouched).
 func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool) {
@@ -196,7 +208,6 @@ func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool
 			return nil, c.gen, false
 		}
 	}
-	var buf []byte
 	clear(c.recent)
 	c.recent = c.recent[:0]
 	for i, k := range keys {
@@ -210,17 +221,9 @@ func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool
 		if !off {
 			c.hits++
 		}
-		if !e.present {
-			continue
+		if e.present {
+			out[i] = e.shared()
 		}
-		if cap(buf)-len(buf) < len(e.v) {
-			// Room for the rest of the batch at this value size: one
-			// allocation per batch when values are of similar size.
-			buf = make([]byte, 0, max(len(e.v)*(len(keys)-i), 64))
-		}
-		s := len(buf)
-		buf = append(buf, e.v...)
-		out[i] = buf[s:len(buf):len(buf)]
 	}
 	if off {
 		return miss, c.gen, true
@@ -304,15 +307,16 @@ func (c *valueCache) addLocked(s string) *cachedValue {
 }
 
 // setBatchLocked caches a batch of writes, finding their entries among
-// the recent ones where it can.
-func (c *valueCache) setBatchLocked(kvs []KV, dirty bool) {
+// the recent ones where it can. owned (nil: none) marks the values the
+// writer gave up (PutOwned), which are kept instead of copied.
+func (c *valueCache) setBatchLocked(kvs []KV, owned []bool, dirty bool) {
 	next := 0
-	for _, kv := range kvs {
+	for i, kv := range kvs {
 		e := c.recentLocked(kv.Key, &next)
 		if e == nil {
 			e = c.entryLocked(kv.Key)
 		}
-		c.setEntryLocked(e, kv.Value, dirty)
+		c.setEntryLocked(e, kv.Value, dirty, owned != nil && owned[i])
 	}
 	c.forgetRecentLocked() // used once: the next batch looks up again
 }
@@ -330,7 +334,9 @@ func (c *valueCache) fill(gen uint64, keys, vals [][]byte, miss []int) {
 			continue // filled by a concurrent reader, as new as this
 		}
 		e := c.addLocked(string(k))
-		c.setEntryLocked(e, vals[j], false)
+		// vals share one buffer per read (valueCollector): copied, so
+		// an entry holds only its own bytes.
+		c.setEntryLocked(e, vals[j], false, false)
 		i := j
 		if miss != nil {
 			i = miss[j]
@@ -351,26 +357,27 @@ func (c *valueCache) beginWrite() {
 	c.mu.Unlock()
 }
 
-// wrote records a batch committed to Pebble.
-func (c *valueCache) wrote(kvs []KV) {
+// wrote records a batch committed to Pebble (owned as for setBatchLocked).
+func (c *valueCache) wrote(kvs []KV, owned []bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	if c.off {
 		return
 	}
-	c.setBatchLocked(kvs, false)
+	c.setBatchLocked(kvs, owned, false)
 	c.evictLocked()
 }
 
 // buffer records a batch as dirty entries, not yet in Pebble, on or off
-// (off, they are the only entries). The caller (the single writer) then
-// writes the oldest dirty entries while overBudget.
-func (c *valueCache) buffer(kvs []KV) {
+// (off, they are the only entries), owned as for setBatchLocked. The
+// caller (the single writer) then writes the oldest dirty entries while
+// overBudget.
+func (c *valueCache) buffer(kvs []KV, owned []bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.setBatchLocked(kvs, true)
+	c.setBatchLocked(kvs, owned, true)
 	c.evictLocked()
 }
 
@@ -495,20 +502,22 @@ func (c *valueCache) reset() {
 }
 
 // setEntryLocked caches v (nil = absent) in e, an entry of the map (new
-// ones empty), dirty when written back later.
-func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty bool) {
+// ones empty), dirty when written back later. An owned v (given up by the
+// writer) is kept as it is unless its buffer is much larger than it;
+// any other is copied. e's old buffer is left as it is: readers may hold
+// it (lookup).
+func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty, owned bool) {
 	c.bytes -= c.charge(e)
 	if e.dirty {
 		c.countDirty(e, -1)
 	}
-	// Readers copy under the lock, so a known key's buffer is reused when
-	// the new value fits: no allocation per write of a hot key.
-	if v != nil && cap(e.v) >= len(v) && cap(e.v) <= 2*len(v)+16 {
-		e.v = append(e.v[:0], v...)
-	} else if v != nil {
-		e.v = append(make([]byte, 0, len(v)), v...)
-	} else {
+	switch {
+	case v == nil:
 		e.v = nil
+	case owned && cap(v) <= 2*len(v)+16:
+		e.v = v
+	default:
+		e.v = append(make([]byte, 0, len(v)), v...)
 	}
 	e.present = v != nil
 	c.bytes += c.charge(e)

@@ -13,7 +13,7 @@ import (
 func TestValueCacheRecentEntries(t *testing.T) {
 	c := newValueCache(1 << 20)
 	a, b := []byte("key-a"), []byte("key-b")
-	c.wrote([]KV{{Key: []byte("key-a"), Value: []byte("1")}, {Key: []byte("key-b"), Value: []byte("2")}})
+	c.wrote([]KV{{Key: []byte("key-a"), Value: []byte("1")}, {Key: []byte("key-b"), Value: []byte("2")}}, nil)
 	if _, miss, _, _ := cachedLookup(c, [][]byte{a, b}); len(miss) != 0 {
 		t.Fatalf("miss %v", miss)
 	}
@@ -28,7 +28,7 @@ func TestValueCacheRecentEntries(t *testing.T) {
 	if e := c.recentLocked(a, &next); e != nil {
 		t.Fatalf("changed buffer matched recent entry %q", e.key)
 	}
-	c.buffer([]KV{{Key: a, Value: []byte("3")}, {Key: b, Value: []byte("4")}})
+	c.buffer([]KV{{Key: a, Value: []byte("3")}, {Key: b, Value: []byte("4")}}, nil)
 	for k, want := range map[string]string{"key-a": "1", "key-b": "4", "key-c": "3"} {
 		vals, miss, _, _ := cachedLookup(c, [][]byte{[]byte(k)})
 		if len(miss) != 0 || string(vals[0]) != want {
@@ -37,7 +37,7 @@ func TestValueCacheRecentEntries(t *testing.T) {
 	}
 	// An evicted entry is not used, even if it was looked up.
 	d := []byte("key-d")
-	c.wrote([]KV{{Key: []byte("key-d"), Value: []byte("5")}})
+	c.wrote([]KV{{Key: []byte("key-d"), Value: []byte("5")}}, nil)
 	cachedLookup(c, [][]byte{d})
 	c.reset()
 	next = 0

@@ -22,14 +22,14 @@ func TestValueCacheCoherence(t *testing.T) {
 	// A write lands between the read from the store and the fill: the
 	// fill (an older value) must not be installed.
 	c.beginWrite()
-	c.wrote([]KV{{Key: k[0], Value: []byte("new")}})
+	c.wrote([]KV{{Key: k[0], Value: []byte("new")}}, nil)
 	c.fill(gen, k, [][]byte{[]byte("old")}, nil)
 	vals, miss, _, _ := cachedLookup(c, k)
 	if len(miss) != 0 || string(vals[0]) != "new" {
 		t.Fatalf("after a racing fill: %q miss %v, want new", vals[0], miss)
 	}
 	// Deletes are cached as absent; reset forgets everything.
-	c.wrote([]KV{{Key: k[0]}})
+	c.wrote([]KV{{Key: k[0]}}, nil)
 	if vals, miss, _, _ = cachedLookup(c, k); len(miss) != 0 || vals[0] != nil {
 		t.Fatalf("deleted key: %q miss %v", vals[0], miss)
 	}
@@ -39,7 +39,7 @@ func TestValueCacheCoherence(t *testing.T) {
 	}
 	// The cache owns copies: changing the written slice changes nothing.
 	v := []byte("abc")
-	c.wrote([]KV{{Key: k[0], Value: v}})
+	c.wrote([]KV{{Key: k[0], Value: v}}, nil)
 	v[0] = 'X'
 	if vals, _, _, _ = cachedLookup(c, k); string(vals[0]) != "abc" {
 		t.Fatalf("cached value aliases the caller's: %q", vals[0])
@@ -48,7 +48,7 @@ func TestValueCacheCoherence(t *testing.T) {
 	// nor does a later write of the same key change a returned value.
 	vals, _, _, _ = cachedLookup(c, k)
 	vals[0][0] = 'Y'
-	c.wrote([]KV{{Key: k[0], Value: []byte("def")}})
+	c.wrote([]KV{{Key: k[0], Value: []byte("def")}}, nil)
 	if string(vals[0]) != "Ybc" {
 		t.Fatalf("returned value changed under the caller: %q", vals[0])
 	}
@@ -92,7 +92,7 @@ func TestValueCacheBoundsAndSwitchesOff(t *testing.T) {
 	}
 	// Off: writes are not cached, lookups bypass; after enough bypassed keys
 	// it tries again, empty.
-	c.wrote([]KV{{Key: key(1), Value: []byte("v")}})
+	c.wrote([]KV{{Key: key(1), Value: []byte("v")}}, nil)
 	if _, _, _, on := cachedLookup(c, [][]byte{key(1)}); on || c.m.len() != 0 {
 		t.Fatal("an off cache answered or stored")
 	}
@@ -113,7 +113,7 @@ func TestValueCacheEvictsOnlyClean(t *testing.T) {
 	var dirty []KV
 	for i := 0; c.dirtyBytes <= c.dirtyBudget()-200; i++ {
 		kv := KV{Key: key(i), Value: []byte(fmt.Sprint("v", i))}
-		c.buffer([]KV{kv})
+		c.buffer([]KV{kv}, nil)
 		dirty = append(dirty, kv)
 	}
 	for i := 0; i < 50_000; i += 100 {
@@ -153,7 +153,7 @@ func TestValueCacheEntryBound(t *testing.T) {
 				kvs = append(kvs, KV{Key: fmt.Appendf(nil, "key-%08d", j), Value: v})
 			}
 			c.beginWrite()
-			c.wrote(kvs)
+			c.wrote(kvs, nil)
 		}
 	}
 	for _, tc := range []struct {

@@ -81,9 +81,10 @@ func PutCold(s Store, kvs []KV) error {
 	return s.MultiPut(kvs)
 }
 
-// peek answers keys the cache holds into out (copies; nil for a key cached
-// as absent) and returns the indices of the others, without counting
-// toward the hit rate, touching the recent entries or adding anything.
+// peek answers keys the cache holds into out (shared, as lookup does;
+// nil for a key cached as absent) and returns the indices of the others,
+// without counting toward the hit rate, touching the recent entries or
+// adding anything.
 func (c *valueCache) peek(keys, out [][]byte) (miss []int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -94,22 +95,15 @@ func (c *valueCache) peek(keys, out [][]byte) (miss []int) {
 		}
 		return miss
 	}
-	var buf []byte
 	for i, k := range keys {
 		e := c.m.get(k)
 		if e == nil {
 			miss = append(miss, i)
 			continue
 		}
-		if !e.present {
-			continue
+		if e.present {
+			out[i] = e.shared()
 		}
-		if cap(buf)-len(buf) < len(e.v) {
-			buf = make([]byte, 0, max(len(e.v)*(len(keys)-i), 64))
-		}
-		s := len(buf)
-		buf = append(buf, e.v...)
-		out[i] = buf[s:len(buf):len(buf)]
 	}
 	return miss
 }
@@ -130,7 +124,7 @@ func (c *valueCache) updateKnown(kvs []KV) []bool {
 		if e == nil {
 			continue
 		}
-		c.setEntryLocked(e, kv.Value, e.dirty)
+		c.setEntryLocked(e, kv.Value, e.dirty, false)
 		known[i] = e.dirty
 	}
 	c.evictLocked()

@@ -55,7 +55,7 @@ func (p *Pebble) putMoved(chunk []byte) error {
 	if err := p.commitLocked(kvs, nil, "moved writes"); err != nil {
 		return err
 	}
-	p.cache.wrote(kvs)
+	p.cache.wrote(kvs, nil)
 	return nil
 }
 
@@ -98,7 +98,7 @@ func (c *valueCache) bufferMoved(chunk []byte) error {
 		}
 		if !fresh {
 			if e := m[k]; e != nil {
-				c.setEntryLocked(e, v, true)
+				c.setEntryLocked(e, v, true, false)
 				continue
 			}
 		}
@@ -112,7 +112,7 @@ func (c *valueCache) bufferMoved(chunk []byte) error {
 			for j := i - 1; j >= 0; j-- {
 				if old := &ents[j]; old.key == k && old.dirty {
 					m[k] = old
-					c.setEntryLocked(old, v, true)
+					c.setEntryLocked(old, v, true, false)
 					break
 				}
 			}

@@ -20,8 +20,10 @@ type KV struct{ Key, Value []byte }
 // Store is a keyed state backend. Implementations are safe for concurrent use
 // (the owning task and a concurrent fetch or transfer handler).
 type Store interface {
-	// MultiGet returns values aligned with keys (nil when absent). Values are
-	// copies the caller owns.
+	// MultiGet returns values aligned with keys (nil when absent). Values
+	// stay valid after the call but may be shared with the store (a
+	// Pebble store's value cache hands out its own): the caller must not
+	// modify them.
 	MultiGet(keys [][]byte) ([][]byte, error)
 	// MultiPut applies all writes atomically (one batch), without fsync:
 	// durability comes from checkpoints. A later KV for the same key wins.
@@ -37,6 +39,18 @@ type Store interface {
 	// Close releases the store. Calls after Close return ErrClosed; Close
 	// itself is idempotent.
 	Close() error
+}
+
+// PutOwned writes kvs to s as MultiPut does, where owned[i] says the
+// caller gives kvs[i].Value up (Pebble.PutOwned); other stores copy as
+// usual.
+func PutOwned(s Store, kvs []KV, owned []bool) error {
+	if o, ok := s.(interface {
+		PutOwned(kvs []KV, owned []bool) error
+	}); ok {
+		return o.PutOwned(kvs, owned)
+	}
+	return s.MultiPut(kvs)
 }
 
 // ErrClosed is returned by Store methods called after Close.

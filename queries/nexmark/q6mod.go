@@ -135,7 +135,7 @@ func (m *q6ModMapper) ProcessKeyed(in []dataplane.Record, st *dataplane.State, e
 		if err != nil {
 			return fmt.Errorf("statefulMapper: seller %s: %w", r.Key, err)
 		}
-		st.Put(SellerWindowState, r.Key, next)
+		st.PutOwned(SellerWindowState, r.Key, next) // made by advanceSeller for this write
 		r.Value = encodeQ6ModResult(ca.Seller, avg)
 		emit(r)
 	}
