@@ -42,12 +42,32 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	case *FetchRequest:
 		return mem.BufferSlice{mem.SliceBuffer(AppendFetchRequest(nil, m))}, nil
 	case *FetchReply:
-		return mem.BufferSlice{mem.SliceBuffer(AppendFetchReply(nil, m))}, nil
+		return mem.BufferSlice{mem.SliceBuffer(AppendFetchReply(make([]byte, 0, FetchReplySize(m)), m))}, nil
 	}
 	return nil, fmt.Errorf("koala-frame codec: cannot marshal %T", v)
 }
 
 func (codec) Unmarshal(msg mem.BufferSlice, v any) error {
+	if m, ok := v.(*FetchReply); ok {
+		// A fetch reply's decoding copies what it keeps (each value its
+		// own allocation, which the fetching task's store may keep), so
+		// it reads gRPC's buffer in place: a reply carries megabytes of
+		// values, and a copy of all of them first was wasted.
+		var data []byte
+		if len(msg) == 1 {
+			data = msg[0].ReadOnlyData()
+		} else {
+			buf := msg.MaterializeToBuffer(mem.DefaultBufferPool())
+			defer buf.Free()
+			data = buf.ReadOnlyData()
+		}
+		r, err := DecodeFetchReply(data)
+		if err != nil {
+			return err
+		}
+		*m = *r
+		return nil
+	}
 	// gRPC frees msg's buffers when Unmarshal returns; decoded records and
 	// values alias data, so data is a copy of our own.
 	data := msg.Materialize()
@@ -67,13 +87,6 @@ func (codec) Unmarshal(msg mem.BufferSlice, v any) error {
 		return nil
 	case *FetchRequest:
 		r, err := DecodeFetchRequest(data)
-		if err != nil {
-			return err
-		}
-		*m = *r
-		return nil
-	case *FetchReply:
-		r, err := DecodeFetchReply(data)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"koala/dataplane/transport"
@@ -166,6 +167,11 @@ func DecodeFetchRequest(data []byte) (*FetchRequest, error) {
 	return r, nil
 }
 
+// FetchReplySize is the exact length of r's encoding by AppendFetchReply.
+func FetchReplySize(r *FetchReply) int {
+	return wire.ByteSlicesSize(r.Values) + wire.ByteSlicesSize(r.Keys) + 1 + wire.BytesSize(r.Next)
+}
+
 func AppendFetchReply(buf []byte, r *FetchReply) []byte {
 	buf = wire.AppendByteSlices(buf, r.Values)
 	buf = wire.AppendByteSlices(buf, r.Keys)
@@ -181,8 +187,8 @@ func DecodeFetchReply(data []byte) (*FetchReply, error) {
 	d := wire.NewDecoder(data)
 	r := &FetchReply{Values: d.ByteSlices(), Keys: d.ByteSlices()}
 	r.More = d.Byte() == 1
-	if r.Next = d.Bytes(); len(r.Next) == 0 {
-		r.Next = nil
+	if next := d.Bytes(); len(next) > 0 {
+		r.Next = bytes.Clone(next) // nothing of r aliases data (codec.Unmarshal)
 	}
 	if d.Err() == nil && len(d.Rest()) != 0 {
 		d.Fail(fmt.Errorf("%d trailing bytes", len(d.Rest())))

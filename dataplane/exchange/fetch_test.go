@@ -1,6 +1,9 @@
 package exchange
 
 import (
+	"bytes"
+	"google.golang.org/grpc/mem"
+	"reflect"
 	"testing"
 
 	"koala/dataplane/wire"
@@ -75,6 +78,40 @@ func TestFetchResumeAndModeRoundTrip(t *testing.T) {
 		rep, err := DecodeFetchReply(AppendFetchReply(nil, &FetchReply{Keys: [][]byte{[]byte("k")}, Values: [][]byte{[]byte("v")}, More: next != nil, Next: next}))
 		if err != nil || string(rep.Next) != string(next) || (rep.Next == nil) != (next == nil) {
 			t.Errorf("reply Next=%q round trip: %+v, %v", next, rep, err)
+		}
+	}
+}
+
+// FetchReplySize is exact, and a reply decoded by the codec from gRPC's
+// buffers (one or several) keeps nothing of them: gRPC reuses them once
+// Unmarshal returns.
+func TestFetchReplySizeAndCodecCopies(t *testing.T) {
+	big := bytes.Repeat([]byte("v"), 300)
+	for _, rep := range []*FetchReply{
+		{},
+		{Values: [][]byte{nil, {}, big}, Keys: [][]byte{[]byte("k")}},
+		{Values: [][]byte{big, big}, Keys: [][]byte{[]byte("a"), []byte("b")}, More: true, Next: bytes.Repeat([]byte("n"), 200)},
+	} {
+		enc := AppendFetchReply(nil, rep)
+		if got := FetchReplySize(rep); got != len(enc) {
+			t.Fatalf("FetchReplySize = %d, encoding has %d bytes", got, len(enc))
+		}
+		for _, parts := range []int{1, 3} {
+			src := bytes.Clone(enc)
+			var msg mem.BufferSlice
+			step := (len(src) + parts - 1) / parts
+			for i := 0; i < len(src); i += step {
+				msg = append(msg, mem.SliceBuffer(src[i:min(i+step, len(src))]))
+			}
+			var got FetchReply
+			if err := (codec{}).Unmarshal(msg, &got); err != nil {
+				t.Fatal(err)
+			}
+			clear(src) // gRPC reuses its buffers
+			want, _ := DecodeFetchReply(enc)
+			if !reflect.DeepEqual(&got, want) || (len(rep.Values) > 2 && !bytes.Equal(got.Values[2], big)) {
+				t.Fatalf("%d part(s): decoded %+v, want %+v", parts, got, want)
+			}
 		}
 	}
 }

@@ -413,7 +413,26 @@ func AppendByteSlices(buf []byte, list [][]byte) []byte {
 	return buf
 }
 
-// ByteSlices reads a list AppendByteSlices wrote; entries are copies.
+// BytesSize is the exact length of b's encoding by AppendBytes.
+func BytesSize(b []byte) int { return stringSize2(len(b)) }
+
+// ByteSlicesSize is the exact length of list's encoding by
+// AppendByteSlices, so an encoder can allocate its buffer once (a fetch
+// reply's megabytes of values, grown by doubling, were copied about twice
+// over: after profiling, a tenth of a task's worker that served fetches).
+func ByteSlicesSize(list [][]byte) int {
+	n := uvarintSize(uint64(len(list)))
+	for _, b := range list {
+		n++
+		if b != nil {
+			n += stringSize2(len(b))
+		}
+	}
+	return n
+}
+
+// ByteSlices reads a list AppendByteSlices wrote; entries are copies, each
+// its own allocation (a reader may keep one without the others).
 func (d *Decoder) ByteSlices() [][]byte {
 	n := d.Uvarint()
 	if d.err != nil {
