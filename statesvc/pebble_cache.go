@@ -76,6 +76,20 @@ type valueCache struct {
 	// to know what clean entries it can free.
 	dirtyCharge int64
 
+	// clean queues the entries eviction may take, oldest first, from
+	// cleanHead on: every clean entry of the map is queued (once, with
+	// queued set), and an entry dirtied or dropped since stays queued
+	// until eviction or a compaction passes it (cleanGone counts the
+	// dropped ones). Eviction used to walk the map past dirty entries to
+	// find clean ones: with borg's small values charged minCharge each,
+	// the dirty entries alone passed the limit, every fill evicted all the
+	// clean ones it had just added, and each walked nearly the whole map
+	// (870 K entries) to find them. After profiling, that walk was 64 % of
+	// the old owner's worker after a scale-out.
+	clean     []*cachedValue
+	cleanHead int
+	cleanGone int
+
 	// recent lists the entries of the last lookup's keys (filled in by
 	// fill), in key order. A stateful operator writes back the keys it
 	// just read, the same slices in the same order, so buffer and wrote
@@ -154,6 +168,7 @@ type cachedValue struct {
 	present bool
 	dirty   bool
 	gone    bool // evicted: no longer in the map (a stale recent entry)
+	queued  bool // in the clean queue
 }
 
 // cacheEntryOverhead approximates the map entry, entry struct and string
@@ -242,6 +257,7 @@ func (c *valueCache) lookup(keys, out [][]byte) (miss []int, gen uint64, ok bool
 func (c *valueCache) switchOffLocked() {
 	c.off = true
 	c.gen++
+	c.clearCleanLocked() // no clean entry stays
 	if c.dirtyLen() == 0 {
 		c.m.each(func(_ string, e *cachedValue) bool {
 			e.gone = true // a recent entry still pointing at it must not be used
@@ -328,6 +344,11 @@ func (c *valueCache) fill(gen uint64, keys, vals [][]byte, miss []int) {
 	defer c.mu.Unlock()
 	if c.gen != gen || c.off {
 		return // a write ran meanwhile (what was read may be older), or off
+	}
+	if c.dirtyCharge >= c.limit {
+		// No clean entry can stay: eviction would take back at once
+		// what this copied in.
+		return
 	}
 	for j, k := range keys {
 		if c.m.get(k) != nil {
@@ -440,6 +461,7 @@ func (c *valueCache) markWritten(n int) {
 		for _, e := range c.dirty[c.dirtyHead:] {
 			e.dirty, e.gone = false, true
 		}
+		c.clearCleanLocked()
 		for _, m := range c.m.s {
 			clear(m)
 		}
@@ -471,9 +493,11 @@ func (c *valueCache) markCleanLocked(e *cachedValue) {
 	c.countDirty(e, -1)
 	if c.off {
 		c.m.del(e.key)
-		e.gone = true
+		c.goneLocked(e)
 		c.bytes -= c.charge(e)
+		return
 	}
+	c.queueCleanLocked(e)
 }
 
 // countDirty adds (sign 1) or removes (sign -1) e's size and charge to
@@ -496,6 +520,7 @@ func (c *valueCache) reset() {
 	})
 	c.m.clear()
 	c.bytes = 0
+	c.clearCleanLocked()
 	clear(c.dirty)
 	c.dirty, c.dirtyHead, c.dirtyBytes, c.dirtyCharge = c.dirty[:0], 0, 0, 0
 	c.forgetRecentLocked()
@@ -531,230 +556,7 @@ func (c *valueCache) setEntryLocked(e *cachedValue, v []byte, dirty, owned bool)
 	// markWritten.
 	if e.dirty {
 		c.countDirty(e, 1)
+	} else {
+		c.queueCleanLocked(e)
 	}
-}
-
-// evictLocked drops clean entries, a shard at a time from where the last
-// eviction stopped and in map order (pseudo-random) within one, once the
-// limit is passed, freeing a quarter of the room the dirty entries leave
-// (a quarter of the limit without any). Dirty entries stay: with them
-// taking up to their budget, a fixed target such as 3/4 of the limit
-// might be out of reach, and every call would walk the whole map. At most
-// maxEvictStep goes at once: a large cache that dropped a quarter of
-// itself shrank the heap by a hundred megabytes, which the runtime handed
-// back to the system only for the cache to take it again (q5's window
-// state: runtime.madvise was 15 % of the task's worker).
-func (c *valueCache) evictLocked() {
-	if c.bytes <= c.limit || c.bytes <= c.dirtyCharge {
-		return
-	}
-	target := c.limit - min((c.limit-c.dirtyCharge)/4, maxEvictStep)
-	shards := c.m.s
-	for j := range shards {
-		i := (c.m.evictFrom + j) % len(shards)
-		m := shards[i]
-		for k, e := range m {
-			if e.dirty {
-				continue
-			}
-			delete(m, k)
-			c.m.n--
-			e.gone = true
-			c.bytes -= c.charge(e)
-			if c.bytes <= target || c.bytes <= c.dirtyCharge {
-				c.m.evictFrom = i + 1
-				return
-			}
-		}
-	}
-}
-
-// dirtyRange is a copy of a range's dirty entries (writes not yet in
-// Pebble): the present ones packed (packed.go) in chunks, the keys of the
-// absent ones (buffered deletes), and the shards that hold keys of the
-// range only. Packed rather than a record per entry: after profiling,
-// filling records of pointers was a third of a bulk move's cost per key on
-// its old owner, and a bulk move sends the chunks as they are.
-type dirtyRange struct {
-	chunks [][]byte
-	absent [][]byte
-	whole  []int
-}
-
-// each calls fn for every present entry until it returns false, and
-// reports whether it went through all.
-func (d *dirtyRange) each(fn func(k, v []byte) bool) bool {
-	for _, c := range d.chunks {
-		if all, _ := eachPacked(c, fn); !all {
-			return false // the chunks are well formed: fn stopped
-		}
-	}
-	return true
-}
-
-// keys calls fn for every entry's key, absent ones included.
-func (d *dirtyRange) keys(fn func(k []byte)) {
-	d.each(func(k, _ []byte) bool { fn(k); return true })
-	for _, k := range d.absent {
-		fn(k)
-	}
-}
-
-// inRange says whether k lies in [start, end); a nil end is unbounded.
-func inRange(k string, start, end []byte) bool {
-	return k >= string(start) && (end == nil || k < string(end))
-}
-
-// eachShardOf calls fn with the index of every shard that may hold keys in
-// [start, end): the range's bucket shards and shard 0 (keys too short for
-// a bucket), or all of them when the range spans more than one operator.
-func (c *valueCache) eachShardOf(start, end []byte, fn func(i int)) {
-	lo, hi, all := shardSpan(start, end)
-	if all {
-		lo, hi = 0, len(c.m.s)-1
-	}
-	for i := lo; i <= hi && i < len(c.m.s); i++ {
-		fn(i)
-	}
-	if !all && lo > 0 && len(c.m.s) > 0 {
-		fn(0)
-	}
-}
-
-// dirtyInRange copies the dirty entries with keys in [start, end), in no
-// particular order, the present ones in chunks of at most limit bytes (0:
-// one chunk; a chunk holds one pair at least). The caller holds wmu, so no
-// write-back moves them to Pebble meanwhile.
-func (c *valueCache) dirtyInRange(start, end []byte, limit int) (d dirtyRange) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	c.eachShardOf(start, end, func(i int) { n += len(c.m.s[i]) })
-	if n == 0 {
-		return d
-	}
-	var chunk []byte
-	scan := func(i int) {
-		m := c.m.s[i]
-		in := 0
-		for k, e := range m {
-			if !inRange(k, start, end) {
-				continue
-			}
-			in++
-			if !e.dirty {
-				continue
-			}
-			if !e.present {
-				d.absent = append(d.absent, []byte(k))
-				continue
-			}
-			need := PackedSize(len(k), len(e.v))
-			if len(chunk) > 0 && limit > 0 && len(chunk)+need > limit {
-				d.chunks = append(d.chunks, chunk)
-				chunk = nil
-			}
-			if chunk == nil {
-				// Room for every candidate at this entry's size, up to
-				// the limit: one allocation when values are of similar
-				// size.
-				size := n * need
-				if limit > 0 {
-					size = min(size, max(limit, need))
-				}
-				chunk = make([]byte, 0, size)
-			}
-			chunk = appendPackedString(chunk, k, e.v)
-		}
-		if in > 0 && in == len(m) {
-			d.whole = append(d.whole, i)
-		}
-	}
-	c.eachShardOf(start, end, scan)
-	if len(chunk) > 0 {
-		d.chunks = append(d.chunks, chunk)
-	}
-	return d
-}
-
-// dropRange forgets every entry with a key in [start, end), dirty ones
-// too: a range delete supersedes their writes, so they need never reach
-// Pebble. The caller holds wmu. Unlike reset, the rest of the cache (the
-// keys a task keeps after giving some buckets away) stays warm.
-func (c *valueCache) dropRange(start, end []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen++
-	dropped := false
-	c.m.each(func(k string, e *cachedValue) bool {
-		if inRange(k, start, end) {
-			dropped = c.dropLocked(e) || dropped
-		}
-		return true
-	})
-	c.afterDropLocked(dropped)
-}
-
-// dropLocked removes e from the cache, dirty or not, and reports whether
-// it was dirty (the dirty list then needs afterDropLocked).
-func (c *valueCache) dropLocked(e *cachedValue) bool {
-	c.m.del(e.key)
-	e.gone = true
-	c.bytes -= c.charge(e)
-	if !e.dirty {
-		return false
-	}
-	e.dirty = false
-	c.countDirty(e, -1)
-	return true
-}
-
-// afterDropLocked takes dropped dirty entries off the dirty list, keeping
-// the others' order (write-back takes the oldest first).
-func (c *valueCache) afterDropLocked(dropped bool) {
-	if dropped {
-		kept := c.dirty[:0]
-		for _, e := range c.dirty[c.dirtyHead:] {
-			if e.dirty {
-				kept = append(kept, e)
-			}
-		}
-		clear(c.dirty[len(kept):])
-		c.dirty, c.dirtyHead = kept, 0
-	}
-	c.forgetRecentLocked()
-}
-
-// forget drops the entries of the buffered writes copied (by MoveOut,
-// under the same wmu) and of the keys read from Pebble, dirty or not: their
-// range was handed away and deleted. The shards d.whole lists hold keys of
-// that range only: they go at once, without a map delete per key. Entries
-// of cached absences in other shards stay: the keys are absent.
-func (c *valueCache) forget(d *dirtyRange, onDisk [][]byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen++
-	dropped := false
-	for _, i := range d.whole {
-		for _, e := range c.m.s[i] {
-			e.gone = true
-			c.bytes -= c.charge(e)
-			if e.dirty {
-				e.dirty = false
-				c.countDirty(e, -1)
-				dropped = true
-			}
-		}
-		c.m.dropShard(i)
-	}
-	drop := func(k []byte) {
-		if e := c.m.get(k); e != nil {
-			dropped = c.dropLocked(e) || dropped
-		}
-	}
-	d.keys(drop) // a no-op for the keys of whole shards: their maps are gone
-	for _, k := range onDisk {
-		drop(k)
-	}
-	c.afterDropLocked(dropped)
 }

@@ -2,6 +2,7 @@ package statesvc
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -103,6 +104,9 @@ func TestPebbleVolatileRecentOracle(t *testing.T) {
 		}
 		if err := p.MultiPut(kvs); err != nil {
 			t.Fatal(err)
+		}
+		if round%25 == 0 {
+			checkCache(t, fmt.Sprint("round ", round), p.cache)
 		}
 	}
 	for k, want := range oracle {

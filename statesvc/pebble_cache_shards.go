@@ -8,9 +8,6 @@ package statesvc
 type cacheShards struct {
 	s []map[string]*cachedValue // by shardOf
 	n int
-	// evictFrom is the shard eviction starts at, moved on by each
-	// eviction so that no bucket's clean entries are always the first to go.
-	evictFrom int
 }
 
 // shardOf is the shard of a key: 1 + its bucket for a key of the state

@@ -73,6 +73,27 @@ func checkCache(t *testing.T, what string, c *valueCache) {
 		}
 		listed[e] = true
 	}
+	// Every clean entry is queued for eviction, once; the queue counts its
+	// dropped entries.
+	queued, goneQueued := map[*cachedValue]bool{}, 0
+	for _, e := range c.clean[c.cleanHead:] {
+		if !e.queued || queued[e] {
+			t.Errorf("%s: clean queue holds %q (queued %v, twice %v)", what, e.key, e.queued, queued[e])
+		}
+		queued[e] = true
+		if e.gone {
+			goneQueued++
+		}
+	}
+	if goneQueued != c.cleanGone {
+		t.Errorf("%s: %d dropped entries queued (counted %d)", what, goneQueued, c.cleanGone)
+	}
+	c.m.each(func(k string, e *cachedValue) bool {
+		if !e.dirty && !queued[e] {
+			t.Errorf("%s: clean entry %q not queued for eviction", what, k)
+		}
+		return true
+	})
 	if n != c.m.len() || bytes != c.bytes || dirtyBytes != c.dirtyBytes || dirty != len(listed) {
 		t.Errorf("%s: %d entries (counted %d), %d bytes (counted %d), %d dirty bytes (counted %d), %d dirty (listed %d)",
 			what, n, c.m.len(), bytes, c.bytes, dirtyBytes, c.dirtyBytes, dirty, len(listed))

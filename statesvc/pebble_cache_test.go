@@ -130,6 +130,7 @@ func TestValueCacheEvictsOnlyClean(t *testing.T) {
 	if c.dirtyLen() != len(dirty) {
 		t.Fatalf("%d dirty entries, want %d", c.dirtyLen(), len(dirty))
 	}
+	checkCache(t, "after the reads", c)
 	for _, kv := range dirty {
 		vals, miss, _, _ := cachedLookup(c, [][]byte{kv.Key})
 		if len(miss) != 0 || string(vals[0]) != string(kv.Value) {
@@ -184,5 +185,96 @@ func TestValueCacheEntryBound(t *testing.T) {
 				t.Fatalf("%d bytes charged, over the limit %d", bytes, tc.limit)
 			}
 		})
+	}
+}
+
+// Eviction takes the clean entries oldest first and skips dirty ones
+// without walking past them: an entry dirtied after it was queued stays,
+// and is queued again once written back.
+func TestValueCacheEvictsOldestClean(t *testing.T) {
+	c := newValueCache(64 << 10)
+	c.minCharge = 0
+	key := func(i int) []byte { return StateKey(nil, "op", i%7, "s", fmt.Appendf(nil, "%06d", i)) }
+	v := make([]byte, 200)
+	write := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			c.beginWrite()
+			c.wrote([]KV{{Key: key(i), Value: v}}, nil)
+		}
+	}
+	cached := func(i int) bool {
+		_, miss, _, _ := cachedLookup(c, [][]byte{key(i)})
+		return len(miss) == 0
+	}
+	write(0, 100)
+	// Key 0, the oldest, is rewritten dirty: eviction must pass it by.
+	c.buffer([]KV{{Key: key(0), Value: v}}, nil)
+	write(100, 400) // well past the limit
+	checkCache(t, "after the writes", c)
+	if !cached(0) {
+		t.Fatal("the dirty entry was evicted")
+	}
+	if cached(1) || cached(2) {
+		t.Fatal("the oldest clean entries survived eviction")
+	}
+	if !cached(399) || !cached(398) {
+		t.Fatal("the newest clean entries were evicted")
+	}
+	// Written back, key 0 is clean and queued again, behind the others.
+	n, err := c.oldestDirty(-1, func(string, []byte, bool) error { return nil })
+	if err != nil || n != 1 {
+		t.Fatalf("oldestDirty = %d, %v", n, err)
+	}
+	c.markWritten(n)
+	checkCache(t, "after the write-back", c)
+	write(400, 700)
+	checkCache(t, "after more writes", c)
+	if cached(0) {
+		t.Fatal("the written-back entry was never evicted")
+	}
+}
+
+// Entries dropped with their range leave the clean queue soon, so that it
+// holds no dropped value alive and stays in proportion to the cache.
+func TestValueCacheCleanQueueForgetsDropped(t *testing.T) {
+	c := newValueCache(1 << 30)
+	for b := 0; b < 8; b++ {
+		kvs := make([]KV, 1000)
+		for i := range kvs {
+			kvs[i] = KV{Key: StateKey(nil, "op", b, "s", fmt.Appendf(nil, "%06d", i)), Value: []byte("v")}
+		}
+		c.beginWrite()
+		c.wrote(kvs, nil)
+	}
+	for b := 0; b < 7; b++ {
+		lo, hi := BucketRange("op", b, b+1)
+		c.dropRange(lo, hi)
+		checkCache(t, fmt.Sprint("after dropping bucket ", b), c)
+	}
+	c.mu.Lock()
+	queued, entries := len(c.clean)-c.cleanHead, c.m.len()
+	c.mu.Unlock()
+	if entries != 1000 || queued > 2*entries+1024 {
+		t.Fatalf("%d entries left, %d queued; want 1000 entries and at most %d queued", entries, queued, 2*entries+1024)
+	}
+}
+
+// With dirty entries charged past the limit (small values, each charged
+// minCharge), a fill caches nothing: no clean entry could stay.
+func TestValueCacheFillSkippedWhenDirtyFillsIt(t *testing.T) {
+	c := newValueCache(1 << 20)
+	c.minCharge = 4 << 10
+	for i := 0; c.dirtyCharge < c.limit; i++ {
+		c.buffer([]KV{{Key: fmt.Appendf(nil, "dirty-%06d", i), Value: []byte("v")}}, nil)
+	}
+	keys := [][]byte{[]byte("read-1"), []byte("read-2")}
+	_, miss, gen, on := cachedLookup(c, keys)
+	if !on || len(miss) != 2 {
+		t.Fatalf("lookup: on %v, miss %v", on, miss)
+	}
+	c.fill(gen, keys, [][]byte{[]byte("a"), []byte("b")}, nil)
+	checkCache(t, "after the fill", c)
+	if _, miss, _, _ := cachedLookup(c, keys); len(miss) != 2 {
+		t.Fatalf("filled keys were kept with the dirty entries over the limit: miss %v", miss)
 	}
 }
