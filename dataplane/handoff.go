@@ -103,7 +103,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			}
 			// Here, on the task goroutine: every write to these buckets is
 			// in the index, and none comes after.
-			indexed, indexOK = t.keyed.localIdx.take(gained[toID])
+			indexed, indexOK = t.keyed.localIdx.take(gained[toID], !bulk)
 			t.handoffs.sent(reconfigID, toID) // until the new owner acks (handoff_ack.go)
 		}
 		q := &handoffQueue{limit: t.holdBytes()}

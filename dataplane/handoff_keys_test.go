@@ -84,12 +84,16 @@ func testLocalEntries(t *testing.T, fromIndex bool) {
 	me := control.TaskRef{ID: "count-0", WorkerID: "w1"}
 	var local handoffKeys
 	if fromIndex {
-		local.hashes, local.ok = ks.localIdx.take(handed)
+		local.hashes, local.ok = ks.localIdx.take(handed, true) // lazy: kept
 		if !local.ok {
 			t.Fatal("a fresh task's key index is incomplete")
 		}
-		if again, _ := ks.localIdx.take(handed); slices.ContainsFunc(again, func(hs []uint32) bool { return len(hs) > 0 }) {
-			t.Fatal("the index still has keys of the buckets it gave away")
+		again, _ := ks.localIdx.take(handed, false) // bulk: removed
+		if !slices.EqualFunc(again, local.hashes, slices.Equal[[]uint32]) {
+			t.Fatal("a lazy handoff's take did not keep the buckets' keys")
+		}
+		if again, _ := ks.localIdx.take(handed, false); slices.ContainsFunc(again, func(hs []uint32) bool { return len(hs) > 0 }) {
+			t.Fatal("the index still has keys of the buckets a bulk handoff gave away")
 		}
 	}
 	entries, err := ks.localEntries(handed, me, local)

@@ -203,11 +203,20 @@ func (x *localIndex) rebuild(store statesvc.Store, opName string) error {
 	return nil
 }
 
-// take removes buckets from the index and returns, per bucket (indexed
-// like buckets), the lookup table hashes of their keys, sorted, one per
-// key. ok is false when the index is incomplete: the caller lists the
-// store instead.
-func (x *localIndex) take(buckets []int) (hashes [][]uint32, ok bool) {
+// take returns, per bucket (indexed like buckets), the lookup table hashes
+// of the buckets' keys, sorted, one per key, and with keep false removes
+// the buckets from the index. ok is false when the index is incomplete:
+// the caller lists the store instead.
+//
+// A lazy handoff keeps them: the values stay in the store until the new
+// owner takes them, and one it never takes is still here if the bucket
+// comes back, and must be handed over again when it leaves again. Removed,
+// a 1 → 2 → 1 → 2 rescale handed over only the keys written here since the
+// bucket came back, and the last new owner counted the others from zero
+// (TestLazyRescaleBucketsComeBack). Keys taken meanwhile stay indexed as
+// gone keys do. A bulk handoff moves every value of the buckets at once,
+// so nothing of them stays to keep.
+func (x *localIndex) take(buckets []int, keep bool) (hashes [][]uint32, ok bool) {
 	if x == nil {
 		return nil, false
 	}
@@ -229,7 +238,9 @@ func (x *localIndex) take(buckets []int) (hashes [][]uint32, ok bool) {
 		}
 		slices.Sort(hs)
 		hashes[i] = hs
-		*lb = localBucket{}
+		if !keep {
+			*lb = localBucket{}
+		}
 	}
 	return hashes, true
 }

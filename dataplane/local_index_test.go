@@ -35,7 +35,7 @@ func TestLocalIndexCountsKeys(t *testing.T) {
 		x.addUser([]byte(b))
 		x.addUser([]byte("other"))
 	}
-	got, ok := x.take([]int{bucket})
+	got, ok := x.take([]int{bucket}, false)
 	if !ok {
 		t.Fatal("index incomplete")
 	}
@@ -44,7 +44,7 @@ func TestLocalIndexCountsKeys(t *testing.T) {
 	}
 	x.addUser([]byte(a))
 	x.invalidate()
-	if _, ok := x.take([]int{bucket}); ok {
+	if _, ok := x.take([]int{bucket}, false); ok {
 		t.Fatal("an invalidated index handed keys over")
 	}
 }
@@ -81,7 +81,7 @@ func TestLocalIndexMerge(t *testing.T) {
 		want[bk] = append(want[bk], h)
 	}
 	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
-	got, ok := x.take(all)
+	got, ok := x.take(all, false)
 	if !ok {
 		t.Fatal("index incomplete")
 	}
