@@ -20,7 +20,8 @@ import (
 // It may hold keys that are gone (a deleted or served key stays): a new
 // owner that fetches such a key finds it absent everywhere and reads its
 // own store, as for any lookup table false positive. It must not miss a
-// stored key, so every write of the task's keyed state adds to it, and a
+// stored key, so every write of the task's keyed state adds to it (but of
+// a key the write's batch read from the store: indexHint), and a
 // store filled another way (a restored snapshot or checkpoint) makes it
 // incomplete until rebuilt from a listing (rebuild); while incomplete,
 // handoffs list the store as before (localEntries).
@@ -45,6 +46,26 @@ func newLocalIndex(numBuckets int) *localIndex {
 	nb := max(1, numBuckets)
 	return &localIndex{nb: nb, complete: true, buckets: make([]localBucket, nb)}
 }
+
+// indexHint is what a batch's read of a key it writes says about the key
+// (addWrites), so the index need not look for it.
+type indexHint uint8
+
+const (
+	// hintNone: nothing known; the key is looked for and added if missing.
+	hintNone indexHint = iota
+	// hintAbsent: the store did not hold the key when the batch read it;
+	// it is added without looking for it first (see addLocked).
+	hintAbsent
+	// hintStored: the store held the key when the batch read it, so a
+	// complete index has it (every store write adds to it, and a lazy
+	// handoff keeps what it hands over: take), and an incomplete one is
+	// rebuilt before it is used; nothing is done. Looking for each
+	// rewritten key in its bucket's sorted hashes, a cache miss or two
+	// per write, was 6-7 % of each q6* task's worker after a scale-out
+	// (EXPERIMENTS.md, Section 5.2 at GB scale).
+	hintStored
+)
 
 // addLocked indexes the key whose KeyHash is h. A key the caller knows to
 // be new to the store (fresh) is added without looking for it first: a
@@ -131,9 +152,12 @@ func (lb *localBucket) merge() {
 // holds none such.
 func (x *localIndex) addKVs(kvs []statesvc.KV) { x.addWrites(kvs, nil) }
 
-// addWrites is addKVs where fresh[i] (fresh nil: none) says kvs[i]'s key
-// was absent from the store when its batch read it (see addLocked).
-func (x *localIndex) addWrites(kvs []statesvc.KV, fresh []bool) {
+// addWrites is addKVs where hints[i] (hints nil: none) says what kvs[i]'s
+// batch found when it read the key (indexHint). A user key's states come
+// together and are added once; any of them held means the key is indexed,
+// and one held state's write is skipped even where another of the key's
+// states is added (a repeat, which merge drops).
+func (x *localIndex) addWrites(kvs []statesvc.KV, hints []indexHint) {
 	if x == nil || len(kvs) == 0 {
 		return
 	}
@@ -141,12 +165,19 @@ func (x *localIndex) addWrites(kvs []statesvc.KV, fresh []bool) {
 	defer x.mu.Unlock()
 	var last []byte
 	for i := range kvs {
+		h := hintNone
+		if hints != nil {
+			h = hints[i]
+		}
+		if h == hintStored {
+			continue // not even parsed: that was half of what is left
+		}
 		_, _, _, user, err := statesvc.SplitStateKey(kvs[i].Key)
 		if err != nil || (last != nil && string(user) == string(last)) {
 			continue // one user key's states come together
 		}
 		last = user
-		x.addLocked(statesvc.KeyHash(user), fresh != nil && fresh[i])
+		x.addLocked(statesvc.KeyHash(user), h == hintAbsent)
 	}
 }
 

@@ -61,7 +61,8 @@ func countOf(hs []uint32, h uint32) int {
 
 // Many keys through the merge: every key once, sorted, whatever the order
 // and repetition of the writes, including keys written as fresh (not
-// searched for) that the index already holds, as a deleted key's is.
+// searched for) that the index already holds, as a deleted key's is, and
+// rewrites of keys read from the store (hintStored, not added again).
 func TestLocalIndexMerge(t *testing.T) {
 	const nb = 8
 	ks := &keyedState{opName: "count", buckets: nb}
@@ -69,13 +70,21 @@ func TestLocalIndexMerge(t *testing.T) {
 	want := make([][]uint32, nb)
 	for i := range 50_000 {
 		k := []byte("k" + strconv.Itoa(i))
-		x.addWrites([]statesvc.KV{{Key: ks.stateKey("count", k)}}, []bool{i%3 != 0})
+		hint := hintNone
+		if i%3 != 0 {
+			hint = hintAbsent
+		}
+		x.addWrites([]statesvc.KV{{Key: ks.stateKey("count", k)}}, []indexHint{hint})
+		if i%13 == 0 { // a rewrite of a key the batch read from the store
+			held := ks.stateKey("count", []byte("k"+strconv.Itoa(i/4)))
+			x.addWrites([]statesvc.KV{{Key: held}}, []indexHint{hintStored})
+		}
 		if i%7 == 0 {
 			x.addUser([]byte("k" + strconv.Itoa(i/2))) // a rewrite
 		}
 		if i%11 == 0 { // a rewrite, as fresh
 			old := ks.stateKey("count", []byte("k"+strconv.Itoa(i/3)))
-			x.addWrites([]statesvc.KV{{Key: old}, {Key: old}}, []bool{true, true})
+			x.addWrites([]statesvc.KV{{Key: old}, {Key: old}}, []indexHint{hintAbsent, hintAbsent})
 		}
 		bk, h := statesvc.KLTHash(k, nb)
 		want[bk] = append(want[bk], h)
@@ -122,6 +131,52 @@ func BenchmarkLocalIndexAdd(b *testing.B) {
 		x.addKVs(kvs)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
+}
+
+// BenchmarkLocalIndexRewrites: the index's cost of a batch of 1000
+// writes over 200 K indexed keys (q6*'s sellers at 128 buckets), each key
+// read from the store first as a keyed batch does: "search" without what
+// the read found (every key looked up in its bucket), "hinted" with it
+// (1 in 50 absent and added, the rest held and skipped).
+func BenchmarkLocalIndexRewrites(b *testing.B) {
+	const keys, batch = 200_000, 1000
+	ks := &keyedState{opName: "count", buckets: 128}
+	state := func(i int) statesvc.KV {
+		return statesvc.KV{Key: ks.stateKey("count", []byte("k"+strconv.Itoa(i))), Value: []byte{1}}
+	}
+	all := make([]statesvc.KV, 0, keys)
+	for i := range keys {
+		all = append(all, state(i))
+	}
+	for _, hinted := range []bool{false, true} {
+		name := "search"
+		if hinted {
+			name = "hinted"
+		}
+		b.Run(name, func(b *testing.B) {
+			x := newLocalIndex(128)
+			x.addKVs(all)
+			kvs := make([]statesvc.KV, batch)
+			hints := make([]indexHint, batch)
+			n := 0
+			for b.Loop() {
+				for i := range kvs {
+					if i%50 == 0 {
+						kvs[i], hints[i] = state(keys+n*batch+i), hintAbsent
+					} else {
+						kvs[i], hints[i] = all[(n*7919+i*104729)%keys], hintStored
+					}
+				}
+				if hinted {
+					x.addWrites(kvs, hints)
+				} else {
+					x.addWrites(kvs, nil)
+				}
+				n++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*batch), "ns/key")
+		})
+	}
 }
 
 // containsHash answers as a binary search does, for uniform hashes and for

@@ -25,6 +25,7 @@ type stateSlot struct {
 	owned   bool   // value given up whole by the operator (PutOwned)
 	fetched bool   // taken from another task: written here even unchanged
 	absent  bool   // read from the local store, which did not hold it
+	stored  bool   // read from the local store, which held it
 }
 
 // newState makes a State for about n keys.

@@ -71,8 +71,8 @@ type keyedState struct {
 	syncFetch bool
 	local     []int // key numbers of a batch read from the local store, reused
 	kvs       []statesvc.KV
-	fresh     []bool // by kvs index: the key was absent from the store (writes)
-	owned     []bool // by kvs index: the operator gave the value up (State.PutOwned)
+	hints     []indexHint // by kvs index: what the batch's read found (writes)
+	owned     []bool      // by kvs index: the operator gave the value up (State.PutOwned)
 
 	// installed remembers completed handoffs ("reconfig/fromTask") so a
 	// retried fast-forward can learn they happened without a new event.
@@ -297,7 +297,7 @@ func (t *task) writeState(st *State) error {
 	ks := t.keyed
 	putStart := time.Now()
 	kvs := ks.writes(st, ks.kvs[:0])
-	ks.localIdx.addWrites(kvs, ks.fresh)
+	ks.localIdx.addWrites(kvs, ks.hints)
 	if err := statesvc.PutOwned(ks.store, kvs, ks.owned); err != nil {
 		return fmt.Errorf("task %s: write state: %w", t.id, err)
 	}
@@ -310,17 +310,25 @@ func (t *task) writeState(st *State) error {
 // writes appends to kvs what st has to write back: the operator's changes
 // and fetched values (which now live here, changed or not), with the store
 // keys loadLocal built where it built them.
-// It sets ks.fresh[i] for the writes whose key the store did not hold,
-// and ks.owned[i] for the values the operator gave up.
+// It sets ks.hints[i] to what the batch's read of kvs[i]'s key found in
+// the store, and ks.owned[i] for the values the operator gave up.
 func (ks *keyedState) writes(st *State, kvs []statesvc.KV) []statesvc.KV {
 	var kb stateKeyBuf
-	ks.fresh, ks.owned = ks.fresh[:0], ks.owned[:0]
+	ks.hints, ks.owned = ks.hints[:0], ks.owned[:0]
 	st.written(func(si int, key []byte, sl *stateSlot) {
 		if sl.skey == nil {
 			sl.skey = kb.keyInBucket(ks, statesvc.BucketOf(key, ks.buckets), ks.names[si], key)
 		}
 		kvs = append(kvs, statesvc.KV{Key: sl.skey, Value: sl.value})
-		ks.fresh = append(ks.fresh, sl.absent && !sl.fetched)
+		h := hintNone // a fetched value is new here, but may have been here before
+		switch {
+		case sl.fetched:
+		case sl.absent:
+			h = hintAbsent
+		case sl.stored:
+			h = hintStored
+		}
+		ks.hints = append(ks.hints, h)
 		ks.owned = append(ks.owned, sl.owned)
 	})
 	return kvs
@@ -358,7 +366,7 @@ func (ks *keyedState) loadLocal(st *State, kis []int) error {
 	for _, ki := range kis {
 		for si := range ks.names {
 			sl := st.slotOf(si, ki)
-			sl.value, sl.absent = vals[i], vals[i] == nil
+			sl.value, sl.absent, sl.stored = vals[i], vals[i] == nil, vals[i] != nil
 			i++
 		}
 	}
