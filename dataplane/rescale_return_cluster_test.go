@@ -7,22 +7,14 @@ import (
 
 	"koala/dataplane"
 	"koala/dataplane/control"
+	"koala/queries/examples"
 	"koala/workflows"
 	"koala/workflows/wftest"
 )
 
 var returnRescaleQuery = dataplane.NewQuery("test-return-rescale").
 	Source("source", 1).
-	KeyedStateful("count", []string{"count"}, func(r dataplane.Record, st *dataplane.State, emit dataplane.Emit) error {
-		var n uint64
-		if v := st.Get("count", r.Key); len(v) == 8 {
-			n = binary.LittleEndian.Uint64(v)
-		}
-		r.Value = binary.LittleEndian.AppendUint64(nil, n+1)
-		st.Put("count", r.Key, r.Value)
-		emit(r)
-		return nil
-	}).
+	KeyedStateful("count", []string{"count"}, examples.CountRecord).
 	RecordSink("sink")
 
 // TestLazyRescaleBucketsComeBack scales a keyed counter 1→2→1→2 lazily,
