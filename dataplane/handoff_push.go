@@ -90,6 +90,7 @@ func bucketRuns(buckets []int) [][2]int {
 func (ks *keyedState) applyPushed(r *Record, from string) error {
 	bucket := int(r.Partition)
 	var slots, moved uint64
+	var hashes []uint64
 	for rest := r.Key; len(rest) > 0; {
 		k, v, next, err := statesvc.NextPacked(rest)
 		if err != nil {
@@ -105,8 +106,9 @@ func (ks *keyedState) applyPushed(r *Record, from string) error {
 		}
 		slots++
 		moved += uint64(len(user) + len(v))
-		ks.localIdx.addUser(user)
+		hashes = append(hashes, statesvc.KeyHash(user))
 	}
+	ks.localIdx.addMoved(hashes)
 	// Through the value cache, as the task's own writes: the new owner's
 	// first batches read these keys, and BenchmarkBulkPush moved the
 	// counter's state faster this way (8.2-8.6 against 5.1-7.5 MB/s on a

@@ -31,9 +31,9 @@ func TestLocalIndexCountsKeys(t *testing.T) {
 	bucket, h := statesvc.KLTHash([]byte(a), nb)
 	x := newLocalIndex(nb)
 	for range 3 {
-		x.addUser([]byte(a))
-		x.addUser([]byte(b))
-		x.addUser([]byte("other"))
+		addUser(x, []byte(a))
+		addUser(x, []byte(b))
+		addUser(x, []byte("other"))
 	}
 	got, ok := x.take([]int{bucket}, false)
 	if !ok {
@@ -42,7 +42,7 @@ func TestLocalIndexCountsKeys(t *testing.T) {
 	if n := countOf(got[0], h); n != 2 {
 		t.Fatalf("keys %q and %q (hash %08x, bucket %d): %d entries handed over, want 2 (hashes %v)", a, b, h, bucket, n, got[0])
 	}
-	x.addUser([]byte(a))
+	addUser(x, []byte(a))
 	x.invalidate()
 	if _, ok := x.take([]int{bucket}, false); ok {
 		t.Fatal("an invalidated index handed keys over")
@@ -80,7 +80,7 @@ func TestLocalIndexMerge(t *testing.T) {
 			x.addWrites([]statesvc.KV{{Key: held}}, []indexHint{hintStored})
 		}
 		if i%7 == 0 {
-			x.addUser([]byte("k" + strconv.Itoa(i/2))) // a rewrite
+			addUser(x, []byte("k" + strconv.Itoa(i/2))) // a rewrite
 		}
 		if i%11 == 0 { // a rewrite, as fresh
 			old := ks.stateKey("count", []byte("k"+strconv.Itoa(i/3)))
@@ -250,3 +250,6 @@ func BenchmarkContainsHash(b *testing.B) {
 		})
 	}
 }
+
+// addUser indexes one user key as a bulk move's install does.
+func addUser(x *localIndex, user []byte) { x.addMoved([]uint64{statesvc.KeyHash(user)}) }

@@ -674,7 +674,8 @@ var errStopped = errors.New("statesvc: stopped by the caller")
 // one), copied under wmu with an iterator made at the same moment; then
 // Pebble's keys they do not supersede to onKey. The set of superseded keys
 // is built only when Pebble holds any of the range. With keepKeys it also
-// returns Pebble's keys of the range (MoveOut drops their cache entries).
+// returns Pebble's keys of the range that the cache may hold outside the
+// shards d.whole lists (MoveOut drops their cache entries).
 // A callback's error (errStopped to stop) ends it and is returned. The
 // caller holds enter.
 func (p *Pebble) exportRange(start, end []byte, limit int, keepKeys bool, onChunk func([]byte) error, onKey func(k, v []byte) error) (d dirtyRange, onDisk [][]byte, err error) {
@@ -705,7 +706,10 @@ func (p *Pebble) exportRange(start, end []byte, limit int, keepKeys bool, onChun
 	var arena []byte
 	for ok := true; ok; ok = it.Next() {
 		k := it.Key()
-		if keepKeys {
+		// Only keys the cache may hold need listing: a bulk move's
+		// buckets are whole shards, dropped at once, and listing their
+		// keys was a tenth of its old owner's CPU on borg's 6.3 M keys.
+		if keepKeys && d.mayCache(k) {
 			s := len(arena)
 			arena = append(arena, k...)
 			onDisk = append(onDisk, arena[s:len(arena):len(arena)])

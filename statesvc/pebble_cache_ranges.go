@@ -1,5 +1,7 @@
 package statesvc
 
+import "slices"
+
 // The value cache's ranges: copying a range's dirty entries for a handoff
 // or a bulk move, and dropping a range's entries once it is given away.
 
@@ -10,9 +12,18 @@ package statesvc
 // filling records of pointers was a third of a bulk move's cost per key on
 // its old owner, and a bulk move sends the chunks as they are.
 type dirtyRange struct {
-	chunks [][]byte
-	absent [][]byte
-	whole  []int
+	chunks  [][]byte
+	absent  [][]byte
+	whole   []int
+	partial []int
+}
+
+// mayCache says whether the cache may hold an entry for k outside the
+// shards d.whole lists (which forget drops whole): a key of a shard that
+// held no entry of the range has none, and the range is not written while
+// it is handed out.
+func (d *dirtyRange) mayCache(k []byte) bool {
+	return slices.Contains(d.partial, shardOf(k))
 }
 
 // each calls fn for every present entry until it returns false, and
@@ -100,8 +111,11 @@ func (c *valueCache) dirtyInRange(start, end []byte, limit int) (d dirtyRange) {
 			}
 			chunk = appendPackedString(chunk, k, e.v)
 		}
-		if in > 0 && in == len(m) {
+		switch {
+		case in > 0 && in == len(m):
 			d.whole = append(d.whole, i)
+		case in > 0:
+			d.partial = append(d.partial, i)
 		}
 	}
 	c.eachShardOf(start, end, scan)
