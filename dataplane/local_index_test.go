@@ -80,7 +80,7 @@ func TestLocalIndexMerge(t *testing.T) {
 			x.addWrites([]statesvc.KV{{Key: held}}, []indexHint{hintStored})
 		}
 		if i%7 == 0 {
-			addUser(x, []byte("k" + strconv.Itoa(i/2))) // a rewrite
+			addUser(x, []byte("k"+strconv.Itoa(i/2))) // a rewrite
 		}
 		if i%11 == 0 { // a rewrite, as fresh
 			old := ks.stateKey("count", []byte("k"+strconv.Itoa(i/3)))
