@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -259,7 +260,27 @@ type Comparison struct {
 	Started    time.Time `json:"started"`
 	// Load is set when the rate was probed (--overload).
 	Load *OfferedLoad `json:"load,omitempty"`
-	Rows []CompareRow `json:"rows"`
+	// Snapshot is set when the runs load a warm-up snapshot: its files
+	// were read into the page cache before the first run.
+	Snapshot *SnapshotRead `json:"snapshot,omitempty"`
+	Rows     []CompareRow  `json:"rows"`
+}
+
+// SnapshotRead is how `koala compare` read a warm-up snapshot's files
+// into the page cache before its first run.
+type SnapshotRead struct {
+	Dir     string  `json:"dir"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	// Skipped says why nothing was read (the files would not fit).
+	Skipped string `json:"skipped,omitempty"`
+}
+
+func (s SnapshotRead) Text() string {
+	if s.Skipped != "" {
+		return fmt.Sprintf("The warm-up snapshot `%s` was not read into the page cache before the first run: %s.", filepath.Base(s.Dir), s.Skipped)
+	}
+	return fmt.Sprintf("Before the first run the warm-up snapshot `%s` (%s) was read into the page cache, in %.1f s, so every run starts from it there.", filepath.Base(s.Dir), BytesText(float64(s.Bytes)), s.Seconds)
 }
 
 // Violations lists "protocol: lost=N duplicated=M reordered=R" for every

@@ -244,6 +244,9 @@ func (c Comparison) Markdown() string {
 	fmt.Fprintf(&b, "# Protocol comparison: %s\n\n", c.Experiment)
 	fmt.Fprintf(&b, "Config `%s`, started %s. Each protocol ran the same experiment once, one after another.\n\n",
 		c.Config, c.Started.UTC().Format(time.RFC3339))
+	if c.Snapshot != nil {
+		b.WriteString(c.Snapshot.Text() + "\n\n")
+	}
 	b.WriteString("| " + strings.Join(compareHeader, " | ") + " |\n")
 	b.WriteString("|" + strings.Repeat("---|", len(compareHeader)) + "\n")
 	for _, r := range c.Rows {

@@ -132,15 +132,16 @@ func compare(ctx context.Context, o CompareOptions) (experiments.Comparison, str
 		return experiments.Comparison{}, "", err
 	}
 	DefaultBrokers(&base, o.Brokers)
+	var snap *experiments.SnapshotRead
 	if base.Params[control.ParamLoadWarmUpData] == "true" {
-		if err := ensureWarmUp(ctx, o); err != nil {
+		if snap, err = ensureWarmUp(ctx, o); err != nil {
 			return experiments.Comparison{}, "", err
 		}
 	}
 	started := time.Now()
 	stamp := started.Format("20060102-150405")
 	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
-	cmp := experiments.Comparison{Experiment: base.Name, Config: o.Config, Started: started}
+	cmp := experiments.Comparison{Experiment: base.Name, Config: o.Config, Started: started, Snapshot: snap}
 	fmt.Printf("comparing %s: %s (%d s each)\n  results: %s\n", base.Name, strings.Join(variants, ", "), base.TotalRuntimeSeconds, dir)
 	var drainLag float64
 	if rates != nil {
@@ -196,25 +197,34 @@ func compare(ctx context.Context, o CompareOptions) (experiments.Comparison, str
 // ensureWarmUp builds the warm-up snapshot o.Config loads when it is
 // missing and its warm-up config is found beside it (as a suite would run
 // that warm-up first); a missing snapshot without one stays the error a
-// run gets.
-func ensureWarmUp(ctx context.Context, o CompareOptions) error {
+// run gets. Then it reads the snapshot's files into the page cache
+// (snapshot_cache.go) and says how.
+func ensureWarmUp(ctx context.Context, o CompareOptions) (*experiments.SnapshotRead, error) {
 	t, notes, err := experiments.FindWarmUp(o.Config, experiments.RunOptions{})
 	for _, n := range notes {
 		fmt.Fprintln(os.Stderr, "note:", n)
 	}
-	if err != nil || t.Built {
-		return err
-	}
-	fmt.Printf("warm-up snapshot %s is missing: building it first with %s\n", t.Dir, t.Config)
-	m, err := BuildWarmUp(ctx, o.Services, t, BuildOptions{DialNATS: o.DialNATS, Margin: o.Margin, Terminator: "koala compare"})
 	if err != nil {
-		return fmt.Errorf("build the warm-up snapshot %s with %s: %w", t.Dir, t.Config, err)
+		return nil, err
 	}
-	fmt.Printf("built the warm-up snapshot with %s (%d keys, %s); every protocol loads it\n\n", t.Config, m.Keys, gbText(m.Bytes))
-	if o.Gap > 0 {
-		Sleep(ctx, o.Gap) // let the warm-up's tasks stop
+	if !t.Built {
+		fmt.Printf("warm-up snapshot %s is missing: building it first with %s\n", t.Dir, t.Config)
+		m, err := BuildWarmUp(ctx, o.Services, t, BuildOptions{DialNATS: o.DialNATS, Margin: o.Margin, Terminator: "koala compare"})
+		if err != nil {
+			return nil, fmt.Errorf("build the warm-up snapshot %s with %s: %w", t.Dir, t.Config, err)
+		}
+		fmt.Printf("built the warm-up snapshot with %s (%d keys, %s); every protocol loads it\n\n", t.Config, m.Keys, gbText(m.Bytes))
+		if o.Gap > 0 {
+			Sleep(ctx, o.Gap) // let the warm-up's tasks stop
+		}
 	}
-	return nil
+	fmt.Printf("reading the warm-up snapshot %s into the page cache\n", t.Dir)
+	r, err := readIntoPageCache(ctx, t.Dir)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Println("  " + strings.TrimSuffix(r.Text(), "."))
+	return &r, nil
 }
 
 // RunVariant runs one protocol's workflow to its end and turns it into a
