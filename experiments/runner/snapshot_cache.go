@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"koala/experiments"
@@ -77,29 +76,35 @@ func readAll(path string, buf []byte) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	return io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+	var n int64
+	for {
+		m, err := f.Read(buf)
+		n += int64(m)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // memAvailable is /proc/meminfo's MemAvailable in bytes; ok is false where
 // there is none (not Linux).
 func memAvailable() (uint64, bool) {
-	f, err := os.Open("/proc/meminfo")
+	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return 0, false
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, found := bytes.CutPrefix(sc.Bytes(), []byte("MemAvailable:"))
-		if !found {
-			continue
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, found := strings.CutPrefix(line, "MemAvailable:"); found {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return 0, false
+			}
+			kb, err := strconv.ParseUint(f[0], 10, 64)
+			return kb << 10, err == nil
 		}
-		fields := bytes.Fields(rest)
-		if len(fields) == 0 {
-			return 0, false
-		}
-		kb, err := strconv.ParseUint(string(fields[0]), 10, 64)
-		return kb << 10, err == nil
 	}
 	return 0, false
 }
