@@ -41,10 +41,22 @@ import (
 // records (at most the inbox's record bound) are read ahead of their
 // processing, like the inbox's.
 
-// fetchDepth is the most fetches out at once. Four keep an old owner's
-// fetch server busy without flooding it; the records they hold are
-// bounded apart from it (fetchPipe.maxHeld).
-const fetchDepth = 4
+// fetchDepth is the most fetches out at once, and fetchHeldInboxes how
+// many inboxes' worth of records (control.TaskInboxMaxRecords) the
+// segments and tail may hold. Right after a scale-out's swap nearly every
+// key of the new owner is remote, so each batch becomes a segment. With 4
+// out and one inbox held, the new owner took no frame while its fetches
+// were out, its inbox filled, the source feeding both owners waited for
+// room in it, and the old owner sat idle for want of input: q6*'s sink
+// fell to 0.32-0.77 of its pre-scale rate in that second (4 runs). With
+// 32 and four inboxes, 0.72-0.81 (4 runs, same config, EXPERIMENTS.md,
+// "The fetch pipeline's depth"). The records held stay bounded (about a
+// third of a second of a task's input at that rate), and the fetches
+// out are served concurrently by the old owner's gRPC server.
+const (
+	fetchDepth       = 32
+	fetchHeldInboxes = 4
+)
 
 // fetchResult is what fetchKeys returned, from its goroutine.
 type fetchResult struct {

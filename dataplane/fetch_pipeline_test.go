@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,6 +203,77 @@ func TestFetchPipelineHoldsAtMostItsBound(t *testing.T) {
 // state is its records' values appended in order, and each record goes
 // on) and a sink task, none started; every bucket routes to seq-1, which
 // gained seq-0's keys by fetch on demand.
+// TestFetchesOutUpToDepth: right after a swap every key of the new owner
+// is remote, so each batch is a segment of its own. The task goes on
+// taking batches with fetchDepth of them out at the old owner together,
+// and only the next one waits: it then stops filling its inbox, which is
+// what holds up a source feeding both owners.
+func TestFetchesOutUpToDepth(t *testing.T) {
+	old, nw, _, job := seqFixture(t)
+	nw.keyed.pipe.maxHeld = 10 * fetchDepth // the depth binds, not the records held
+	keys := keysInBucket(1, fetchDepth+1)
+	nw.keyed.owners.Store("seq-0", control.TaskRef{ID: "seq-0", WorkerID: "w1"})
+	for _, k := range keys {
+		nw.keyed.klt.Add(1, []byte(k), "seq-0")
+	}
+	owner := &hookStore{Store: old.keyed.store}
+	old.keyed.store = owner
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
+	var waiting atomic.Int32
+	owner.onGet = func(int) { waiting.Add(1); <-release }
+
+	handled := make(chan int, len(keys))
+	go func() {
+		defer close(handled)
+		for i, k := range keys {
+			f := &wire.Frame{Kind: wire.FrameData, JobID: job.JobID, FromTask: "source-0", ToTask: nw.id,
+				Records: []Record{{Key: []byte(k), Value: []byte("x")}}}
+			if err := nw.handleFrame(context.Background(), f); err != nil {
+				t.Error(err)
+				return
+			}
+			handled <- i
+		}
+	}()
+	for i := range fetchDepth {
+		select {
+		case <-handled:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("batch %d was not taken with %d fetches out (depth %d)", i+1, i, fetchDepth)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting.Load() < fetchDepth {
+		if time.Now().After(deadline) {
+			t.Fatalf("the old owner served %d fetches at once, want %d", waiting.Load(), fetchDepth)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case i := <-handled:
+		t.Fatalf("batch %d was taken with %d fetches out (depth %d)", i+1, fetchDepth, fetchDepth)
+	case <-time.After(300 * time.Millisecond): // it waits, as it should
+	}
+	free()
+	for range handled {
+	}
+	if err := nw.outsideBatch(context.Background(), nw.drainFetches); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		v, err := nw.keyed.store.MultiGet([][]byte{nw.keyed.stateKey("seq", []byte(k))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(v[0]) != "x" {
+			t.Errorf("%s holds %q, want %q", k, v[0], "x")
+		}
+	}
+}
+
 func seqFixture(t *testing.T) (old, nw, sink *task, job control.JobSpec) {
 	t.Helper()
 	const buckets = kltCkptBuckets

@@ -504,7 +504,7 @@ func (w *Worker) createTask(dep control.Deployment, ref control.TaskRef, start m
 			return nil, fmt.Errorf("task %s: %w", ref.ID, err)
 		}
 		t.keyed = ks
-		ks.pipe.maxHeld = inboxRecords
+		ks.pipe.maxHeld = fetchHeldInboxes * inboxRecords
 	}
 	return t, nil
 }

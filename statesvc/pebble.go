@@ -61,19 +61,25 @@ func OpenPebble(o Options) (*Pebble, error) {
 	}
 	log = log.With("component", "pebble", "dir", o.Dir)
 	// Pebble reserves memtable memory inside the block cache; add room for
-	// the mutable memtable and one being flushed so CacheBytes stays
+	// the memtables that may queue (memTableStopWrites) so CacheBytes stays
 	// available for blocks (with cache <= reservations, nothing is cached).
-	cache := pebble.NewCache(o.CacheBytes + 2*o.MemTableBytes)
+	cache := pebble.NewCache(o.CacheBytes + memTableStopWrites*o.MemTableBytes)
 	defer cache.Unref() // the DB holds its own reference
+	var stall stallClock
 	opts := &pebble.Options{
-		Cache:              cache,
-		MemTableSize:       uint64(o.MemTableBytes),
-		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             slogLogger{log},
+		Cache:                       cache,
+		MemTableSize:                uint64(o.MemTableBytes),
+		MemTableStopWritesThreshold: memTableStopWrites,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      slogLogger{log},
 		EventListener: &pebble.EventListener{
 			BackgroundError: func(err error) { log.Warn("pebble background error", "err", err) },
 			WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+				stall.begin()
 				log.Warn("pebble write stall", "reason", info.Reason)
+			},
+			WriteStallEnd: func() {
+				log.Warn("pebble write stall ended", "stalled", stall.end())
 			},
 		},
 		// A volatile store's writes need no log: it is never reopened after

@@ -117,11 +117,11 @@ type Options struct {
 	// it, unused otherwise. All tasks of one job must use the same one.
 	Namespace string
 	// CacheBytes is the Pebble block cache size; 0 means DefaultCacheBytes.
-	// The cache is allocated with room for two memtables on top, because
-	// Pebble reserves memtable memory inside its block cache. The value
-	// cache in front of Pebble takes up to 2 × CacheBytes more (at most
-	// 512 MiB), so a store of large state holds about 3 × CacheBytes and
-	// two memtables.
+	// The cache is allocated with room for the memtables that may queue
+	// (four) on top, because Pebble reserves memtable memory inside its
+	// block cache. The value cache in front of Pebble takes up to
+	// 2 × CacheBytes more (at most 512 MiB), so a store of large state holds
+	// about 3 × CacheBytes and two to four memtables.
 	CacheBytes int64
 	// MemTableBytes is the Pebble memtable size; 0 means DefaultMemTableBytes.
 	MemTableBytes int64
