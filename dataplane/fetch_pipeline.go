@@ -48,11 +48,11 @@ import (
 // out and one inbox held, the new owner took no frame while its fetches
 // were out, its inbox filled, the source feeding both owners waited for
 // room in it, and the old owner sat idle for want of input: q6*'s sink
-// fell to 0.32-0.77 of its pre-scale rate in that second (4 runs). With
-// 32 and four inboxes, 0.72-0.81 (4 runs, same config, EXPERIMENTS.md,
-// "The fetch pipeline's depth"). The records held stay bounded (about a
-// third of a second of a task's input at that rate), and the fetches
-// out are served concurrently by the old owner's gRPC server.
+// fell to 0.32-0.82 of its pre-scale rate in that second (6 runs at a
+// fixed rate, mean 0.63). With 32 and four inboxes, 0.50-1.11 (8 runs,
+// mean 0.74; EXPERIMENTS.md, "The fetch pipeline's depth"). The records
+// held stay bounded (about a third of a second of a task's input at that
+// rate), and the old owner's gRPC server serves the fetches concurrently.
 const (
 	fetchDepth       = 32
 	fetchHeldInboxes = 4

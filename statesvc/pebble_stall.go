@@ -9,9 +9,10 @@ import (
 // flushing before Pebble stops writes (its default is 2: the mutable one
 // and one flushing). A keyed task writes its dirty values back on its own
 // goroutine, so a stop holds up the task's records until the flush ends.
-// With two, q6*'s task stalled in the pre-scale part of 8 of 14 runs on a
-// saturated machine, in seconds of 48-49 K against a 115 K mean; with four,
-// in none of 2 (EXPERIMENTS.md, "The fetch pipeline's depth").
+// With two, q6*'s task stalled before the trigger in 9 of 18 runs on a
+// saturated machine (in one, its two lowest pre-scale seconds: 48 and
+// 49 K against a 115 K mean); with four, in none of 8 (EXPERIMENTS.md,
+// "The fetch pipeline's depth").
 const memTableStopWrites = 4
 
 // stallClock times Pebble's write stalls for the log: Pebble calls begin
