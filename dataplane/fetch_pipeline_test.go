@@ -143,17 +143,7 @@ func TestFetchPipelineHoldsAtMostItsBound(t *testing.T) {
 	old, nw, _, job := seqFixture(t)
 	nw.keyed.pipe.maxHeld = 3
 	keys := keysInBucket(1, 8)
-	nw.keyed.owners.Store("seq-0", control.TaskRef{ID: "seq-0", WorkerID: "w1"})
-	for _, k := range keys {
-		nw.keyed.klt.Add(1, []byte(k), "seq-0")
-	}
-	owner := &hookStore{Store: old.keyed.store}
-	old.keyed.store = owner
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free()
-	owner.onGet = func(int) { <-release }
+	free := holdFetches(t, old, nw, keys, nil)
 
 	handled := make(chan int, len(keys))
 	go func() {
@@ -185,18 +175,7 @@ func TestFetchPipelineHoldsAtMostItsBound(t *testing.T) {
 	free()
 	for range handled {
 	}
-	if err := nw.outsideBatch(context.Background(), nw.drainFetches); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		v, err := nw.keyed.store.MultiGet([][]byte{nw.keyed.stateKey("seq", []byte(k))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(v[0]) != "xy" {
-			t.Errorf("%s holds %q, want %q", k, v[0], "xy")
-		}
-	}
+	drainAndCheck(t, nw, keys, "xy")
 }
 
 // seqFixture: a source, a keyed "seq" operator of two tasks (each key's
@@ -212,18 +191,8 @@ func TestFetchesOutUpToDepth(t *testing.T) {
 	old, nw, _, job := seqFixture(t)
 	nw.keyed.pipe.maxHeld = 10 * fetchDepth // the depth binds, not the records held
 	keys := keysInBucket(1, fetchDepth+1)
-	nw.keyed.owners.Store("seq-0", control.TaskRef{ID: "seq-0", WorkerID: "w1"})
-	for _, k := range keys {
-		nw.keyed.klt.Add(1, []byte(k), "seq-0")
-	}
-	owner := &hookStore{Store: old.keyed.store}
-	old.keyed.store = owner
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free()
 	var waiting atomic.Int32
-	owner.onGet = func(int) { waiting.Add(1); <-release }
+	free := holdFetches(t, old, nw, keys, func() { waiting.Add(1) })
 
 	handled := make(chan int, len(keys))
 	go func() {
@@ -260,6 +229,37 @@ func TestFetchesOutUpToDepth(t *testing.T) {
 	free()
 	for range handled {
 	}
+	drainAndCheck(t, nw, keys, "x")
+}
+
+// holdFetches makes keys (all of bucket 1) remote on old for nw and holds
+// up every read of old's store, after calling onHold (if set), until the
+// returned free is called or the test ends.
+func holdFetches(t *testing.T, old, nw *task, keys []string, onHold func()) (free func()) {
+	t.Helper()
+	nw.keyed.owners.Store("seq-0", control.TaskRef{ID: "seq-0", WorkerID: "w1"})
+	for _, k := range keys {
+		nw.keyed.klt.Add(1, []byte(k), "seq-0")
+	}
+	owner := &hookStore{Store: old.keyed.store}
+	old.keyed.store = owner
+	release := make(chan struct{})
+	var once sync.Once
+	free = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	owner.onGet = func(int) {
+		if onHold != nil {
+			onHold()
+		}
+		<-release
+	}
+	return free
+}
+
+// drainAndCheck processes every record nw holds and checks that each key's
+// "seq" state is want.
+func drainAndCheck(t *testing.T, nw *task, keys []string, want string) {
+	t.Helper()
 	if err := nw.outsideBatch(context.Background(), nw.drainFetches); err != nil {
 		t.Fatal(err)
 	}
@@ -268,8 +268,8 @@ func TestFetchesOutUpToDepth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(v[0]) != "x" {
-			t.Errorf("%s holds %q, want %q", k, v[0], "x")
+		if string(v[0]) != want {
+			t.Errorf("%s holds %q, want %q", k, v[0], want)
 		}
 	}
 }

@@ -138,7 +138,7 @@ func (p *parser) traceWarmUp(in *workflows.ExperimentInput, seen map[string]bool
 		return
 	}
 	in.Producer.NumKeys = int(keys)
-	p.notef("%s: a %s warm-up makes one new key per record (key index = record number, %d keys) and fills each key's state at its first record", where(control.ParamNumEvents, ""), in.QueryName, keys)
+	p.notef("%s: this %s warm-up makes one new key per record (key index = record number, %d keys) and fills each key's state at its first record", where(control.ParamNumEvents, ""), in.QueryName, keys)
 }
 
 func orNone(s string) string {
