@@ -178,10 +178,6 @@ func TestFetchPipelineHoldsAtMostItsBound(t *testing.T) {
 	drainAndCheck(t, nw, keys, "xy")
 }
 
-// seqFixture: a source, a keyed "seq" operator of two tasks (each key's
-// state is its records' values appended in order, and each record goes
-// on) and a sink task, none started; every bucket routes to seq-1, which
-// gained seq-0's keys by fetch on demand.
 // TestFetchesOutUpToDepth: right after a swap every key of the new owner
 // is remote, so each batch is a segment of its own. The task goes on
 // taking batches with fetchDepth of them out at the old owner together,
@@ -274,6 +270,10 @@ func drainAndCheck(t *testing.T, nw *task, keys []string, want string) {
 	}
 }
 
+// seqFixture: a source, a keyed "seq" operator of two tasks (each key's
+// state is its records' values appended in order, and each record goes
+// on) and a sink task, none started; every bucket routes to seq-1, which
+// gained seq-0's keys by fetch on demand.
 func seqFixture(t *testing.T) (old, nw, sink *task, job control.JobSpec) {
 	t.Helper()
 	const buckets = kltCkptBuckets
