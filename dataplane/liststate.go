@@ -35,13 +35,12 @@ func (s *State) AppendList(state string, key []byte, items ...[]byte) {
 		return
 	}
 	old := s.Get(state, key)
-	size := len(old)
-	for _, it := range items {
-		size += binary.MaxVarintLen64 + len(it)
-	}
-	v := make([]byte, len(old), size)
+	v := make([]byte, len(old), len(old)+encodedListSize(items))
 	copy(v, old)
-	s.Put(state, key, AppendListItems(v, items...))
+	// v is made here for this write, so the store may keep it instead of
+	// copying it again: a list is rewritten whole on every change, and the
+	// trace queries' windows are 0.3–3 KB.
+	s.PutOwned(state, key, AppendListItems(v, items...))
 }
 
 // SetList replaces list state for key; an empty list deletes the value.
@@ -50,16 +49,27 @@ func (s *State) SetList(state string, key []byte, items [][]byte) {
 		s.Delete(state, key)
 		return
 	}
-	s.Put(state, key, EncodeList(items))
+	s.PutOwned(state, key, EncodeList(items)) // a new buffer, as in AppendList
 }
 
-// EncodeList encodes items in the list state layout.
+// EncodeList encodes items in the list state layout, in a buffer of
+// exactly that size: a store that keeps the buffer as its cached value
+// then charges no spare capacity.
 func EncodeList(items [][]byte) []byte {
+	return AppendListItems(make([]byte, 0, encodedListSize(items)), items...)
+}
+
+// encodedListSize is the size of items in the list state layout.
+func encodedListSize(items [][]byte) int {
 	size := 0
 	for _, it := range items {
-		size += binary.MaxVarintLen64 + len(it)
+		n := len(it)
+		size += n + 1
+		for ; n >= 0x80; n >>= 7 {
+			size++
+		}
 	}
-	return AppendListItems(make([]byte, 0, size), items...)
+	return size
 }
 
 // AppendListItems appends items, encoded, to an encoded list.

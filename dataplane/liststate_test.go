@@ -62,3 +62,26 @@ func FuzzDecodeList(f *testing.F) {
 		}
 	})
 }
+
+// A list write is a buffer made for it, so it is given to the store
+// (owned) and sized exactly: the store may keep it as its cached value,
+// where spare capacity would be charged and kept alive.
+func TestListWritesOwnedAndExact(t *testing.T) {
+	st := newTestState("items")
+	k := []byte("key")
+	slot := func() *stateSlot { return st.slotOf(st.stateIndex("items"), st.index[string(k)]) }
+	for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384} {
+		item := make([]byte, n)
+		st.SetList("items", k, [][]byte{item, []byte("x")})
+		if sl := slot(); !sl.owned || cap(sl.value) != len(sl.value) {
+			t.Fatalf("SetList of a %d-byte item: owned %v, len %d cap %d", n, sl.owned, len(sl.value), cap(sl.value))
+		}
+		st.AppendList("items", k, item)
+		if sl := slot(); !sl.owned || cap(sl.value) != len(sl.value) {
+			t.Fatalf("AppendList of a %d-byte item: owned %v, len %d cap %d", n, sl.owned, len(sl.value), cap(sl.value))
+		}
+		if got := st.GetList("items", k); len(got) != 3 || len(got[0]) != n || len(got[2]) != n {
+			t.Fatalf("%d-byte items read back as %d items", n, len(got))
+		}
+	}
+}
