@@ -72,6 +72,17 @@ func TestStopByNameRemovesPprofFile(t *testing.T) {
 	if err := os.WriteFile(addrFile, []byte("127.0.0.1:41236\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// /proc/<pid>/cmdline can lag the start on a loaded machine (start
+	// returns once the child is in exec, before its new arguments are in
+	// place), and stopByName would then take the PID file for a stale one:
+	// it did under make test's load. Wait until the process is recognised.
+	deadline := time.Now().Add(10 * time.Second)
+	for !matchesRecorded(run, "worker-w9", pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the started process is not recognised after 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if got, err := stopByName(run, "worker-w9", 5*time.Second); err != nil || got != pid {
 		t.Fatalf("stopByName: pid %d, %v; want %d", got, err, pid)
 	}
