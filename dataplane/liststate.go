@@ -3,6 +3,8 @@ package dataplane
 import (
 	"encoding/binary"
 	"errors"
+
+	"koala/dataplane/wire"
 )
 
 // List state
@@ -63,11 +65,7 @@ func EncodeList(items [][]byte) []byte {
 func encodedListSize(items [][]byte) int {
 	size := 0
 	for _, it := range items {
-		n := len(it)
-		size += n + 1
-		for ; n >= 0x80; n >>= 7 {
-			size++
-		}
+		size += wire.UvarintSize(uint64(len(it))) + len(it)
 	}
 	return size
 }

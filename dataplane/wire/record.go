@@ -201,7 +201,7 @@ func AppendFrame(buf []byte, f *Frame) []byte {
 // FrameSize is the exact length of f's encoding by AppendFrame, so an
 // encoder can allocate the buffer once.
 func FrameSize(f *Frame) int {
-	n := 1 + stringSize(f.JobID) + stringSize(f.FromTask) + stringSize(f.ToTask) + stringSize(f.BarrierID) + uvarintSize(f.Seq) + uvarintSize(uint64(len(f.Records)))
+	n := 1 + stringSize(f.JobID) + stringSize(f.FromTask) + stringSize(f.ToTask) + stringSize(f.BarrierID) + UvarintSize(f.Seq) + UvarintSize(uint64(len(f.Records)))
 	for i := range f.Records {
 		r := &f.Records[i]
 		n += stringSize2(len(r.Key)) + stringSize2(len(r.Value)) + varintSize(r.EventTime) + varintSize(int64(r.Partition)) + varintSize(r.Offset)
@@ -211,13 +211,13 @@ func FrameSize(f *Frame) int {
 
 func stringSize(s string) int { return stringSize2(len(s)) }
 
-func stringSize2(n int) int { return uvarintSize(uint64(n)) + n }
+func stringSize2(n int) int { return UvarintSize(uint64(n)) + n }
 
-// uvarintSize is the length of binary.AppendUvarint(nil, v).
-func uvarintSize(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+// UvarintSize is the length of binary.AppendUvarint(nil, v).
+func UvarintSize(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // varintSize is the length of binary.AppendVarint(nil, v) (zig-zag encoded).
-func varintSize(v int64) int { return uvarintSize(uint64(v<<1) ^ uint64(v>>63)) }
+func varintSize(v int64) int { return UvarintSize(uint64(v<<1) ^ uint64(v>>63)) }
 
 // DecodeFrame parses a frame encoded by AppendFrame. Record keys and values
 // alias data, so data must not be reused while the frame is alive.
@@ -421,7 +421,7 @@ func BytesSize(b []byte) int { return stringSize2(len(b)) }
 // reply's megabytes of values, grown by doubling, were copied about twice
 // over: after profiling, a tenth of a task's worker that served fetches).
 func ByteSlicesSize(list [][]byte) int {
-	n := uvarintSize(uint64(len(list)))
+	n := UvarintSize(uint64(len(list)))
 	for _, b := range list {
 		n++
 		if b != nil {
