@@ -283,6 +283,8 @@ func (t *task) migrationInProgress(view *taskView, id string) string {
 	switch {
 	case t.gates != nil && len(t.gates.from) > 0:
 		return "route gates open"
+	case t.gates != nil && len(t.gates.after) > 0:
+		return "output of a new owner held for an old owner's handoff marker"
 	case len(t.drainTo) > 0:
 		return "route drains open"
 	case t.out.handoffSending():

@@ -74,6 +74,14 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 	// owners hold direct records until this task's forwarded stream is
 	// drained (route_drain.go).
 	ordered = ordered || !eager
+	epoch := dep.OperatorEpoch(t.opName)
+	if ordered {
+		// Downstream tasks take what this task sent before ahead of what
+		// the new owners send (downstream_order.go).
+		if err := t.sendHandedOff(ctx, next, epoch); err != nil {
+			return fmt.Errorf("handoff on %s: %w", t.id, err)
+		}
+	}
 	bulk := eager // asked for by stop-and-restart or DRRS, not a lazy scale-in
 	eager = eager || !stillHere
 	// A bulk move pushes the state itself (handoff_push.go).
@@ -114,7 +122,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 			t.drainTo = append(t.drainTo, next.self.byID[toID])
 		}
 		t.handoffSends.Go(func() {
-			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, handoffKeys{hashes: indexed, ok: indexOK}, timers, reconfigID, eager, bulk, push, gate, wmNow, q)
+			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, handoffKeys{hashes: indexed, ok: indexOK}, timers, reconfigID, eager, bulk, push, gate, wmNow, epoch, q)
 		})
 	}
 	return nil
@@ -144,7 +152,7 @@ func (t *task) awaitHandoffSends(ctx context.Context) error {
 // sendHandoff streams the lookup entries of buckets to the new owner, then
 // the buckets' timers, then the KLT end, then the records forwarded
 // meanwhile.
-func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, local handoffKeys, timers *handoffTimers, reconfigID string, eager, bulk, push bool, gate []int, wm int64, q *handoffQueue) {
+func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, local handoffKeys, timers *handoffTimers, reconfigID string, eager, bulk, push bool, gate []int, wm, epoch int64, q *handoffQueue) {
 	err := func() error {
 		var entries []Record
 		switch {
@@ -188,7 +196,8 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 		}
 		if len(gate) > 0 {
 			end.Records = append(end.Records, Record{Key: []byte(kltBucketsKey), Value: encodeBuckets(gate), Offset: -1},
-				Record{Key: []byte(kltWatermarkKey), EventTime: wm, Offset: -1})
+				Record{Key: []byte(kltWatermarkKey), EventTime: wm, Offset: -1},
+				Record{Key: []byte(kltEpochKey), Offset: epoch})
 		}
 		end.Records = append(end.Records, timers.endRecords()...)
 		if err := t.w.deliver(ctx, target, end); err != nil {
@@ -432,11 +441,16 @@ func (t *task) installKLT(f *wire.Frame) error {
 
 func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 	if t.keyed == nil {
-		return t.endOrderOnlyHandoff(f)
+		return t.endOrderOnlyHandoff(ctx, f)
 	}
 	var from control.TaskRef
+	var gate map[int]bool
+	var epoch int64
+	var wm *int64
 	for _, r := range f.Records {
 		switch string(r.Key) {
+		case kltEpochKey:
+			epoch = r.Offset
 		case kltFromKey:
 			ref, err := decodeOwner(r.Value)
 			if err != nil {
@@ -452,14 +466,20 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 			if err != nil {
 				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
 			}
-			t.openGate(f.FromTask, buckets)
+			gate = buckets
 		case kltWatermarkKey:
-			t.setGateWatermark(f.FromTask, r.EventTime)
+			wm = &r.EventTime
 		case kltTimersKey, kltUntimedKey:
 			if err := t.coverTimers(&r, string(r.Key) == kltTimersKey); err != nil {
 				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
 			}
 		}
+	}
+	if err := t.openGate(ctx, f.FromTask, gate, epoch); err != nil {
+		return err
+	}
+	if wm != nil {
+		t.setGateWatermark(f.FromTask, *wm)
 	}
 	t.keyed.setPending(f.BarrierID)
 	t.keyed.installed.Store(f.BarrierID+"/"+f.FromTask, true)
@@ -476,20 +496,29 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 
 // endOrderOnlyHandoff takes the end of a handoff to a task without keyed
 // state: nothing to install, only the gate to open (see handoff).
-func (t *task) endOrderOnlyHandoff(f *wire.Frame) error {
+func (t *task) endOrderOnlyHandoff(ctx context.Context, f *wire.Frame) error {
+	var gate map[int]bool
+	var epoch int64
+	var wm *int64
 	for _, r := range f.Records {
-		if string(r.Key) == kltWatermarkKey {
-			t.setGateWatermark(f.FromTask, r.EventTime)
-			continue
+		switch string(r.Key) {
+		case kltWatermarkKey:
+			wm = &r.EventTime
+		case kltEpochKey:
+			epoch = r.Offset
+		case kltBucketsKey:
+			buckets, err := decodeBuckets(r.Value)
+			if err != nil {
+				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
+			}
+			gate = buckets
 		}
-		if string(r.Key) != kltBucketsKey {
-			continue
-		}
-		buckets, err := decodeBuckets(r.Value)
-		if err != nil {
-			return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
-		}
-		t.openGate(f.FromTask, buckets)
+	}
+	if err := t.openGate(ctx, f.FromTask, gate, epoch); err != nil {
+		return err
+	}
+	if wm != nil {
+		t.setGateWatermark(f.FromTask, *wm)
 	}
 	t.orderHandoffs.Store(f.BarrierID+"/"+f.FromTask, true)
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask})

@@ -89,26 +89,31 @@ type routeGates struct {
 	limit int                      // ReconfigHoldMaxBytes
 	// paused: the senders this task holds (route_hold.go).
 	paused map[string]control.TaskRef
+	// after: sender → old owner → epoch of the handoff marker the
+	// sender's frames wait for; handed: old owner → latest epoch it
+	// handed off at (downstream_order.go).
+	after  map[string]map[string]int64
+	handed map[string]int64
 }
 
-// openGate starts holding direct records for buckets gained from oldOwner.
-// A gate already open for oldOwner (opened when the task learnt its new
-// buckets, see openGainedGates) gains the buckets and keeps what it knows
-// of drained senders.
-func (t *task) openGate(oldOwner string, buckets map[int]bool) {
+// openGate starts holding direct records for buckets gained from oldOwner
+// at routing epoch epoch, and orders this task's output after oldOwner's
+// (downstream_order.go). A gate already open for oldOwner (opened when the
+// task learnt its new buckets, see openGainedGates) gains the buckets and
+// keeps what it knows of drained senders.
+func (t *task) openGate(ctx context.Context, oldOwner string, buckets map[int]bool, epoch int64) error {
 	if len(buckets) == 0 {
-		return
+		return nil
 	}
-	if t.gates == nil {
-		t.gates = &routeGates{from: map[string]*drainGate{}, held: map[string][]*wire.Frame{}, limit: t.holdBytes()}
-	}
+	t.ensureGates()
 	if g := t.gates.from[oldOwner]; g != nil {
 		for b := range buckets {
 			g.buckets[b] = true
 		}
-		return
+	} else {
+		t.gates.from[oldOwner] = &drainGate{buckets: buckets, drained: map[string]bool{}}
 	}
-	t.gates.from[oldOwner] = &drainGate{buckets: buckets, drained: map[string]bool{}}
+	return t.sendOrderAfter(ctx, oldOwner, epoch)
 }
 
 // setGateWatermark records the old owner's watermark at its handoff.
@@ -142,10 +147,10 @@ func (t *task) forwardedLateBound(f *wire.Frame) (int64, bool) {
 // old owner's handoff ends would be too late for a task that already runs:
 // an upstream may send the old owner a record, then this task a watermark
 // past it, and the old owner forwards the record after the watermark.
-func (t *task) openGainedGates(dep control.Deployment) {
+func (t *task) openGainedGates(ctx context.Context, dep control.Deployment) error {
 	old, next := t.mergeView(dep)
 	if old.self == nil || next.self == nil {
-		return
+		return nil
 	}
 	gained := map[string]map[int]bool{}
 	for b := 0; b < len(next.self.table.Buckets); b++ {
@@ -159,20 +164,24 @@ func (t *task) openGainedGates(dep control.Deployment) {
 			gained[from][b] = true
 		}
 	}
+	epoch := dep.OperatorEpoch(t.opName)
 	for from, buckets := range gained {
-		t.openGate(from, buckets)
+		if err := t.openGate(ctx, from, buckets, epoch); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // gateable reports whether f comes straight from an upstream task and is
 // subject to the gates: frames of the task's own operator (forwarded
 // records, lookup entries, markers) never are.
 func (t *task) gateable(view *taskView, f *wire.Frame) bool {
-	if t.gates == nil || (len(t.gates.from) == 0 && len(t.gates.held) == 0) {
+	if t.gates == nil || (len(t.gates.from) == 0 && len(t.gates.held) == 0 && len(t.gates.after) == 0) {
 		return false
 	}
 	switch f.Kind {
-	case wire.FrameData, wire.FrameBarrier, wire.FrameEOS, wire.FrameWatermark:
+	case wire.FrameData, wire.FrameBarrier, wire.FrameEOS, wire.FrameWatermark, wire.FrameHandedOff, wire.FrameOrderAfter:
 	default:
 		return false
 	}
@@ -213,7 +222,7 @@ func (g *routeGates) undrained(sender string) bool {
 func (t *task) admit(view *taskView, f *wire.Frame) *wire.Frame {
 	g := t.gates
 	s := f.FromTask
-	if len(g.held[s]) > 0 {
+	if len(g.held[s]) > 0 || g.waitsAfter(s) {
 		t.holdFrame(view, s, f)
 		return nil
 	}

@@ -271,7 +271,7 @@ func (t *task) releaseSenders(all bool) {
 		return
 	}
 	for s, ref := range g.paused {
-		if all || !g.undrained(s) || 2*g.bytes < g.limit {
+		if all || (!g.undrained(s) && !g.waitsAfter(s)) || 2*g.bytes < g.limit {
 			t.unholdSender(ref, holdForDrain)
 			delete(g.paused, s)
 		}

@@ -146,6 +146,9 @@ type task struct {
 	wm       watermarks      // event-time progress (watermark.go)
 	ckpt     checkpointState // aligned checkpoint barriers (checkpoint_barrier.go)
 	handoffs handoffAcks     // old owner: handoffs not yet installed (handoff_ack.go)
+	// orderedAfter: new owner: the latest epoch of each old owner's
+	// handoff its output was ordered after (downstream_order.go).
+	orderedAfter map[string]int64
 	// orderHandoffs are the order-only handoffs ("reconfig/fromTask") a
 	// task without keyed state took (handoff.go), reported like KLTInstalled.
 	orderHandoffs sync.Map
@@ -402,6 +405,11 @@ func (t *task) dispatchFrame(ctx context.Context, view *taskView, f *wire.Frame)
 		return t.onRouteBarrier(ctx, view, f)
 	case wire.FrameRouteDrained:
 		return t.onRouteDrained(ctx, f)
+	case wire.FrameHandedOff:
+		return t.onHandedOff(ctx, f) // downstream_order.go
+	case wire.FrameOrderAfter:
+		t.onOrderAfter(f)
+		return nil
 	case wire.FrameCheckpoint:
 		return t.onCheckpointBarrier(ctx, view, f) // checkpoint_barrier.go
 	case wire.FrameWatermark:

@@ -214,7 +214,9 @@ func (fx *timerFixture) handOver(t *testing.T, buckets []int) {
 			next.Routing[i] = control.RoutingTable{Operator: "win", Epoch: 2, Buckets: table}
 		}
 	}
-	fx.win[1].openGainedGates(next)
+	if err := fx.win[1].openGainedGates(ctx, next); err != nil {
+		t.Fatal(err)
+	}
 	if err := fx.win[0].handoff(ctx, next, "r1", false, false); err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,17 @@ const (
 	// never waits in an inbox: the receiving worker applies it on arrival.
 	FrameCredit FrameKind = 11
 
-	lastWireKind = FrameCredit
+	// FrameHandedOff: an old owner tells each downstream task, behind
+	// every record it sent before, that it gave buckets away at routing
+	// epoch Records[0].Offset (dataplane/downstream_order.go).
+	FrameHandedOff FrameKind = 12
+
+	// FrameOrderAfter: a new owner tells each downstream task that what it
+	// sends from here on follows the FrameHandedOff of each old owner its
+	// records name (Key the old owner, Offset the routing epoch).
+	FrameOrderAfter FrameKind = 13
+
+	lastWireKind = FrameOrderAfter
 	// FrameControl runs a function on the task goroutine; never on the wire.
 	FrameControl FrameKind = 100
 )
@@ -92,6 +102,10 @@ func (k FrameKind) String() string {
 		return "klt-ack"
 	case FrameCredit:
 		return "credit"
+	case FrameHandedOff:
+		return "handed-off"
+	case FrameOrderAfter:
+		return "order-after"
 	case FrameControl:
 		return "control"
 	}

@@ -16,6 +16,8 @@ func TestFrameRoundTrip(t *testing.T) {
 		{Kind: FrameKLT, Records: []Record{{Key: []byte("k"), Value: []byte("owner\x00w1\x00127.0.0.1:1"), Offset: -1}}},
 		{Kind: FrameRouteBarrier, BarrierID: "r"},
 		{Kind: FrameCredit, JobID: "j", FromTask: "mapper-1", ToTask: "source-0", Seq: 42},
+		{Kind: FrameHandedOff, JobID: "j", FromTask: "agg-0", ToTask: "sink-0", Records: []Record{{Key: []byte("epoch"), Offset: 7}}},
+		{Kind: FrameOrderAfter, JobID: "j", FromTask: "agg-2", ToTask: "sink-0", Records: []Record{{Key: []byte("agg-0"), Offset: 7}}},
 	}
 	for _, want := range cases {
 		got, err := DecodeFrame(AppendFrame(nil, want))

@@ -1,0 +1,150 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+
+	"koala/dataplane/control"
+	"koala/dataplane/wire"
+)
+
+// Order downstream of a handoff.
+//
+// route_drain.go keeps the order of what a rescaled operator takes in; its
+// output needs the same care. An old owner O processes record r1 of key k
+// and sends its output o1 to a downstream task D, then gives k's bucket to
+// a new owner N, which processes k's next record r2 and sends o2 to D. o1
+// and o2 travel on different lanes (O→D and N→D, exchange/peers.go), and o1
+// can still be queued behind a busy lane when o2 arrives, so D would take
+// o2 first. Where the operator keys its output anew — twitch's per-user
+// sessions send per-stream joins and leaves — a user's leave then
+// overtakes the join it closes.
+//
+// So O tells every downstream task, behind everything it sent before its
+// handoff, that it handed off at its operator's routing epoch e
+// (FrameHandedOff), and N, before it takes a record of any bucket gained
+// from O, tells every downstream task that what it sends from then on
+// comes after O's handoff at e (FrameOrderAfter). A downstream task holds
+// N's later frames, of every kind and in N's order, in the held area the
+// route gates use (with its bound and sender holds, route_hold.go), until
+// O's marker is in. Both markers travel in lane order behind the records
+// before them, and O's is sent before N can hold any bucket of O's (N
+// waits for O's handoff end), so the hold always ends.
+//
+// A downstream task keeps, per old owner, the latest epoch it saw handed
+// off: a marker that arrives before the order it satisfies then releases
+// nothing later, and the map stays as small as the operator.
+
+// kltEpochKey names, in a KLT end frame, the operator's routing epoch of
+// the handoff (Offset): the new owner orders its output after it.
+const kltEpochKey = "epoch"
+
+// ensureGates returns the task's gate state, creating it.
+func (t *task) ensureGates() *routeGates {
+	if t.gates == nil {
+		t.gates = &routeGates{from: map[string]*drainGate{}, held: map[string][]*wire.Frame{}, limit: t.holdBytes()}
+	}
+	return t.gates
+}
+
+// downstreamTasks lists every task of every operator view sends to.
+func downstreamTasks(view *taskView) []control.TaskRef {
+	var out []control.TaskRef
+	if view == nil {
+		return nil
+	}
+	for _, rt := range view.routes {
+		out = append(out, rt.tasks...)
+	}
+	return out
+}
+
+// sendHandedOff tells every downstream task of view, behind what this
+// task sent it before, that it handed buckets off at epoch.
+func (t *task) sendHandedOff(ctx context.Context, view *taskView, epoch int64) error {
+	for _, ref := range downstreamTasks(view) {
+		f := &wire.Frame{Kind: wire.FrameHandedOff, JobID: t.jobID, FromTask: t.id, ToTask: ref.ID,
+			Records: []Record{{Key: []byte(kltEpochKey), Offset: epoch}}}
+		if err := t.w.deliver(ctx, ref, f); err != nil {
+			return fmt.Errorf("task %s: handoff marker to downstream %s: %w", t.id, ref.ID, err)
+		}
+	}
+	return nil
+}
+
+// sendOrderAfter tells every downstream task that this task's output from
+// here on follows oldOwner's handoff at epoch; once per old owner and
+// epoch.
+func (t *task) sendOrderAfter(ctx context.Context, oldOwner string, epoch int64) error {
+	if sent, ok := t.orderedAfter[oldOwner]; ok && sent >= epoch {
+		return nil
+	}
+	for _, ref := range downstreamTasks(t.view.Load()) {
+		f := &wire.Frame{Kind: wire.FrameOrderAfter, JobID: t.jobID, FromTask: t.id, ToTask: ref.ID,
+			Records: []Record{{Key: []byte(oldOwner), Offset: epoch}}}
+		if err := t.w.deliver(ctx, ref, f); err != nil {
+			return fmt.Errorf("task %s: order marker (after %s) to downstream %s: %w", t.id, oldOwner, ref.ID, err)
+		}
+	}
+	if t.orderedAfter == nil {
+		t.orderedAfter = map[string]int64{}
+	}
+	t.orderedAfter[oldOwner] = epoch
+	return nil
+}
+
+// waitsAfter reports whether sender's frames wait for an old owner's
+// handoff marker.
+func (g *routeGates) waitsAfter(sender string) bool {
+	return len(g.after[sender]) > 0
+}
+
+// onOrderAfter starts holding the sender's later frames until each named
+// old owner's handoff marker is in.
+func (t *task) onOrderAfter(f *wire.Frame) {
+	g := t.ensureGates()
+	for _, r := range f.Records {
+		old, epoch := string(r.Key), r.Offset
+		if seen, ok := g.handed[old]; ok && seen >= epoch {
+			continue
+		}
+		if g.after == nil {
+			g.after = map[string]map[string]int64{}
+		}
+		if g.after[f.FromTask] == nil {
+			g.after[f.FromTask] = map[string]int64{}
+		}
+		g.after[f.FromTask][old] = max(g.after[f.FromTask][old], epoch)
+	}
+}
+
+// onHandedOff takes an old owner's handoff marker and processes the frames
+// it releases.
+func (t *task) onHandedOff(ctx context.Context, f *wire.Frame) error {
+	if len(f.Records) == 0 {
+		return fmt.Errorf("task %s: handoff marker from %s names no epoch", t.id, f.FromTask)
+	}
+	g := t.ensureGates()
+	epoch := f.Records[0].Offset
+	if g.handed == nil {
+		g.handed = map[string]int64{}
+	}
+	if seen, ok := g.handed[f.FromTask]; ok && seen >= epoch {
+		return nil
+	}
+	g.handed[f.FromTask] = epoch
+	released := false
+	for sender, waits := range g.after {
+		if want, ok := waits[f.FromTask]; ok && want <= epoch {
+			delete(waits, f.FromTask)
+		}
+		if len(waits) == 0 {
+			delete(g.after, sender)
+			released = true
+		}
+	}
+	if !released {
+		return nil
+	}
+	return t.releaseHeld(ctx)
+}

@@ -1,0 +1,187 @@
+package dataplane
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"koala/dataplane/control"
+	"koala/dataplane/produce"
+	"koala/dataplane/wire"
+)
+
+// orderFixture: a sink task downstream of the two tasks of "count", which
+// the test plays: it hands the sink their frames as if they had arrived.
+type orderFixture struct {
+	sink *task
+	mu   sync.Mutex
+	got  []int64 // Offsets in the order the sink took them
+}
+
+func newOrderFixture(t *testing.T) *orderFixture {
+	t.Helper()
+	fx := &orderFixture{}
+	q := NewQuery("downstream-order")
+	q.Source("source", 1).Map("count", func(r Record) Record { return r }).Parallelism(2).
+		SinkFunc("sink", func(recs []Record) error {
+			fx.mu.Lock()
+			defer fx.mu.Unlock()
+			for _, r := range recs {
+				fx.got = append(fx.got, r.Offset)
+			}
+			return nil
+		})
+	ops, err := q.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
+	dep := control.Deployment{Job: control.JobSpec{JobID: "downstream-order", Operators: ops, NumBuckets: kltCkptBuckets, BatchSize: 100}, Epoch: 1}
+	for _, op := range ops {
+		for i := range max(1, op.Parallelism) {
+			dep.Tasks = append(dep.Tasks, control.TaskRef{ID: control.TaskID(op.Name, i), Operator: op.Name, Index: i, WorkerID: "w1"})
+		}
+		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 1, Buckets: make([]int, kltCkptBuckets)})
+	}
+	tasks := createTasks(t, w, dep)
+	fx.sink = tasks["sink-0"]
+	t.Cleanup(func() {
+		for _, tk := range tasks {
+			_ = tk.stop(context.Background())
+		}
+	})
+	return fx
+}
+
+func (fx *orderFixture) take(t *testing.T, f *wire.Frame) {
+	t.Helper()
+	f.JobID, f.ToTask = "downstream-order", "sink-0"
+	if err := fx.sink.handleFrame(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func data(from string, offsets ...int64) *wire.Frame {
+	f := &wire.Frame{Kind: wire.FrameData, FromTask: from}
+	for _, o := range offsets {
+		f.Records = append(f.Records, Record{Key: []byte("stream-1"), Offset: o})
+	}
+	return f
+}
+
+func handedOff(from string, epoch int64) *wire.Frame {
+	return &wire.Frame{Kind: wire.FrameHandedOff, FromTask: from, Records: []Record{{Key: []byte(kltEpochKey), Offset: epoch}}}
+}
+
+func orderAfter(from, old string, epoch int64) *wire.Frame {
+	return &wire.Frame{Kind: wire.FrameOrderAfter, FromTask: from, Records: []Record{{Key: []byte(old), Offset: epoch}}}
+}
+
+// A downstream task takes a new owner's output only after what the old
+// owner sent before its handoff, whichever lane delivers first; an old
+// owner's earlier handoff releases nothing, one that came first holds
+// nothing, and a checkpoint waits while output is held.
+func TestDownstreamOrdersNewOwnerAfterHandoff(t *testing.T) {
+	fx := newOrderFixture(t)
+	view := fx.sink.view.Load()
+
+	fx.take(t, handedOff("count-0", 1)) // a previous reconfiguration's
+	fx.take(t, orderAfter("count-1", "count-0", 2))
+	fx.take(t, data("count-1", 3, 4)) // overtook count-0's lane
+	fx.take(t, &wire.Frame{Kind: wire.FrameWatermark, FromTask: "count-1", Records: []Record{{EventTime: 5, Offset: -1}}})
+	fx.take(t, data("count-1", 5))
+	fx.take(t, data("count-0", 1, 2))
+	if why := fx.sink.migrationInProgress(view, "ckpt-1"); why == "" {
+		t.Fatal("a checkpoint part was allowed while a new owner's output is held")
+	}
+	fx.take(t, handedOff("count-0", 1)) // a repeat: still the old epoch
+	if want := []int64{1, 2}; !slices.Equal(fx.got, want) {
+		t.Fatalf("sink took %v before count-0's handoff marker, want %v", fx.got, want)
+	}
+	fx.take(t, handedOff("count-0", 2))
+	if want := []int64{1, 2, 3, 4, 5}; !slices.Equal(fx.got, want) {
+		t.Fatalf("sink took %v, want %v", fx.got, want)
+	}
+	if why := fx.sink.migrationInProgress(view, "ckpt-2"); why != "" {
+		t.Fatalf("checkpoint refused after the release: %s", why)
+	}
+
+	// The marker first: the order it satisfies holds nothing.
+	fx.take(t, handedOff("count-1", 3))
+	fx.take(t, orderAfter("count-0", "count-1", 3))
+	fx.take(t, data("count-0", 6))
+	if want := []int64{1, 2, 3, 4, 5, 6}; !slices.Equal(fx.got, want) {
+		t.Fatalf("sink took %v, want %v", fx.got, want)
+	}
+}
+
+// A handoff marker waits behind its sender's held frames: count-1 took
+// buckets from count-0 and handed them on to count-2 while its own output
+// was still held, so count-2's output must follow count-1's held output,
+// not only count-1's marker.
+func TestHandedOffMarkerWaitsBehindItsSender(t *testing.T) {
+	fx := newOrderFixture(t)
+	fx.take(t, orderAfter("count-1", "count-0", 2))
+	fx.take(t, data("count-1", 2))
+	fx.take(t, handedOff("count-1", 3))
+	fx.take(t, orderAfter("count-2", "count-1", 3))
+	fx.take(t, data("count-2", 3))
+	if len(fx.got) != 0 {
+		t.Fatalf("sink took %v before count-0's handoff marker", fx.got)
+	}
+	fx.take(t, data("count-0", 1))
+	fx.take(t, handedOff("count-0", 2))
+	if want := []int64{1, 2, 3}; !slices.Equal(fx.got, want) {
+		t.Fatalf("sink took %v, want %v", fx.got, want)
+	}
+}
+
+// The old owner sends its handoff marker to every downstream task behind
+// its earlier output, and the new owner its order marker naming the old
+// owner and the handoff's epoch, before it takes any record of the
+// buckets it gained.
+func TestHandoffSendsDownstreamMarkers(t *testing.T) {
+	fx := newTimerFixture(t, "handoff-markers", false)
+	t0 := int64(1_700_000_000) * int64(time.Second)
+	var recs []Record
+	for _, k := range keysInBucket(1, 3) {
+		recs = append(recs, Record{Key: []byte(k), EventTime: t0})
+	}
+	fx.records(t, 0, recs)
+	fx.watermark(t, t0+2*int64(time.Second)) // win-0's window fires into the sink's inbox
+	for i := range recs {
+		recs[i].EventTime = t0 + 3*int64(time.Second)
+	}
+	fx.records(t, 0, recs)
+	if err := fx.win[0].handleSettled(context.Background(), &wire.Frame{Kind: wire.FrameWatermark, JobID: fx.dep.Job.JobID, FromTask: "source-0", ToTask: "win-0", Records: []Record{{EventTime: t0 + 4*int64(time.Second), Partition: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	fx.handOver(t, []int{1})
+	var kinds []string
+	for len(fx.sink.inbox) > 0 {
+		f := <-fx.sink.inbox
+		fx.sink.taken(f)
+		if f.Kind == wire.FrameWatermark {
+			continue
+		}
+		kinds = append(kinds, f.FromTask+" "+f.Kind.String())
+		switch f.Kind {
+		case wire.FrameHandedOff:
+			if f.Records[0].Offset != 2 {
+				t.Fatalf("win-0 handed off at epoch %d, want 2", f.Records[0].Offset)
+			}
+		case wire.FrameOrderAfter:
+			if string(f.Records[0].Key) != "win-0" || f.Records[0].Offset != 2 {
+				t.Fatalf("win-1 orders after %s at %d, want win-0 at 2", f.Records[0].Key, f.Records[0].Offset)
+			}
+		}
+	}
+	want := []string{"win-0 data", "win-1 order-after", "win-0 handed-off"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("the sink received %v, want %v", kinds, want)
+	}
+}
