@@ -141,9 +141,9 @@ func TestHandedOffMarkerWaitsBehindItsSender(t *testing.T) {
 }
 
 // The old owner sends its handoff marker to every downstream task behind
-// its earlier output, and the new owner its order marker naming the old
-// owner and the handoff's epoch, before it takes any record of the
-// buckets it gained.
+// its earlier output, and the new owner, once it installed the handoff
+// (before it can take any record of the buckets it gained), its order
+// marker naming the old owner and the handoff's epoch.
 func TestHandoffSendsDownstreamMarkers(t *testing.T) {
 	fx := newTimerFixture(t, "handoff-markers", false)
 	t0 := int64(1_700_000_000) * int64(time.Second)
@@ -180,7 +180,7 @@ func TestHandoffSendsDownstreamMarkers(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"win-0 data", "win-1 order-after", "win-0 handed-off"}
+	want := []string{"win-0 data", "win-0 handed-off", "win-1 order-after"}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("the sink received %v, want %v", kinds, want)
 	}

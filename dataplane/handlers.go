@@ -127,8 +127,9 @@ func (w *Worker) dispatch(verb string, data []byte) (any, error) {
 			if len(req.TaskIDs) == 0 {
 				return nil, fmt.Errorf("routing: open_gates needs task_ids (the new owners)")
 			}
-			return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(ctx context.Context, t *task) error {
-				return t.openGainedGates(ctx, req.Deployment)
+			return nil, w.onTaskGoroutines(ctx, env.JobID, req.TaskIDs, func(_ context.Context, t *task) error {
+				t.openGainedGates(req.Deployment)
+				return nil
 			})
 		}
 		return nil, w.updateRouting(env.JobID, req.TaskIDs, req.Deployment)

@@ -475,11 +475,17 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 			}
 		}
 	}
-	if err := t.openGate(ctx, f.FromTask, gate, epoch); err != nil {
-		return err
-	}
-	if wm != nil {
-		t.setGateWatermark(f.FromTask, *wm)
+	if gate != nil {
+		t.openGate(f.FromTask, gate)
+		if wm != nil {
+			t.setGateWatermark(f.FromTask, *wm)
+		}
+		// Before any record of these buckets: direct ones wait at the gate
+		// for the old owner's route-drained marker, forwarded ones come
+		// after this frame (downstream_order.go).
+		if err := t.sendOrderAfter(ctx, f.FromTask, epoch); err != nil {
+			return err
+		}
 	}
 	t.keyed.setPending(f.BarrierID)
 	t.keyed.installed.Store(f.BarrierID+"/"+f.FromTask, true)
@@ -514,11 +520,17 @@ func (t *task) endOrderOnlyHandoff(ctx context.Context, f *wire.Frame) error {
 			gate = buckets
 		}
 	}
-	if err := t.openGate(ctx, f.FromTask, gate, epoch); err != nil {
-		return err
-	}
-	if wm != nil {
-		t.setGateWatermark(f.FromTask, *wm)
+	if gate != nil {
+		t.openGate(f.FromTask, gate)
+		if wm != nil {
+			t.setGateWatermark(f.FromTask, *wm)
+		}
+		// Before any record of these buckets: direct ones wait at the gate
+		// for the old owner's route-drained marker, forwarded ones come
+		// after this frame (downstream_order.go).
+		if err := t.sendOrderAfter(ctx, f.FromTask, epoch); err != nil {
+			return err
+		}
 	}
 	t.orderHandoffs.Store(f.BarrierID+"/"+f.FromTask, true)
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask})

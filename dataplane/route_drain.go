@@ -96,24 +96,22 @@ type routeGates struct {
 	handed map[string]int64
 }
 
-// openGate starts holding direct records for buckets gained from oldOwner
-// at routing epoch epoch, and orders this task's output after oldOwner's
-// (downstream_order.go). A gate already open for oldOwner (opened when the
-// task learnt its new buckets, see openGainedGates) gains the buckets and
-// keeps what it knows of drained senders.
-func (t *task) openGate(ctx context.Context, oldOwner string, buckets map[int]bool, epoch int64) error {
+// openGate starts holding direct records for buckets gained from oldOwner.
+// A gate already open for oldOwner (opened when the task learnt its new
+// buckets, see openGainedGates) gains the buckets and keeps what it knows
+// of drained senders.
+func (t *task) openGate(oldOwner string, buckets map[int]bool) {
 	if len(buckets) == 0 {
-		return nil
+		return
 	}
 	t.ensureGates()
 	if g := t.gates.from[oldOwner]; g != nil {
 		for b := range buckets {
 			g.buckets[b] = true
 		}
-	} else {
-		t.gates.from[oldOwner] = &drainGate{buckets: buckets, drained: map[string]bool{}}
+		return
 	}
-	return t.sendOrderAfter(ctx, oldOwner, epoch)
+	t.gates.from[oldOwner] = &drainGate{buckets: buckets, drained: map[string]bool{}}
 }
 
 // setGateWatermark records the old owner's watermark at its handoff.
@@ -147,10 +145,10 @@ func (t *task) forwardedLateBound(f *wire.Frame) (int64, bool) {
 // old owner's handoff ends would be too late for a task that already runs:
 // an upstream may send the old owner a record, then this task a watermark
 // past it, and the old owner forwards the record after the watermark.
-func (t *task) openGainedGates(ctx context.Context, dep control.Deployment) error {
+func (t *task) openGainedGates(dep control.Deployment) {
 	old, next := t.mergeView(dep)
 	if old.self == nil || next.self == nil {
-		return nil
+		return
 	}
 	gained := map[string]map[int]bool{}
 	for b := 0; b < len(next.self.table.Buckets); b++ {
@@ -164,13 +162,9 @@ func (t *task) openGainedGates(ctx context.Context, dep control.Deployment) erro
 			gained[from][b] = true
 		}
 	}
-	epoch := dep.OperatorEpoch(t.opName)
 	for from, buckets := range gained {
-		if err := t.openGate(ctx, from, buckets, epoch); err != nil {
-			return err
-		}
+		t.openGate(from, buckets)
 	}
-	return nil
 }
 
 // gateable reports whether f comes straight from an upstream task and is

@@ -14,9 +14,7 @@ import (
 // watermark that overtook them would fire their windows without them.
 func TestGateHoldsWatermarkUntilSenderDrained(t *testing.T) {
 	tk := &task{id: "n", w: &Worker{log: slog.Default()}}
-	if err := tk.openGate(context.Background(), "o", map[int]bool{3: true}, 1); err != nil {
-		t.Fatal(err)
-	}
+	tk.openGate("o", map[int]bool{3: true})
 	view := &taskView{}
 	wm := func() *wire.Frame {
 		return &wire.Frame{Kind: wire.FrameWatermark, FromTask: "src", Records: []Record{{EventTime: 42, Offset: -1}}}
@@ -53,9 +51,7 @@ func TestForwardedRecordsUseOldOwnersLateBound(t *testing.T) {
 	if _, ok := tk.forwardedLateBound(fwd); ok {
 		t.Fatal("a late bound without any gate")
 	}
-	if err := tk.openGate(context.Background(), "o", map[int]bool{1: true}, 1); err != nil {
-		t.Fatal(err)
-	}
+	tk.openGate("o", map[int]bool{1: true})
 	if _, ok := tk.forwardedLateBound(fwd); ok {
 		t.Fatal("a late bound before the old owner's handoff end named its watermark")
 	}

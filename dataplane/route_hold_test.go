@@ -107,9 +107,7 @@ func newHoldFixture(t *testing.T, bound int) *holdFixture {
 		gained[b] = true
 		fx.keys = append(fx.keys, keysInBucket(b, 4)...)
 	}
-	if err := fx.nw.openGate(context.Background(), "count-0", gained, 2); err != nil {
-		t.Fatal(err)
-	}
+	fx.nw.openGate("count-0", gained)
 	return fx
 }
 
