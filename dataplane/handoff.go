@@ -444,13 +444,15 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 		return t.endOrderOnlyHandoff(ctx, f)
 	}
 	var from control.TaskRef
-	var gate map[int]bool
-	var epoch int64
-	var wm *int64
+	var gate handoffGate
 	for _, r := range f.Records {
+		if ok, err := gate.take(&r); ok {
+			if err != nil {
+				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
+			}
+			continue
+		}
 		switch string(r.Key) {
-		case kltEpochKey:
-			epoch = r.Offset
 		case kltFromKey:
 			ref, err := decodeOwner(r.Value)
 			if err != nil {
@@ -461,31 +463,14 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 			t.keyed.eager = true
 		case "bulk":
 			t.keyed.bulk = true
-		case kltBucketsKey:
-			buckets, err := decodeBuckets(r.Value)
-			if err != nil {
-				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
-			}
-			gate = buckets
-		case kltWatermarkKey:
-			wm = &r.EventTime
 		case kltTimersKey, kltUntimedKey:
 			if err := t.coverTimers(&r, string(r.Key) == kltTimersKey); err != nil {
 				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
 			}
 		}
 	}
-	if gate != nil {
-		t.openGate(f.FromTask, gate)
-		if wm != nil {
-			t.setGateWatermark(f.FromTask, *wm)
-		}
-		// Before any record of these buckets: direct ones wait at the gate
-		// for the old owner's route-drained marker, forwarded ones come
-		// after this frame (downstream_order.go).
-		if err := t.sendOrderAfter(ctx, f.FromTask, epoch); err != nil {
-			return err
-		}
+	if err := t.openHandoffGate(ctx, f.FromTask, gate); err != nil {
+		return err
 	}
 	t.keyed.setPending(f.BarrierID)
 	t.keyed.installed.Store(f.BarrierID+"/"+f.FromTask, true)
@@ -503,34 +488,14 @@ func (t *task) endKLT(ctx context.Context, f *wire.Frame) error {
 // endOrderOnlyHandoff takes the end of a handoff to a task without keyed
 // state: nothing to install, only the gate to open (see handoff).
 func (t *task) endOrderOnlyHandoff(ctx context.Context, f *wire.Frame) error {
-	var gate map[int]bool
-	var epoch int64
-	var wm *int64
+	var gate handoffGate
 	for _, r := range f.Records {
-		switch string(r.Key) {
-		case kltWatermarkKey:
-			wm = &r.EventTime
-		case kltEpochKey:
-			epoch = r.Offset
-		case kltBucketsKey:
-			buckets, err := decodeBuckets(r.Value)
-			if err != nil {
-				return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
-			}
-			gate = buckets
+		if _, err := gate.take(&r); err != nil {
+			return fmt.Errorf("task %s: KLT end from %s: %w", t.id, f.FromTask, err)
 		}
 	}
-	if gate != nil {
-		t.openGate(f.FromTask, gate)
-		if wm != nil {
-			t.setGateWatermark(f.FromTask, *wm)
-		}
-		// Before any record of these buckets: direct ones wait at the gate
-		// for the old owner's route-drained marker, forwarded ones come
-		// after this frame (downstream_order.go).
-		if err := t.sendOrderAfter(ctx, f.FromTask, epoch); err != nil {
-			return err
-		}
+	if err := t.openHandoffGate(ctx, f.FromTask, gate); err != nil {
+		return err
 	}
 	t.orderHandoffs.Store(f.BarrierID+"/"+f.FromTask, true)
 	t.w.announceProgress(control.MigrationProgress{JobID: t.jobID, ReconfigID: f.BarrierID, TaskID: t.id, Operator: t.opName, Event: control.EventKLTInstalled, From: f.FromTask})

@@ -138,6 +138,50 @@ func (t *task) forwardedLateBound(f *wire.Frame) (int64, bool) {
 	return g.wm, true
 }
 
+// handoffGate is what a KLT end says of the gate for the buckets handed
+// over: which buckets, the old owner's watermark and the routing epoch.
+type handoffGate struct {
+	buckets map[int]bool // nil: the handoff is not ordered
+	wm      int64
+	wmSet   bool
+	epoch   int64
+}
+
+// take reads r into g when it is one of the gate's records and reports
+// whether it was.
+func (g *handoffGate) take(r *Record) (bool, error) {
+	switch string(r.Key) {
+	case kltBucketsKey:
+		buckets, err := decodeBuckets(r.Value)
+		if err != nil {
+			return true, err
+		}
+		g.buckets = buckets
+	case kltWatermarkKey:
+		g.wm, g.wmSet = r.EventTime, true
+	case kltEpochKey:
+		g.epoch = r.Offset
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// openHandoffGate opens the gate a KLT end from oldOwner names and orders
+// this task's output after oldOwner's handoff, before any record of those
+// buckets: direct ones wait at the gate for the old owner's route-drained
+// marker, forwarded ones come after the KLT end (downstream_order.go).
+func (t *task) openHandoffGate(ctx context.Context, oldOwner string, g handoffGate) error {
+	if g.buckets == nil {
+		return nil
+	}
+	t.openGate(oldOwner, g.buckets)
+	if g.wmSet {
+		t.setGateWatermark(oldOwner, g.wm)
+	}
+	return t.sendOrderAfter(ctx, oldOwner, g.epoch)
+}
+
 // openGainedGates installs dep and opens a gate for every other task of
 // the operator that gives this task buckets in it, on the task goroutine:
 // from here on, upstream watermarks and direct records of those buckets
