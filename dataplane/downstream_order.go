@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"koala/dataplane/control"
 	"koala/dataplane/wire"
@@ -30,6 +31,13 @@ import (
 // O's marker is in. Both markers travel in lane order behind the records
 // before them, and O's is sent before N can hold any bucket of O's (N
 // waits for O's handoff end), so the hold always ends.
+//
+// The downstream operator may be reconfigured at the same time, and the new
+// owner may know of a downstream task the old owner did not know of at its
+// handoff. The old owner sent that task nothing before its handoff, so
+// nothing needs ordering there, but the task still waits for its marker:
+// the old owner sends it as soon as it learns of the task
+// (markNewDownstreams).
 //
 // A downstream task keeps, per old owner, the latest epoch it saw handed
 // off: a marker that arrives before the order it satisfies then releases
@@ -147,4 +155,40 @@ func (t *task) onHandedOff(ctx context.Context, f *wire.Frame) error {
 		return nil
 	}
 	return t.releaseHeld(ctx)
+}
+
+// markNewDownstreams sends the task's latest handoff marker, if it handed
+// off, to the downstream tasks after lists and before did not. It runs
+// on whichever goroutine installed the view: nothing this task sent those
+// tasks came before its handoff, so the marker needs no place in its
+// output's order.
+func (t *task) markNewDownstreams(before, after *taskView) {
+	epoch := t.handedOffAt.Load()
+	if epoch == 0 {
+		return
+	}
+	known := map[string]bool{}
+	for _, ref := range downstreamTasks(before) {
+		known[ref.ID] = true
+	}
+	var added []control.TaskRef
+	for _, ref := range downstreamTasks(after) {
+		if !known[ref.ID] {
+			added = append(added, ref)
+		}
+	}
+	if len(added) == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, ref := range added {
+			f := &wire.Frame{Kind: wire.FrameHandedOff, JobID: t.jobID, FromTask: t.id, ToTask: ref.ID,
+				Records: []Record{{Key: []byte(kltEpochKey), Offset: epoch}}}
+			if err := t.w.deliver(ctx, ref, f); err != nil {
+				t.w.log.Error("handoff marker to a new downstream task", "task", t.id, "to", ref.ID, "epoch", epoch, "err", err)
+			}
+		}
+	}()
 }

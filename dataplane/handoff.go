@@ -78,6 +78,7 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 	if ordered {
 		// Downstream tasks take what this task sent before ahead of what
 		// the new owners send (downstream_order.go).
+		t.handedOffAt.Store(epoch)
 		if err := t.sendHandedOff(ctx, next, epoch); err != nil {
 			return fmt.Errorf("handoff on %s: %w", t.id, err)
 		}

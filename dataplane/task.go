@@ -56,6 +56,7 @@ func (t *task) mergeView(dep control.Deployment) (before, after *taskView) {
 	}
 	after = newTaskView(merged, t.opName)
 	t.view.Store(after)
+	t.markNewDownstreams(before, after) // downstream_order.go
 	return before, after
 }
 
@@ -149,6 +150,9 @@ type task struct {
 	// orderedAfter: new owner: the latest epoch of each old owner's
 	// handoff its output was ordered after (downstream_order.go).
 	orderedAfter map[string]int64
+	// handedOffAt: old owner: the routing epoch of its latest ordered
+	// handoff, for downstream tasks it learns of later.
+	handedOffAt atomic.Int64
 	// orderHandoffs are the order-only handoffs ("reconfig/fromTask") a
 	// task without keyed state took (handoff.go), reported like KLTInstalled.
 	orderHandoffs sync.Map
