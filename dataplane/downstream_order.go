@@ -30,14 +30,18 @@ import (
 // route gates use (with its bound and sender holds, route_hold.go), until
 // O's marker is in. Both markers travel in lane order behind the records
 // before them, and O's is sent before N can hold any bucket of O's (N
-// waits for O's handoff end), so the hold always ends.
+// waits for O's handoff end), so the hold ends once O's lane to D has
+// delivered what was queued before the marker.
 //
 // The downstream operator may be reconfigured at the same time, and the new
 // owner may know of a downstream task the old owner did not know of at its
 // handoff. The old owner sent that task nothing before its handoff, so
 // nothing needs ordering there, but the task still waits for its marker:
 // the old owner sends it as soon as it learns of the task
-// (markNewDownstreams).
+// (markNewDownstreams). An old owner removed before it learns of the task
+// never sends it: that task holds the new owner's records for good (a
+// downstream scale-out at the same time as an upstream scale-in; see
+// EXPERIMENTS.md, "What is left").
 //
 // A downstream task keeps, per old owner, the latest epoch it saw handed
 // off: a marker that arrives before the order it satisfies then releases
