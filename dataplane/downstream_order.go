@@ -71,17 +71,23 @@ func downstreamTasks(view *taskView) []control.TaskRef {
 	return out
 }
 
-// sendHandedOff tells every downstream task of view, behind what this
-// task sent it before, that it handed buckets off at epoch.
-func (t *task) sendHandedOff(ctx context.Context, view *taskView, epoch int64) error {
-	for _, ref := range downstreamTasks(view) {
-		f := &wire.Frame{Kind: wire.FrameHandedOff, JobID: t.jobID, FromTask: t.id, ToTask: ref.ID,
-			Records: []Record{{Key: []byte(kltEpochKey), Offset: epoch}}}
+// sendMarker sends each of refs a kind frame whose one record is key at
+// epoch (Offset).
+func (t *task) sendMarker(ctx context.Context, refs []control.TaskRef, kind wire.FrameKind, key string, epoch int64) error {
+	for _, ref := range refs {
+		f := &wire.Frame{Kind: kind, JobID: t.jobID, FromTask: t.id, ToTask: ref.ID,
+			Records: []Record{{Key: []byte(key), Offset: epoch}}}
 		if err := t.w.deliver(ctx, ref, f); err != nil {
-			return fmt.Errorf("task %s: handoff marker to downstream %s: %w", t.id, ref.ID, err)
+			return fmt.Errorf("task %s: %v marker to downstream %s: %w", t.id, kind, ref.ID, err)
 		}
 	}
 	return nil
+}
+
+// sendHandedOff tells every downstream task of view, behind what this
+// task sent it before, that it handed buckets off at epoch.
+func (t *task) sendHandedOff(ctx context.Context, view *taskView, epoch int64) error {
+	return t.sendMarker(ctx, downstreamTasks(view), wire.FrameHandedOff, kltEpochKey, epoch)
 }
 
 // sendOrderAfter tells every downstream task that this task's output from
@@ -91,12 +97,8 @@ func (t *task) sendOrderAfter(ctx context.Context, oldOwner string, epoch int64)
 	if sent, ok := t.orderedAfter[oldOwner]; ok && sent >= epoch {
 		return nil
 	}
-	for _, ref := range downstreamTasks(t.view.Load()) {
-		f := &wire.Frame{Kind: wire.FrameOrderAfter, JobID: t.jobID, FromTask: t.id, ToTask: ref.ID,
-			Records: []Record{{Key: []byte(oldOwner), Offset: epoch}}}
-		if err := t.w.deliver(ctx, ref, f); err != nil {
-			return fmt.Errorf("task %s: order marker (after %s) to downstream %s: %w", t.id, oldOwner, ref.ID, err)
-		}
+	if err := t.sendMarker(ctx, downstreamTasks(t.view.Load()), wire.FrameOrderAfter, oldOwner, epoch); err != nil {
+		return err
 	}
 	if t.orderedAfter == nil {
 		t.orderedAfter = map[string]int64{}
@@ -187,12 +189,8 @@ func (t *task) markNewDownstreams(before, after *taskView) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, ref := range added {
-			f := &wire.Frame{Kind: wire.FrameHandedOff, JobID: t.jobID, FromTask: t.id, ToTask: ref.ID,
-				Records: []Record{{Key: []byte(kltEpochKey), Offset: epoch}}}
-			if err := t.w.deliver(ctx, ref, f); err != nil {
-				t.w.log.Error("handoff marker to a new downstream task", "task", t.id, "to", ref.ID, "epoch", epoch, "err", err)
-			}
+		if err := t.sendMarker(ctx, added, wire.FrameHandedOff, kltEpochKey, epoch); err != nil {
+			t.w.log.Error("handoff marker to a new downstream task", "epoch", epoch, "err", err)
 		}
 	}()
 }
