@@ -3,7 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"time"
+	"slices"
 
 	"koala/dataplane/control"
 	"koala/dataplane/wire"
@@ -33,15 +33,14 @@ import (
 // waits for O's handoff end), so the hold ends once O's lane to D has
 // delivered what was queued before the marker.
 //
-// The downstream operator may be reconfigured at the same time, and the new
-// owner may know of a downstream task the old owner did not know of at its
-// handoff. The old owner sent that task nothing before its handoff, so
-// nothing needs ordering there, but the task still waits for its marker:
-// the old owner sends it as soon as it learns of the task
-// (markNewDownstreams). An old owner removed before it learns of the task
-// never sends it: that task holds the new owner's records for good (a
-// downstream scale-out at the same time as an upstream scale-in; see
-// EXPERIMENTS.md, "What is left").
+// The downstream operator may be reconfigured at the same time, so the
+// two owners may know different downstream tasks. O's KLT end lists the
+// tasks O marked; N orders its output only at those. A task O did not know
+// at its handoff had nothing from O before it, so it has nothing to wait
+// for (and O, removed by a scale-in, might never tell it anything). A task
+// O marked that N learns of only later gets N's marker before anything else
+// N sends it: every send to a downstream task starts on N's task goroutine,
+// which checks for such tasks with the view it sends by (orderPending).
 //
 // A downstream task keeps, per old owner, the latest epoch it saw handed
 // off: a marker that arrives before the order it satisfies then releases
@@ -50,6 +49,43 @@ import (
 // kltEpochKey names, in a KLT end frame, the operator's routing epoch of
 // the handoff (Offset): the new owner orders its output after it.
 const kltEpochKey = "epoch"
+
+// kltMarkedKey names, in a KLT end frame, one downstream task (Value) the
+// old owner sent its handoff marker to; one record per task.
+const kltMarkedKey = "marked"
+
+// handoffOrder is what an old owner's KLT end says of the order of the
+// handoff: the buckets the new owner gates (none: the handoff is not
+// ordered), the old owner's watermark, the routing epoch and the
+// downstream tasks that got the old owner's marker.
+type handoffOrder struct {
+	gate   []int
+	wm     int64
+	epoch  int64
+	marked []string
+}
+
+// endRecords appends the order's records to a KLT end's.
+func (o handoffOrder) endRecords(recs []Record) []Record {
+	if len(o.gate) == 0 {
+		return recs
+	}
+	recs = append(recs, Record{Key: []byte(kltBucketsKey), Value: encodeBuckets(o.gate), Offset: -1},
+		Record{Key: []byte(kltWatermarkKey), EventTime: o.wm, Offset: -1},
+		Record{Key: []byte(kltEpochKey), Offset: o.epoch})
+	for _, id := range o.marked {
+		recs = append(recs, Record{Key: []byte(kltMarkedKey), Value: []byte(id), Offset: -1})
+	}
+	return recs
+}
+
+// pendingOrder is a new owner's marker still owed to downstream tasks the
+// old owner marked and the new owner does not know yet.
+type pendingOrder struct {
+	oldOwner string
+	epoch    int64
+	to       map[string]bool
+}
 
 // ensureGates returns the task's gate state, creating it.
 func (t *task) ensureGates() *routeGates {
@@ -85,25 +121,65 @@ func (t *task) sendMarker(ctx context.Context, refs []control.TaskRef, kind wire
 }
 
 // sendHandedOff tells every downstream task of view, behind what this
-// task sent it before, that it handed buckets off at epoch.
-func (t *task) sendHandedOff(ctx context.Context, view *taskView, epoch int64) error {
-	return t.sendMarker(ctx, downstreamTasks(view), wire.FrameHandedOff, kltEpochKey, epoch)
+// task sent it before, that it handed buckets off at epoch, and returns
+// their IDs.
+func (t *task) sendHandedOff(ctx context.Context, view *taskView, epoch int64) ([]string, error) {
+	refs := downstreamTasks(view)
+	ids := make([]string, len(refs))
+	for i, ref := range refs {
+		ids[i] = ref.ID
+	}
+	return ids, t.sendMarker(ctx, refs, wire.FrameHandedOff, kltEpochKey, epoch)
 }
 
-// sendOrderAfter tells every downstream task that this task's output from
-// here on follows oldOwner's handoff at epoch; once per old owner and
-// epoch.
-func (t *task) sendOrderAfter(ctx context.Context, oldOwner string, epoch int64) error {
+// sendOrderAfter tells the downstream tasks oldOwner marked that this
+// task's output from here on follows oldOwner's handoff at epoch; once per
+// old owner and epoch. Those it does not know yet get it when it learns of
+// them (orderPending).
+func (t *task) sendOrderAfter(ctx context.Context, oldOwner string, epoch int64, marked []string) error {
 	if sent, ok := t.orderedAfter[oldOwner]; ok && sent >= epoch {
 		return nil
-	}
-	if err := t.sendMarker(ctx, downstreamTasks(t.view.Load()), wire.FrameOrderAfter, oldOwner, epoch); err != nil {
-		return err
 	}
 	if t.orderedAfter == nil {
 		t.orderedAfter = map[string]int64{}
 	}
 	t.orderedAfter[oldOwner] = epoch
+	p := pendingOrder{oldOwner: oldOwner, epoch: epoch, to: map[string]bool{}}
+	for _, id := range marked {
+		p.to[id] = true
+	}
+	// A newer handoff of the same old owner supersedes what is owed for an
+	// older one: the downstream task's latest-epoch check covers both.
+	t.pendingOrders = slices.DeleteFunc(t.pendingOrders, func(q pendingOrder) bool { return q.oldOwner == oldOwner })
+	t.pendingOrders = append(t.pendingOrders, p)
+	return t.orderPending(ctx, t.view.Load())
+}
+
+// orderPending sends the markers owed to downstream tasks of view. It runs
+// on the task goroutine before anything is sent by view.
+func (t *task) orderPending(ctx context.Context, view *taskView) error {
+	if len(t.pendingOrders) == 0 {
+		return nil
+	}
+	refs := downstreamTasks(view)
+	kept := t.pendingOrders[:0]
+	for _, p := range t.pendingOrders {
+		var now []control.TaskRef
+		for _, ref := range refs {
+			if p.to[ref.ID] {
+				now = append(now, ref)
+				delete(p.to, ref.ID)
+			}
+		}
+		if err := t.sendMarker(ctx, now, wire.FrameOrderAfter, p.oldOwner, p.epoch); err != nil {
+			return err
+		}
+		if len(p.to) > 0 {
+			kept = append(kept, p)
+		}
+	}
+	clear(t.pendingOrders[len(kept):])
+	t.pendingOrders = kept
 	return nil
 }
 
@@ -161,36 +237,4 @@ func (t *task) onHandedOff(ctx context.Context, f *wire.Frame) error {
 		return nil
 	}
 	return t.releaseHeld(ctx)
-}
-
-// markNewDownstreams sends the task's latest handoff marker, if it handed
-// off, to the downstream tasks after lists and before did not. It runs
-// on whichever goroutine installed the view: nothing this task sent those
-// tasks came before its handoff, so the marker needs no place in its
-// output's order.
-func (t *task) markNewDownstreams(before, after *taskView) {
-	epoch := t.handedOffAt.Load()
-	if epoch == 0 {
-		return
-	}
-	known := map[string]bool{}
-	for _, ref := range downstreamTasks(before) {
-		known[ref.ID] = true
-	}
-	var added []control.TaskRef
-	for _, ref := range downstreamTasks(after) {
-		if !known[ref.ID] {
-			added = append(added, ref)
-		}
-	}
-	if len(added) == 0 {
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := t.sendMarker(ctx, added, wire.FrameHandedOff, kltEpochKey, epoch); err != nil {
-			t.w.log.Error("handoff marker to a new downstream task", "epoch", epoch, "err", err)
-		}
-	}()
 }

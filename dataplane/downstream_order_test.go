@@ -185,3 +185,92 @@ func TestHandoffSendsDownstreamMarkers(t *testing.T) {
 		t.Fatalf("the sink received %v, want %v", kinds, want)
 	}
 }
+
+// A new owner orders its output only at the downstream tasks the old owner
+// marked: one the old owner did not mark (made by a downstream scale-out it
+// had not learnt of, perhaps before a scale-in removed it) waits for
+// nothing, and one it marked that the new owner learns of later gets the
+// new owner's marker ahead of the first record it sends there.
+func TestNewOwnerOrdersWhereOldOwnerMarked(t *testing.T) {
+	ctx := context.Background()
+	q := NewQuery("order-marked")
+	q.Source("source", 1).Map("count", func(r Record) Record { return r }).Parallelism(2).
+		SinkFunc("sink", func([]Record) error { return nil })
+	ops, err := q.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
+	dep := control.Deployment{Job: control.JobSpec{JobID: "order-marked", Operators: ops, NumBuckets: kltCkptBuckets, BatchSize: 100}, Epoch: 1}
+	for _, op := range ops {
+		for i := range max(1, op.Parallelism) {
+			dep.Tasks = append(dep.Tasks, control.TaskRef{ID: control.TaskID(op.Name, i), Operator: op.Name, Index: i, WorkerID: "w1"})
+		}
+		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 1, Buckets: make([]int, kltCkptBuckets)})
+	}
+	tasks := createTasks(t, w, dep)
+	t.Cleanup(func() {
+		for _, tk := range w.tasks {
+			_ = tk.stop(context.Background())
+		}
+	})
+	n, sink0 := tasks["count-1"], tasks["sink-0"]
+	inbox := func(tk *task) []string {
+		var got []string
+		for len(tk.inbox) > 0 {
+			f := <-tk.inbox
+			tk.taken(f)
+			got = append(got, f.FromTask+" "+f.Kind.String())
+		}
+		return got
+	}
+
+	// count-0 marked no downstream task (a sink task it never knew).
+	if err := n.sendOrderAfter(ctx, "count-0", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := inbox(sink0); len(got) != 0 {
+		t.Fatalf("sink-0, not marked by count-0, received %v", got)
+	}
+
+	// count-0 marked sink-0 and sink-1; count-1 knows only sink-0 yet.
+	if err := n.sendOrderAfter(ctx, "count-0", 3, []string{"sink-0", "sink-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := inbox(sink0), []string{"count-1 order-after"}; !slices.Equal(got, want) {
+		t.Fatalf("sink-0 received %v, want %v", got, want)
+	}
+
+	// The sink scales out; every bucket goes to sink-1.
+	next := dep
+	next.Tasks = append(slices.Clone(dep.Tasks), control.TaskRef{ID: "sink-1", Operator: "sink", Index: 1, WorkerID: "w1"})
+	next.Routing = slices.Clone(dep.Routing)
+	for i, rt := range next.Routing {
+		if rt.Operator == "sink" {
+			b := make([]int, kltCkptBuckets)
+			for j := range b {
+				b[j] = 1
+			}
+			next.Routing[i] = control.RoutingTable{Operator: "sink", Epoch: 2, Buckets: b}
+		}
+	}
+	next.Epoch = 2
+	sink1, err := w.createTask(next, control.TaskRef{ID: "sink-1", Operator: "sink", Index: 1, WorkerID: "w1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.tasks[sink1.key()] = sink1
+	n.mergeView(next)
+	for range 2 {
+		if err := n.handleFrame(ctx, &wire.Frame{Kind: wire.FrameData, JobID: "order-marked", FromTask: "source-0", ToTask: "count-1",
+			Records: []Record{{Key: []byte("k"), Offset: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := inbox(sink1), []string{"count-1 order-after", "count-1 data", "count-1 data"}; !slices.Equal(got, want) {
+		t.Fatalf("sink-1 received %v, want %v", got, want)
+	}
+	if len(n.pendingOrders) != 0 {
+		t.Fatalf("count-1 still owes %v", n.pendingOrders)
+	}
+}

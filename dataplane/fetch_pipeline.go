@@ -415,7 +415,11 @@ func (t *task) releaseFrames(ctx context.Context) error {
 // it, and the work counts as a batch.
 func (t *task) outsideBatch(ctx context.Context, fn func(context.Context) error) error {
 	start := time.Now()
-	t.out.begin(t.view.Load(), t.index, t.jobID, t.id, 0)
+	view := t.view.Load()
+	if err := t.orderPending(ctx, view); err != nil {
+		return err
+	}
+	t.out.begin(view, t.index, t.jobID, t.id, 0)
 	if err := fn(ctx); err != nil {
 		return err
 	}

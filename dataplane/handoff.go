@@ -75,11 +75,12 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 	// drained (route_drain.go).
 	ordered = ordered || !eager
 	epoch := dep.OperatorEpoch(t.opName)
+	var marked []string
 	if ordered {
 		// Downstream tasks take what this task sent before ahead of what
 		// the new owners send (downstream_order.go).
-		t.handedOffAt.Store(epoch)
-		if err := t.sendHandedOff(ctx, next, epoch); err != nil {
+		var err error
+		if marked, err = t.sendHandedOff(ctx, next, epoch); err != nil {
 			return fmt.Errorf("handoff on %s: %w", t.id, err)
 		}
 	}
@@ -117,13 +118,13 @@ func (t *task) handoff(ctx context.Context, dep control.Deployment, reconfigID s
 		}
 		q := &handoffQueue{limit: t.holdBytes()}
 		t.out.divert(toID, q)
-		var gate []int
+		order := handoffOrder{wm: wmNow, epoch: epoch, marked: marked}
 		if ordered {
-			gate = gained[toID]
+			order.gate = gained[toID]
 			t.drainTo = append(t.drainTo, next.self.byID[toID])
 		}
 		t.handoffSends.Go(func() {
-			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, handoffKeys{hashes: indexed, ok: indexOK}, timers, reconfigID, eager, bulk, push, gate, wmNow, epoch, q)
+			t.sendHandoff(ctx, next.self.byID[toID], gained[toID], me, remote, handoffKeys{hashes: indexed, ok: indexOK}, timers, reconfigID, eager, bulk, push, order, q)
 		})
 	}
 	return nil
@@ -153,7 +154,7 @@ func (t *task) awaitHandoffSends(ctx context.Context) error {
 // sendHandoff streams the lookup entries of buckets to the new owner, then
 // the buckets' timers, then the KLT end, then the records forwarded
 // meanwhile.
-func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, local handoffKeys, timers *handoffTimers, reconfigID string, eager, bulk, push bool, gate []int, wm, epoch int64, q *handoffQueue) {
+func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, local handoffKeys, timers *handoffTimers, reconfigID string, eager, bulk, push bool, order handoffOrder, q *handoffQueue) {
 	err := func() error {
 		var entries []Record
 		switch {
@@ -195,11 +196,7 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 		if bulk {
 			end.Records = append(end.Records, Record{Key: []byte("bulk"), Offset: -1})
 		}
-		if len(gate) > 0 {
-			end.Records = append(end.Records, Record{Key: []byte(kltBucketsKey), Value: encodeBuckets(gate), Offset: -1},
-				Record{Key: []byte(kltWatermarkKey), EventTime: wm, Offset: -1},
-				Record{Key: []byte(kltEpochKey), Offset: epoch})
-		}
+		end.Records = order.endRecords(end.Records)
 		end.Records = append(end.Records, timers.endRecords()...)
 		if err := t.w.deliver(ctx, target, end); err != nil {
 			return err

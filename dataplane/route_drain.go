@@ -145,6 +145,8 @@ type handoffGate struct {
 	wm      int64
 	wmSet   bool
 	epoch   int64
+	// marked: the downstream tasks the old owner sent its marker to.
+	marked []string
 }
 
 // take reads r into g when it is one of the gate's records and reports
@@ -161,6 +163,8 @@ func (g *handoffGate) take(r *Record) (bool, error) {
 		g.wm, g.wmSet = r.EventTime, true
 	case kltEpochKey:
 		g.epoch = r.Offset
+	case kltMarkedKey:
+		g.marked = append(g.marked, string(r.Value))
 	default:
 		return false, nil
 	}
@@ -179,7 +183,7 @@ func (t *task) openHandoffGate(ctx context.Context, oldOwner string, g handoffGa
 	if g.wmSet {
 		t.setGateWatermark(oldOwner, g.wm)
 	}
-	return t.sendOrderAfter(ctx, oldOwner, g.epoch)
+	return t.sendOrderAfter(ctx, oldOwner, g.epoch, g.marked)
 }
 
 // openGainedGates installs dep and opens a gate for every other task of

@@ -56,7 +56,6 @@ func (t *task) mergeView(dep control.Deployment) (before, after *taskView) {
 	}
 	after = newTaskView(merged, t.opName)
 	t.view.Store(after)
-	t.markNewDownstreams(before, after) // downstream_order.go
 	return before, after
 }
 
@@ -150,9 +149,9 @@ type task struct {
 	// orderedAfter: new owner: the latest epoch of each old owner's
 	// handoff its output was ordered after (downstream_order.go).
 	orderedAfter map[string]int64
-	// handedOffAt: old owner: the routing epoch of its latest ordered
-	// handoff, for downstream tasks it learns of later.
-	handedOffAt atomic.Int64
+	// pendingOrders: new owner: markers owed to downstream tasks it does
+	// not know yet (downstream_order.go).
+	pendingOrders []pendingOrder
 	// orderHandoffs are the order-only handoffs ("reconfig/fromTask") a
 	// task without keyed state took (handoff.go), reported like KLTInstalled.
 	orderHandoffs sync.Map
@@ -312,6 +311,9 @@ func (t *task) handleFrame(ctx context.Context, f *wire.Frame) error {
 		return nil
 	}
 	view := t.view.Load()
+	if err := t.orderPending(ctx, view); err != nil { // downstream_order.go
+		return err
+	}
 	if t.gateable(view, f) {
 		if f = t.admit(view, f); f == nil {
 			return nil // held until the old owner's forwarded stream is drained

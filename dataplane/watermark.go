@@ -384,6 +384,9 @@ func (t *task) sendWatermark(ctx context.Context, wm int64, idle bool, now time.
 // broadcastWatermark sends a watermark frame to every downstream task.
 func broadcastWatermark(ctx context.Context, t *task, wm int64, idle bool) error {
 	view := t.view.Load()
+	if err := t.orderPending(ctx, view); err != nil {
+		return err
+	}
 	var flag int64
 	if idle {
 		flag = 1
@@ -454,6 +457,9 @@ func (t *task) fireWatermark(ctx context.Context, view *taskView, wm int64) erro
 	wop, ok := t.op.(WatermarkOperator)
 	if !ok {
 		return nil
+	}
+	if err := t.orderPending(ctx, view); err != nil {
+		return err
 	}
 	t.out.begin(view, t.index, t.jobID, t.id, 0)
 	var err error
