@@ -17,9 +17,12 @@ import (
 // orderFixture: a sink task downstream of the two tasks of "count", which
 // the test plays: it hands the sink their frames as if they had arrived.
 type orderFixture struct {
-	sink *task
-	mu   sync.Mutex
-	got  []int64 // Offsets in the order the sink took them
+	w     *Worker
+	dep   control.Deployment
+	tasks map[string]*task
+	sink  *task
+	mu    sync.Mutex
+	got   []int64 // Offsets in the order the sink took them
 }
 
 func newOrderFixture(t *testing.T) *orderFixture {
@@ -47,10 +50,10 @@ func newOrderFixture(t *testing.T) *orderFixture {
 		}
 		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 1, Buckets: make([]int, kltCkptBuckets)})
 	}
-	tasks := createTasks(t, w, dep)
-	fx.sink = tasks["sink-0"]
+	fx.w, fx.dep, fx.tasks = w, dep, createTasks(t, w, dep)
+	fx.sink = fx.tasks["sink-0"]
 	t.Cleanup(func() {
-		for _, tk := range tasks {
+		for _, tk := range w.tasks {
 			_ = tk.stop(context.Background())
 		}
 	})
@@ -193,28 +196,9 @@ func TestHandoffSendsDownstreamMarkers(t *testing.T) {
 // new owner's marker ahead of the first record it sends there.
 func TestNewOwnerOrdersWhereOldOwnerMarked(t *testing.T) {
 	ctx := context.Background()
-	q := NewQuery("order-marked")
-	q.Source("source", 1).Map("count", func(r Record) Record { return r }).Parallelism(2).
-		SinkFunc("sink", func([]Record) error { return nil })
-	ops, err := q.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
-	dep := control.Deployment{Job: control.JobSpec{JobID: "order-marked", Operators: ops, NumBuckets: kltCkptBuckets, BatchSize: 100}, Epoch: 1}
-	for _, op := range ops {
-		for i := range max(1, op.Parallelism) {
-			dep.Tasks = append(dep.Tasks, control.TaskRef{ID: control.TaskID(op.Name, i), Operator: op.Name, Index: i, WorkerID: "w1"})
-		}
-		dep.Routing = append(dep.Routing, control.RoutingTable{Operator: op.Name, Epoch: 1, Buckets: make([]int, kltCkptBuckets)})
-	}
-	tasks := createTasks(t, w, dep)
-	t.Cleanup(func() {
-		for _, tk := range w.tasks {
-			_ = tk.stop(context.Background())
-		}
-	})
-	n, sink0 := tasks["count-1"], tasks["sink-0"]
+	fx := newOrderFixture(t)
+	w, dep := fx.w, fx.dep
+	n, sink0 := fx.tasks["count-1"], fx.sink
 	inbox := func(tk *task) []string {
 		var got []string
 		for len(tk.inbox) > 0 {
@@ -262,7 +246,7 @@ func TestNewOwnerOrdersWhereOldOwnerMarked(t *testing.T) {
 	w.tasks[sink1.key()] = sink1
 	n.mergeView(next)
 	for range 2 {
-		if err := n.handleFrame(ctx, &wire.Frame{Kind: wire.FrameData, JobID: "order-marked", FromTask: "source-0", ToTask: "count-1",
+		if err := n.handleFrame(ctx, &wire.Frame{Kind: wire.FrameData, JobID: dep.Job.JobID, FromTask: "source-0", ToTask: "count-1",
 			Records: []Record{{Key: []byte("k"), Offset: 1}}}); err != nil {
 			t.Fatal(err)
 		}
