@@ -57,7 +57,8 @@ const kltMarkedKey = "marked"
 // handoffOrder is what an old owner's KLT end says of the order of the
 // handoff: the buckets the new owner gates (none: the handoff is not
 // ordered), the old owner's watermark, the routing epoch and the
-// downstream tasks that got the old owner's marker.
+// downstream tasks that got the old owner's marker. The new owner reads
+// these records back with handoffGate.take (route_drain.go).
 type handoffOrder struct {
 	gate   []int
 	wm     int64
@@ -152,15 +153,20 @@ func (t *task) sendOrderAfter(ctx context.Context, oldOwner string, epoch int64,
 	// older one: the downstream task's latest-epoch check covers both.
 	t.pendingOrders = slices.DeleteFunc(t.pendingOrders, func(q pendingOrder) bool { return q.oldOwner == oldOwner })
 	t.pendingOrders = append(t.pendingOrders, p)
+	t.pendingSeen = nil
 	return t.orderPending(ctx, t.view.Load())
 }
 
 // orderPending sends the markers owed to downstream tasks of view. It runs
-// on the task goroutine before anything is sent by view.
+// on the task goroutine before anything is sent by view. A view is
+// immutable, so one already looked at owes nothing more: a marker owed to
+// a task that never shows up (removed before this task learnt of it) costs
+// a pointer comparison per frame, not a walk of the routes.
 func (t *task) orderPending(ctx context.Context, view *taskView) error {
-	if len(t.pendingOrders) == 0 {
+	if len(t.pendingOrders) == 0 || view == t.pendingSeen {
 		return nil
 	}
+	t.pendingSeen = view
 	refs := downstreamTasks(view)
 	kept := t.pendingOrders[:0]
 	for _, p := range t.pendingOrders {

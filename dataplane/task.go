@@ -152,6 +152,7 @@ type task struct {
 	// pendingOrders: new owner: markers owed to downstream tasks it does
 	// not know yet (downstream_order.go).
 	pendingOrders []pendingOrder
+	pendingSeen   *taskView // the last view orderPending looked at
 	// orderHandoffs are the order-only handoffs ("reconfig/fromTask") a
 	// task without keyed state took (handoff.go), reported like KLTInstalled.
 	orderHandoffs sync.Map
