@@ -314,7 +314,9 @@ const (
 
 // WriteFiles writes compare.json, compare.md and, when some run has
 // series, the throughput and Kafka lag plots (one line per protocol, aligned
-// on the reconfiguration start) into dir. It returns the paths written.
+// on the reconfiguration start) into dir, and the lag plot again without a
+// protocol whose lag dwarfs the others' (CompareLagOthersFile). It returns
+// the paths written.
 func (c Comparison) WriteFiles(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -373,6 +375,13 @@ func (c Comparison) WriteFiles(dir string) ([]string, error) {
 			return paths, err
 		}
 		paths = append(paths, p)
+		p, err := writeLagOthers(dir, c.Experiment, lag, markers)
+		if err != nil {
+			return paths, err
+		}
+		if p != "" {
+			paths = append(paths, p)
+		}
 	}
 	return paths, nil
 }

@@ -33,7 +33,9 @@ another, each as its own RunExperiment workflow (id NAME-PROTOCOL-TIMESTAMP),
 reads each run's metrics back from ClickHouse, prints one table row per
 protocol and writes compare.json, compare.md and two plots (sink throughput
 and source Kafka lag, aligned on the reconfiguration start) into
-RESULTS/compare-TIMESTAMP/.
+RESULTS/compare-TIMESTAMP/. When one protocol's lag peaks at 3 × or more
+every other's (remote's backlog, often), the lag plot is also drawn
+without it (kafka-lag-others.png), so the others' backlogs can be read.
 
 Protocols: lazy (the config's lazy knobs), stop-and-restart (the config's
 state backend), remote (stop-and-restart over remote-pebble; needs
