@@ -2,7 +2,6 @@ package experiments
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
 )
 
@@ -26,22 +25,17 @@ func dominantSeries(series []Series) (int, bool) {
 		return 0, false
 	}
 	peaks := make([]float64, len(series))
-	top := -1
+	top := 0
 	for i, s := range series {
-		peaks[i] = math.Inf(-1)
-		for _, p := range s.Points {
-			if isFinite(p.Value) && p.Value > peaks[i] {
-				peaks[i] = p.Value
-			}
-		}
-		if top < 0 || peaks[i] > peaks[top] {
+		peaks[i], _ = peakOf(s.Points) // no finite point: 0, no peak
+		if peaks[i] > peaks[top] {
 			top = i
 		}
 	}
-	rest := math.Inf(-1)
+	rest := 0.0
 	for i, pk := range peaks {
-		if i != top && pk > rest {
-			rest = pk
+		if i != top {
+			rest = max(rest, pk)
 		}
 	}
 	if rest <= 0 || peaks[top] < dominantPeakFactor*rest {
@@ -65,7 +59,7 @@ func writeLagOthers(dir, experiment string, lag []Series, markers []Marker) (str
 	}
 	var ms []Marker
 	for _, m := range markers {
-		if m.Label != lag[top].Label+" done" {
+		if m.Label != doneLabel(lag[top].Label) {
 			ms = append(ms, m)
 		}
 	}

@@ -351,7 +351,7 @@ func (c Comparison) WriteFiles(dir string) ([]string, error) {
 		}
 		if len(r.ReconfigSpan) > 0 {
 			sp := r.ReconfigSpan
-			markers = append(markers, Marker{Sec: sp[len(sp)-1].End - sp[0].Start, Label: r.Protocol + " done"})
+			markers = append(markers, Marker{Sec: sp[len(sp)-1].End - sp[0].Start, Label: doneLabel(r.Protocol)})
 		}
 	}
 	if len(sink) == 0 && len(lag) == 0 {
@@ -375,16 +375,19 @@ func (c Comparison) WriteFiles(dir string) ([]string, error) {
 			return paths, err
 		}
 		paths = append(paths, p)
-		p, err := writeLagOthers(dir, c.Experiment, lag, markers)
+		others, err := writeLagOthers(dir, c.Experiment, lag, markers)
 		if err != nil {
 			return paths, err
 		}
-		if p != "" {
-			paths = append(paths, p)
+		if others != "" {
+			paths = append(paths, others)
 		}
 	}
 	return paths, nil
 }
+
+// doneLabel marks the end of protocol's reconfiguration in the plots.
+func doneLabel(protocol string) string { return protocol + " done" }
 
 func allZero(series []Series) bool {
 	for _, s := range series {
