@@ -204,6 +204,9 @@ type CompareRow struct {
 	// HostSamples is this machine's CPU over the run (hostcpu), kept so a
 	// report rebuilt from ClickHouse later has it too; nil: not sampled.
 	HostSamples *hostcpu.Record `json:"host_cpu_samples,omitempty"`
+	// Profiles are the workers' CPU profiles around the first trigger
+	// (koala compare --profile; compare_profile.go).
+	Profiles []WorkerProfile `json:"profiles,omitempty"`
 
 	// Series aligned on the first reconfiguration's start (= 0 s).
 	SinkAligned []metrics.Point `json:"sink_throughput_aligned,omitempty"`
@@ -264,6 +267,9 @@ type Comparison struct {
 	// were read into the page cache before the first run.
 	Snapshot *SnapshotRead `json:"snapshot,omitempty"`
 	Rows     []CompareRow  `json:"rows"`
+	// ProfileCategories name the shares of the rows' profiles
+	// (cpuprof.Names of the categories they were split by).
+	ProfileCategories []string `json:"profile_categories,omitempty"`
 }
 
 // SnapshotRead is how `koala compare` read a warm-up snapshot's files

@@ -280,6 +280,7 @@ func (c Comparison) Markdown() string {
 			fmt.Fprintf(&b, "| %s | %s |\n", r.Protocol, strings.ReplaceAll(orText(r.movesText(), "n/a (no state moved)"), "|", `\|`))
 		}
 	}
+	b.WriteString(c.profileMarkdown())
 	if notes := c.notes(); len(notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range notes {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/dataplane/transport"
 	"koala/experiments"
@@ -24,6 +26,7 @@ func init() {
 	var natsSec transport.NATSSecurity
 	var gap, flushWait, extra time.Duration
 	var overload, probeFactor float64
+	var prof profileFlags
 	var probeFrom, probeMax, probeStep int
 	cmd := &cobra.Command{
 		Use:   "compare CONFIG.json | --report DIR",
@@ -56,6 +59,14 @@ missing gets it built first, once, by the warm-up config found beside it
 (as koala warmup does, with its progress); without one, compare stops and
 says which snapshot is missing.
 
+--profile (on a stack started with koala stack up --worker-pprof) takes
+every worker's CPU profile twice per run: over --profile-seconds ending 1 s
+before the first trigger, and over as long from --profile-after seconds
+after it. compare.md then says where each worker's cores went (serving
+fetches, moving state, the operator's state store and the rest of it,
+producers, compactions, Kafka, gRPC, GC), and the profiles are kept in
+RESULTS/compare-TIMESTAMP/profiles/ for go tool pprof.
+
 --report DIR runs nothing: it reads the comparison kept in DIR (a
 compare-TIMESTAMP directory) and its runs' series again from ClickHouse and
 rewrites its files, so figures added to compare since appear for it.`,
@@ -87,6 +98,7 @@ rewrites its files, so figures added to compare since appear for it.`,
 				Gap: gap, FlushWait: flushWait, Margin: extra,
 				Overload: overload, ProbeFrom: probeFrom, ProbeFactor: probeFactor, ProbeMax: probeMax, ProbeStepSec: probeStep,
 				DialNATS: func() (*nats.Conn, error) { return dialNATS(natsURL, natsSec, "koala-compare") },
+				Profile:  prof.options(),
 			})
 		},
 	}
@@ -110,6 +122,7 @@ rewrites its files, so figures added to compare since appear for it.`,
 	addNATSSecurityFlags(f, &natsSec)
 	f.StringVar(&uiURL, "ui", envOr(envTemporalUI, defTemporalUI), "Temporal web UI base URL, for links (env "+envTemporalUI+")")
 	addCompareTimingFlags(f, &gap, &flushWait, &extra)
+	addProfileFlags(f, &prof)
 	rootCmd.AddCommand(cmd)
 }
 
@@ -119,6 +132,33 @@ func addCompareTimingFlags(f *pflag.FlagSet, gap, flushWait, margin *time.Durati
 	f.DurationVar(gap, "gap", 5*time.Second, "pause between two runs")
 	f.DurationVar(flushWait, "flush-wait", 3*time.Second, "wait after a run before reading its metrics (workers flush once a second)")
 	f.DurationVar(margin, "timeout-margin", 5*time.Minute, "a run is given up (its workflow terminated) this long after TotalRuntimeSeconds + DrainTimeoutSeconds")
+}
+
+// profileFlags are the flags of koala compare --profile (and of a
+// comparison suite).
+type profileFlags struct {
+	on             bool
+	runDir         string
+	after, seconds int
+}
+
+func addProfileFlags(f *pflag.FlagSet, p *profileFlags) {
+	f.BoolVar(&p.on, "profile", false, "take every worker's CPU profile before and after each run's first trigger (needs `koala stack up --worker-pprof`)")
+	f.IntVar(&p.after, "profile-after", 15, "with --profile: the second window starts this many seconds after the trigger")
+	f.IntVar(&p.seconds, "profile-seconds", 10, "with --profile: length of each window, seconds (1-120)")
+	f.StringVar(&p.runDir, "run-dir", "", "with --profile: run directory of the local stack, for the workers' pprof address files (default $KOALA_HOME/run or .koala/run)")
+}
+
+// options is nil without --profile.
+func (p profileFlags) options() *runner.ProfileOptions {
+	if !p.on {
+		return nil
+	}
+	dir := p.runDir
+	if dir == "" {
+		dir = filepath.Join(control.Home(), "run")
+	}
+	return &runner.ProfileOptions{RunDir: dir, AfterSec: p.after, Seconds: p.seconds}
 }
 
 // clickHouseOrNil is the metrics reader of url (inserts) and native (DDL

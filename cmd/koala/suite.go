@@ -19,6 +19,7 @@ func init() {
 	var temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, attach, natsURL string
 	var report string
 	var every, gap, flushWait, margin time.Duration
+	var prof profileFlags
 	var natsSec transport.NATSSecurity
 	var check bool
 	var machine machineFlags
@@ -77,8 +78,12 @@ apply to every config (see README).`,
 					return runCompareSuite(cmd, args[0], check, compareSuiteFlags{
 						temporalAddr: temporalAddr, namespace: namespace, kafka: kafka, clickhouse: clickhouse, chNative: chNative,
 						resultsDir: resultsDir, uiURL: uiURL, natsURL: natsURL, natsSec: natsSec, gap: gap, flushWait: flushWait, margin: margin,
+						prof: prof,
 					})
 				}
+			}
+			if prof.on {
+				return fmt.Errorf("--profile applies to a comparison suite (one whose entries are Comparisons); %s is a plain suite", args[0])
 			}
 			o, err := machine.options()
 			if err != nil {
@@ -133,6 +138,7 @@ apply to every config (see README).`,
 	f.StringVar(&natsURL, "nats", envOr(envNATS, defNATS), "NATS URL, for the progress of a warm-up a comparison builds first (env "+envNATS+")")
 	addNATSSecurityFlags(f, &natsSec)
 	addCompareTimingFlags(f, &gap, &flushWait, &margin)
+	addProfileFlags(f, &prof)
 	rootCmd.AddCommand(cmd)
 }
 
@@ -141,6 +147,7 @@ type compareSuiteFlags struct {
 	temporalAddr, namespace, kafka, clickhouse, chNative, resultsDir, uiURL, natsURL string
 	natsSec                                                                          transport.NATSSecurity
 	gap, flushWait, margin                                                           time.Duration
+	prof                                                                             profileFlags
 }
 
 // runCompareSuite checks (--check) or runs the comparison suite at file.
@@ -169,5 +176,6 @@ func runCompareSuite(cmd *cobra.Command, file string, check bool, fl compareSuit
 		Services: runner.Services{Temporal: tc, ClickHouse: ch, Namespace: fl.namespace, UIURL: fl.uiURL, Brokers: splitList(fl.kafka)},
 		File:     file, ResultsDir: fl.resultsDir, Gap: fl.gap, FlushWait: fl.flushWait, Margin: fl.margin,
 		DialNATS: func() (*nats.Conn, error) { return dialNATS(fl.natsURL, fl.natsSec, "koala-suite") },
+		Profile:  fl.prof.options(),
 	})
 }

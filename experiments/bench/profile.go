@@ -2,10 +2,7 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,22 +10,17 @@ import (
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"koala/deploy/local"
 	"koala/experiments"
+	"koala/experiments/cpuprof"
 )
 
 // koala bench --profile: CPU profiles of every worker over each steady-state
 // run's measurement window (from the endpoints `koala stack up
 // --worker-pprof` records in the run dir), and go test -cpuprofile for the
 // micro-benchmarks; summarised into the report's Profiles section.
-
-// activityStartProducer is the activity type that starts a producer (the
-// method name of activities.Activities).
-const activityStartProducer = "StartProducer"
 
 // benchProfiles collects the profiles of one bench run.
 type benchProfiles struct {
@@ -132,7 +124,7 @@ func startSteadyProfile(ctx context.Context, o Options, tc client.Client, run cl
 			sum.Errors = append(sum.Errors, err.Error())
 			fmt.Println(label, err)
 		}
-		started, err := waitProducersStarted(pre, tc, run, time.Duration(runtimeSec)*time.Second+10*time.Minute)
+		started, err := cpuprof.WaitProducersStarted(pre, tc, run, time.Duration(runtimeSec)*time.Second+10*time.Minute)
 		if err != nil {
 			fail(err)
 			return
@@ -158,7 +150,7 @@ func startSteadyProfile(ctx context.Context, o Options, tc client.Client, run cl
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = fetchCPUProfile(ctx, ep.Addr, secs, paths[i])
+				errs[i] = cpuprof.Fetch(ctx, ep.Addr, secs, paths[i])
 			}()
 		}
 		wg.Wait()
@@ -186,117 +178,6 @@ func profileWindow(producersStarted time.Time, runtimeSec, maxSec int) (time.Tim
 		secs = maxSec
 	}
 	return producersStarted.Add(time.Duration(skip) * time.Second), secs
-}
-
-// waitProducersStarted polls run's history until its producers run and
-// returns when they started; an error once the run closed first, or after
-// limit.
-func waitProducersStarted(ctx context.Context, tc client.Client, run client.WorkflowRun, limit time.Duration) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	for {
-		var events []*historypb.HistoryEvent
-		it := tc.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		var err error
-		for it.HasNext() {
-			var ev *historypb.HistoryEvent
-			if ev, err = it.Next(); err != nil {
-				break
-			}
-			events = append(events, ev)
-		}
-		if err == nil {
-			at, ok, closed := producersStarted(events)
-			switch {
-			case ok:
-				return at, nil
-			case closed:
-				return time.Time{}, fmt.Errorf("workflow %s ended before its producers started: no profile", run.GetID())
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("waiting for the producers of %s: %w (last history read: %v)", run.GetID(), ctx.Err(), err)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-// producersStarted reads a RunExperiment history: the workflow starts its
-// producers one StartProducer activity after another and then takes the
-// run's start time. They all run once a StartProducer completed and the
-// next workflow task completed without scheduling another; at is that
-// task's time. closed reports a workflow that ended.
-func producersStarted(events []*historypb.HistoryEvent) (at time.Time, ok, closed bool) {
-	producerTasks := map[int64]bool{} // scheduled event id → is StartProducer
-	var lastDone int64                // event id of the last completed StartProducer
-	pendingAfter := false             // a StartProducer scheduled after lastDone
-	for _, ev := range events {
-		id := ev.GetEventId()
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activityStartProducer {
-				producerTasks[id] = true
-				if lastDone != 0 {
-					pendingAfter = true
-				}
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			if producerTasks[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()] {
-				lastDone, pendingAfter, at = id, false, time.Time{}
-			}
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			if lastDone != 0 && !pendingAfter && at.IsZero() {
-				at = ev.GetEventTime().AsTime()
-			}
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
-			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-			closed = true
-		}
-	}
-	// The task after the last completion must not have scheduled another
-	// StartProducer: the scheduled event follows its completion event.
-	if !at.IsZero() && !pendingAfter {
-		return at, true, closed
-	}
-	return time.Time{}, false, closed
-}
-
-// fetchCPUProfile saves /debug/pprof/profile?seconds=secs of the worker at
-// addr to path.
-func fetchCPUProfile(ctx context.Context, addr string, secs int, path string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+time.Minute)
-	defer cancel()
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
-	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, resp.Body)
-	err = errors.Join(err, f.Close())
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("GET %s: save %s: %w", url, path, err)
-	}
-	return nil
 }
 
 // printTop prints the top five of a summary.

@@ -2,11 +2,12 @@ package bench
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"koala/experiments/cpuprof"
 )
 
 // CPU profiles of `koala bench --profile`: the workers' profiles taken over
@@ -46,33 +47,6 @@ type BenchProfiles struct {
 	Notes  []string         `json:"notes,omitempty"`
 }
 
-// cpuIndex is the index of the sample value holding CPU time: the "cpu"
-// sample type of a Go CPU profile, else the last one.
-func cpuIndex(p *profile.Profile) (int, error) {
-	if len(p.SampleType) == 0 {
-		return 0, fmt.Errorf("profile has no sample types")
-	}
-	for i, st := range p.SampleType {
-		if st.Type == "cpu" {
-			return i, nil
-		}
-	}
-	return len(p.SampleType) - 1, nil
-}
-
-// nanos converts a sample value of type st to nanoseconds.
-func nanos(v int64, unit string) float64 {
-	switch unit {
-	case "seconds":
-		return float64(v) * 1e9
-	case "milliseconds":
-		return float64(v) * 1e6
-	case "microseconds":
-		return float64(v) * 1e3
-	}
-	return float64(v) // nanoseconds, and counts taken as they are
-}
-
 // SummariseCPU adds up the CPU profiles ps by function and returns the n
 // functions with the most flat CPU time (ties by name) and the total CPU
 // seconds sampled. Flat time goes to the innermost frame of a sample's leaf
@@ -83,7 +57,7 @@ func SummariseCPU(ps []*profile.Profile, n int) ([]HotFunction, float64, error) 
 	cum := map[string]float64{}
 	var total float64
 	for _, p := range ps {
-		idx, err := cpuIndex(p)
+		idx, err := cpuprof.CPUIndex(p)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -92,7 +66,7 @@ func SummariseCPU(ps []*profile.Profile, n int) ([]HotFunction, float64, error) 
 			if idx >= len(s.Value) {
 				return nil, 0, fmt.Errorf("sample with %d values, want at least %d", len(s.Value), idx+1)
 			}
-			v := nanos(s.Value[idx], unit)
+			v := cpuprof.Nanos(s.Value[idx], unit)
 			if v == 0 {
 				continue
 			}
@@ -160,7 +134,7 @@ func functionName(f *profile.Function, loc *profile.Location) string {
 func SummariseFiles(s ProfileSummary, paths []string, n int) ProfileSummary {
 	var ps []*profile.Profile
 	for _, path := range paths {
-		p, err := readProfile(path)
+		p, err := cpuprof.Read(path)
 		if err != nil {
 			s.Errors = append(s.Errors, err.Error())
 			continue
@@ -178,19 +152,6 @@ func SummariseFiles(s ProfileSummary, paths []string, n int) ProfileSummary {
 	}
 	s.Top, s.CPUSec = top, cpu
 	return s
-}
-
-func readProfile(path string) (*profile.Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("profile %s: %w", path, err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("profile %s: %w", path, err)
-	}
-	return p, nil
 }
 
 // profilesMarkdown is the Profiles section of BENCHMARKS.md; empty when the

@@ -16,6 +16,7 @@ import (
 	"koala/dataplane/control"
 	"koala/dataplane/metrics"
 	"koala/experiments"
+	"koala/experiments/cpuprof"
 	"koala/experiments/hostcpu"
 	"koala/workflows"
 )
@@ -49,6 +50,9 @@ type VariantRun struct {
 	// DrainLag is the lag of the pipeline keeping up, from a rate probe (0:
 	// derived from the run, experiments.RunSeries.DrainLag).
 	DrainLag float64
+	// Profiler takes the workers' CPU profiles around the trigger (nil:
+	// none; compare_profile.go).
+	Profiler *profiler
 }
 
 // CompareOptions configure Compare.
@@ -76,6 +80,9 @@ type CompareOptions struct {
 	ProbeFactor  float64
 	ProbeMax     int
 	ProbeStepSec int
+	// Profile, when set, takes every worker's CPU profile before and
+	// after each run's first trigger (koala compare --profile).
+	Profile *ProfileOptions
 }
 
 // Limits of CompareOptions.Overload.
@@ -121,6 +128,9 @@ func checkCompare(o CompareOptions) ([]string, []int, workflows.ExperimentInput,
 		return nil, nil, workflows.ExperimentInput{}, err
 	}
 	base, err := experiments.LoadConfig(o.Config)
+	if err == nil && o.Profile != nil {
+		err = o.Profile.Validate(base)
+	}
 	return variants, rates, base, err
 }
 
@@ -142,6 +152,15 @@ func compare(ctx context.Context, o CompareOptions) (experiments.Comparison, str
 	stamp := started.Format("20060102-150405")
 	dir := filepath.Join(o.ResultsDir, "compare-"+stamp)
 	cmp := experiments.Comparison{Experiment: base.Name, Config: o.Config, Started: started, Snapshot: snap}
+	var prof *profiler
+	if o.Profile != nil {
+		if prof, err = newProfiler(*o.Profile, base, dir); err != nil {
+			return cmp, "", err
+		}
+		cmp.ProfileCategories = cpuprof.Names(cpuprof.WorkerCategories)
+		fmt.Printf("  profile: %d workers' CPU, %d s ending 1 s before each run's first trigger and %d s from +%d s, into %s\n",
+			len(prof.endpoints), o.Profile.Seconds, o.Profile.Seconds, o.Profile.AfterSec, prof.dir)
+	}
 	fmt.Printf("comparing %s: %s (%d s each)\n  results: %s\n", base.Name, strings.Join(variants, ", "), base.TotalRuntimeSeconds, dir)
 	var drainLag float64
 	if rates != nil {
@@ -179,7 +198,7 @@ func compare(ctx context.Context, o CompareOptions) (experiments.Comparison, str
 		}
 		cmp.Rows = append(cmp.Rows, RunVariant(ctx, o.Services, VariantRun{
 			Base: base, Variant: v, RemotePebble: remote, Stamp: stamp, Label: fmt.Sprintf("[%d/%d %s]", i+1, len(variants), v),
-			Dir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare", DrainLag: drainLag,
+			Dir: dir, FlushWait: o.FlushWait, Margin: o.Margin, Terminator: "koala compare", DrainLag: drainLag, Profiler: prof,
 		}))
 	}
 	if err := writeComparison(cmp, dir); err != nil {
@@ -258,9 +277,11 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 	row.JobID = workflows.JobIDFor(run.GetID())
 	row.UIURL = UILink(s.UIURL, s.Namespace, run.GetID(), run.GetRunID())
 	fmt.Printf("%s started %s (%s, state %s)\n  ui: %s\n", label, id, in.ReconfigProtocol, in.StateBackend, row.UIURL)
+	prof := v.Profiler.start(ctx, s.Temporal, run, v.Variant, in, label)
 
 	res, err := Follow(ctx, run, label, in.TotalRuntimeSeconds, RunLimit(in, v.Margin))
 	if err != nil {
+		row.Profiles = prof.wait(control.Deployment{})
 		if stopping(ctx, err) {
 			if terr := Stop(s.Temporal, run, v.Terminator+": "+err.Error()); terr != nil {
 				err = fmt.Errorf("%w (terminate: %v)", err, terr)
@@ -275,6 +296,10 @@ func RunVariant(ctx context.Context, s Services, v VariantRun) experiments.Compa
 		return row
 	}
 	WriteRawResult(v.Dir, v.Variant, res)
+	row.Profiles = prof.wait(res.Final)
+	for _, l := range profileLines(label, row.Profiles) {
+		fmt.Println(l)
+	}
 	rec := host.Stop()
 	row.HostSamples = &rec
 

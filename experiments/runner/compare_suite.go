@@ -29,6 +29,8 @@ type CompareSuiteOptions struct {
 	FlushWait         time.Duration
 	Margin            time.Duration
 	DialNATS          func() (*nats.Conn, error)
+	// Profile: as in CompareOptions, for every comparison.
+	Profile *ProfileOptions
 }
 
 // CheckCompareSuite loads the comparison suite at path and checks every
@@ -55,6 +57,7 @@ func compareOptionsOf(o CompareSuiteOptions, c experiments.CompareSpec) CompareO
 		Services: o.Services, Config: c.Config, Protocols: strings.Join(c.Protocols, ","), ResultsDir: o.ResultsDir,
 		StateServerBinary: o.StateServerBinary, Gap: o.Gap, FlushWait: o.FlushWait, Margin: o.Margin, DialNATS: o.DialNATS,
 		Overload: c.Overload, ProbeFrom: c.ProbeFrom, ProbeFactor: c.ProbeFactor, ProbeMax: c.ProbeMax, ProbeStepSec: c.ProbeStepSeconds,
+		Profile: o.Profile,
 	}
 }
 
