@@ -60,9 +60,9 @@ missing gets it built first, once, by the warm-up config found beside it
 says which snapshot is missing.
 
 --profile (on a stack started with koala stack up --worker-pprof) takes
-every worker's CPU profile twice per run: over --profile-seconds ending 1 s
-before the first trigger, and over as long from --profile-after seconds
-after it. compare.md then says where each worker's cores went (serving
+every worker's CPU profile over --profile-seconds ending 1 s before each
+run's first trigger, and over as long from each of --profile-after's
+seconds after it (0 and 15: the swap or bulk move, then the drain). compare.md then says where each worker's cores went (serving
 fetches, moving state, the operator's state store and the rest of it,
 producers, compactions, Kafka, gRPC, GC), and the profiles are kept in
 RESULTS/compare-TIMESTAMP/profiles/ for go tool pprof.
@@ -137,14 +137,15 @@ func addCompareTimingFlags(f *pflag.FlagSet, gap, flushWait, margin *time.Durati
 // profileFlags are the flags of koala compare --profile (and of a
 // comparison suite).
 type profileFlags struct {
-	on             bool
-	runDir         string
-	after, seconds int
+	on      bool
+	runDir  string
+	after   []int
+	seconds int
 }
 
 func addProfileFlags(f *pflag.FlagSet, p *profileFlags) {
 	f.BoolVar(&p.on, "profile", false, "take every worker's CPU profile before and after each run's first trigger (needs `koala stack up --worker-pprof`)")
-	f.IntVar(&p.after, "profile-after", 15, "with --profile: the second window starts this many seconds after the trigger")
+	f.IntSliceVar(&p.after, "profile-after", []int{0, 15}, "with --profile: where the windows after the trigger start, seconds from it, ascending, at least --profile-seconds apart")
 	f.IntVar(&p.seconds, "profile-seconds", 10, "with --profile: length of each window, seconds (1-120)")
 	f.StringVar(&p.runDir, "run-dir", "", "with --profile: run directory of the local stack, for the workers' pprof address files (default $KOALA_HOME/run or .koala/run)")
 }
@@ -158,7 +159,7 @@ func (p profileFlags) options() *runner.ProfileOptions {
 	if dir == "" {
 		dir = filepath.Join(control.Home(), "run")
 	}
-	return &runner.ProfileOptions{RunDir: dir, AfterSec: p.after, Seconds: p.seconds}
+	return &runner.ProfileOptions{RunDir: dir, After: p.after, Seconds: p.seconds}
 }
 
 // clickHouseOrNil is the metrics reader of url (inserts) and native (DDL

@@ -158,8 +158,8 @@ func compare(ctx context.Context, o CompareOptions) (experiments.Comparison, str
 			return cmp, "", err
 		}
 		cmp.ProfileCategories = cpuprof.Names(cpuprof.WorkerCategories)
-		fmt.Printf("  profile: %d workers' CPU, %d s ending 1 s before each run's first trigger and %d s from +%d s, into %s\n",
-			len(prof.endpoints), o.Profile.Seconds, o.Profile.Seconds, o.Profile.AfterSec, prof.dir)
+		fmt.Printf("  profile: %d workers' CPU, %d s ending 1 s before each run's first trigger and %d s from each of %v s after it, into %s\n",
+			len(prof.endpoints), o.Profile.Seconds, o.Profile.Seconds, o.Profile.After, prof.dir)
 	}
 	fmt.Printf("comparing %s: %s (%d s each)\n  results: %s\n", base.Name, strings.Join(variants, ", "), base.TotalRuntimeSeconds, dir)
 	var drainLag float64

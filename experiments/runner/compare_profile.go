@@ -20,19 +20,22 @@ import (
 )
 
 // koala compare --profile: every worker's CPU profile over a window that
-// ends a second before a run's first trigger and over one that starts
-// AfterSec after it, so each comparison names what took the cores when
-// a protocol dipped or drained slowly.
+// ends a second before a run's first trigger and over windows that start
+// at given seconds after it (by default at the trigger, covering the swap
+// and a bulk move, and from +15 s, covering the drain), so each
+// comparison names what took the cores when a protocol dipped or drained
+// slowly. A Go process takes one CPU profile at a time, so the windows
+// may not overlap.
 
 // ProfileOptions configure the profiles of koala compare --profile.
 type ProfileOptions struct {
 	// RunDir is where `koala stack up --worker-pprof` recorded the
 	// workers' profiling endpoints.
 	RunDir string
-	// AfterSec is where the "after" window starts, in seconds from the
-	// first trigger; Seconds is each window's length.
-	AfterSec int
-	Seconds  int
+	// After are where the windows after the trigger start, in seconds
+	// from the first trigger, ascending; Seconds is each window's length.
+	After   []int
+	Seconds int
 }
 
 // Validate checks the windows against base's first trigger.
@@ -40,8 +43,17 @@ func (p ProfileOptions) Validate(base workflows.ExperimentInput) error {
 	if p.Seconds < 1 || p.Seconds > 120 {
 		return fmt.Errorf("--profile-seconds %d: want 1 to 120", p.Seconds)
 	}
-	if p.AfterSec < 0 {
-		return fmt.Errorf("--profile-after %d: want 0 or more seconds after the trigger", p.AfterSec)
+	if len(p.After) == 0 {
+		return fmt.Errorf("--profile-after: name at least one window after the trigger (seconds from it, e.g. 0,15)")
+	}
+	for i, a := range p.After {
+		if a < 0 {
+			return fmt.Errorf("--profile-after %d: want 0 or more seconds after the trigger", a)
+		}
+		if i > 0 && a < p.After[i-1]+p.Seconds {
+			return fmt.Errorf("--profile-after %d after %d: windows of %d s would overlap (a worker takes one CPU profile at a time); want ascending starts at least --profile-seconds apart",
+				a, p.After[i-1], p.Seconds)
+		}
 	}
 	trig, ok := firstTrigger(base)
 	if !ok {
@@ -51,9 +63,10 @@ func (p ProfileOptions) Validate(base workflows.ExperimentInput) error {
 		return fmt.Errorf("--profile-seconds %d: the first trigger is at %d s, so a window ending 1 s before it cannot last %d s (want at most %d)",
 			p.Seconds, trig, p.Seconds, max(trig-1, 0))
 	}
-	if end := trig + p.AfterSec + p.Seconds; end > base.TotalRuntimeSeconds {
-		return fmt.Errorf("--profile-after %d --profile-seconds %d: the window after the trigger (%d s) would end at %d s, past the run's %d s",
-			p.AfterSec, p.Seconds, trig, end, base.TotalRuntimeSeconds)
+	last := p.After[len(p.After)-1]
+	if end := trig + last + p.Seconds; end > base.TotalRuntimeSeconds {
+		return fmt.Errorf("--profile-after %d --profile-seconds %d: that window after the trigger (%d s) would end at %d s, past the run's %d s",
+			last, p.Seconds, trig, end, base.TotalRuntimeSeconds)
 	}
 	return nil
 }
@@ -126,10 +139,17 @@ func (p *profiler) start(ctx context.Context, tc client.Client, run client.Workf
 		defer close(rp.done)
 		started, err := cpuprof.WaitProducersStarted(pre, tc, run, time.Duration(in.TotalRuntimeSeconds)*time.Second+10*time.Minute)
 		trig := started.Add(time.Duration(trigSec) * time.Second)
-		for _, w := range []struct {
+		windows := []struct {
 			name string
 			from int
-		}{{experiments.WindowBefore, -1 - p.opts.Seconds}, {experiments.WindowAfter, p.opts.AfterSec}} {
+		}{{experiments.WindowBefore, -1 - p.opts.Seconds}}
+		for _, a := range p.opts.After {
+			windows = append(windows, struct {
+				name string
+				from int
+			}{experiments.WindowAfter, a})
+		}
+		for _, w := range windows {
 			if err == nil {
 				select {
 				case <-pre.Done():
@@ -161,7 +181,7 @@ func (p *profiler) window(ctx context.Context, variant, name string, from int, c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			path := filepath.Join(p.dir, fmt.Sprintf("%s-%s-%s.pprof", variant, name, ep.ID))
+			path := filepath.Join(p.dir, fmt.Sprintf("%s-%s%+d-%s.pprof", variant, name, from, ep.ID))
 			if err := cpuprof.Fetch(ctx, ep.Addr, p.opts.Seconds, path); err != nil {
 				out[i].Error = err.Error()
 				return
@@ -222,7 +242,7 @@ func profileLines(label string, ps []experiments.WorkerProfile) []string {
 		for _, i := range idx[:3] {
 			top = append(top, fmt.Sprintf("%s %.0f %%", names[i], p.Split.Shares[i]))
 		}
-		out = append(out, fmt.Sprintf("%s profile %s %s (%s): %.2f cores; %s", label, p.Window, p.Worker,
+		out = append(out, fmt.Sprintf("%s profile %s (%+.0f s) %s (%s): %.2f cores; %s", label, p.Window, p.FromSec, p.Worker,
 			strings.Join(p.Tasks, ","), p.Split.CPUSec/float64(max(p.Seconds, 1)), strings.Join(top, ", ")))
 	}
 	return out

@@ -27,13 +27,17 @@ func TestProfileOptionsValidate(t *testing.T) {
 		in      workflows.ExperimentInput
 		wantErr string
 	}{
-		{"suite's windows", ProfileOptions{AfterSec: 15, Seconds: 10}, base, ""},
-		{"before window fits exactly", ProfileOptions{AfterSec: 0, Seconds: 29}, base, ""},
-		{"before window too long", ProfileOptions{AfterSec: 0, Seconds: 30}, base, "want at most 29"},
-		{"after window past the run", ProfileOptions{AfterSec: 55, Seconds: 10}, base, "past the run's 90 s"},
-		{"no seconds", ProfileOptions{AfterSec: 15}, base, "--profile-seconds 0"},
-		{"negative after", ProfileOptions{AfterSec: -1, Seconds: 5}, base, "--profile-after -1"},
-		{"no trigger", ProfileOptions{AfterSec: 1, Seconds: 5}, workflows.ExperimentInput{Name: "steady", TotalRuntimeSeconds: 90}, "no Reconfigurations"},
+		{"default windows", ProfileOptions{After: []int{0, 15}, Seconds: 10}, base, ""},
+		{"windows back to back", ProfileOptions{After: []int{0, 10, 20}, Seconds: 10}, base, ""},
+		{"overlapping windows", ProfileOptions{After: []int{0, 5}, Seconds: 10}, base, "would overlap"},
+		{"windows out of order", ProfileOptions{After: []int{15, 0}, Seconds: 10}, base, "would overlap"},
+		{"no window after", ProfileOptions{Seconds: 10}, base, "at least one window"},
+		{"before window fits exactly", ProfileOptions{After: []int{0}, Seconds: 29}, base, ""},
+		{"before window too long", ProfileOptions{After: []int{0}, Seconds: 30}, base, "want at most 29"},
+		{"after window past the run", ProfileOptions{After: []int{0, 55}, Seconds: 10}, base, "past the run's 90 s"},
+		{"no seconds", ProfileOptions{After: []int{15}}, base, "--profile-seconds 0"},
+		{"negative after", ProfileOptions{After: []int{-1}, Seconds: 5}, base, "--profile-after -1"},
+		{"no trigger", ProfileOptions{After: []int{1}, Seconds: 5}, workflows.ExperimentInput{Name: "steady", TotalRuntimeSeconds: 90}, "no Reconfigurations"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate(tc.in)
@@ -65,7 +69,7 @@ func TestNewProfilerNeedsAnEndpoint(t *testing.T) {
 	run := t.TempDir()
 	writeWorker(t, run, "w1", "")
 	base := workflows.ExperimentInput{Name: "q", TotalRuntimeSeconds: 90, Reconfigurations: []workflows.ReconfigSpec{{TriggerTimeSeconds: 30}}}
-	_, err := newProfiler(ProfileOptions{RunDir: run, AfterSec: 15, Seconds: 10}, base, t.TempDir())
+	_, err := newProfiler(ProfileOptions{RunDir: run, After: []int{0, 15}, Seconds: 10}, base, t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "--worker-pprof") || !strings.Contains(err.Error(), "1 running workers") {
 		t.Fatalf("no endpoint: %v, want an error naming --worker-pprof", err)
 	}
@@ -95,7 +99,7 @@ func TestProfilerWindowFetchesAndSplits(t *testing.T) {
 	writeWorker(t, run, "w1", ln.Addr().String())
 	writeWorker(t, run, "w2", deadAddr)
 	base := workflows.ExperimentInput{Name: "q", TotalRuntimeSeconds: 90, Reconfigurations: []workflows.ReconfigSpec{{TriggerTimeSeconds: 30}}}
-	p, err := newProfiler(ProfileOptions{RunDir: run, AfterSec: 15, Seconds: 1}, base, dir)
+	p, err := newProfiler(ProfileOptions{RunDir: run, After: []int{15}, Seconds: 1}, base, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +124,7 @@ func TestProfilerWindowFetchesAndSplits(t *testing.T) {
 		t.Fatalf("%d profiles, want one per worker", len(out))
 	}
 	w1, w2 := out[0], out[1]
-	if w1.Worker != "w1" || w1.Error != "" || w1.Split == nil || w1.File != filepath.Join(dir, "profiles", "lazy-after-w1.pprof") {
+	if w1.Worker != "w1" || w1.Error != "" || w1.Split == nil || w1.File != filepath.Join(dir, "profiles", "lazy-after+15-w1.pprof") {
 		t.Fatalf("w1: %+v", w1)
 	}
 	if w1.Split.CPUSec <= 0 || len(w1.Split.Shares) != len(cpuprof.WorkerCategories)+1 {
@@ -142,7 +146,7 @@ func TestProfilerWindowFetchesAndSplits(t *testing.T) {
 		t.Fatalf("w1 tasks %q, want count-0,count-1", got)
 	}
 	lines := profileLines("[1/1 lazy]", ps)
-	if len(lines) != 1 || !strings.HasPrefix(lines[0], "[1/1 lazy] profile after w1 (count-0,count-1): ") || !strings.Contains(lines[0], "cores;") {
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "[1/1 lazy] profile after (+15 s) w1 (count-0,count-1): ") || !strings.Contains(lines[0], "cores;") {
 		t.Fatalf("lines %q", lines)
 	}
 }
