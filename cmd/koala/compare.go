@@ -62,9 +62,10 @@ says which snapshot is missing.
 --profile (on a stack started with koala stack up --worker-pprof) takes
 every worker's CPU profile over --profile-seconds ending 1 s before each
 run's first trigger, and over as long from each of --profile-after's
-seconds after it (0 and 15: the swap or bulk move, then the drain). compare.md then says where each worker's cores went (serving
-fetches, moving state, the operator's state store and the rest of it,
-producers, compactions, Kafka, gRPC, GC), and the profiles are kept in
+seconds after it (0 and 15: the swap or bulk move, then the drain).
+compare.md then says where each worker's cores went (serving fetches,
+moving state, the operator's state store and the rest of it, producers,
+compactions, Kafka, gRPC, GC), and the profiles are kept in
 RESULTS/compare-TIMESTAMP/profiles/ for go tool pprof.
 
 --report DIR runs nothing: it reads the comparison kept in DIR (a
@@ -144,7 +145,7 @@ type profileFlags struct {
 }
 
 func addProfileFlags(f *pflag.FlagSet, p *profileFlags) {
-	f.BoolVar(&p.on, "profile", false, "take every worker's CPU profile before and after each run's first trigger (needs `koala stack up --worker-pprof`)")
+	f.BoolVar(&p.on, "profile", false, "take every worker's CPU profile before and after each run's first trigger (needs koala stack up --worker-pprof)")
 	f.IntSliceVar(&p.after, "profile-after", []int{0, 15}, "with --profile: where the windows after the trigger start, seconds from it, ascending, at least --profile-seconds apart")
 	f.IntVar(&p.seconds, "profile-seconds", 10, "with --profile: length of each window, seconds (1-120)")
 	f.StringVar(&p.runDir, "run-dir", "", "with --profile: run directory of the local stack, for the workers' pprof address files (default $KOALA_HOME/run or .koala/run)")
