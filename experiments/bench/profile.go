@@ -48,23 +48,14 @@ func newBenchProfiles(o Options, stamp string, workers bool) (*benchProfiles, er
 	if !workers { // no phase profiles workers: the micro-benchmarks only
 		return p, nil
 	}
-	eps, err := local.WorkerPprofEndpoints(o.RunDir)
+	eps, notes, err := cpuprof.Endpoints(o.RunDir)
 	if err != nil {
-		return nil, fmt.Errorf("--profile: %w", err)
+		return nil, fmt.Errorf("%w (or `make bench-profile`)", err)
 	}
+	p.endpoints, p.notes = eps, notes
 	var with []string
 	for _, ep := range eps {
-		if ep.Addr != "" {
-			p.endpoints = append(p.endpoints, ep)
-			with = append(with, ep.ID)
-		} else {
-			p.notes = append(p.notes, fmt.Sprintf("worker %s (pid %d) not profiled: %s", ep.ID, ep.PID, ep.Why))
-		}
-	}
-	if len(p.endpoints) == 0 {
-		return nil, fmt.Errorf("--profile: no running worker under %s serves a pprof endpoint (%d running workers, no worker-wN%s address file); "+
-			"restart the stack with it: `koala stack down --run-dir %s` then `koala stack up --run-dir %s --worker-pprof` (or `make bench-profile`)",
-			o.RunDir, len(eps), local.PprofFileSuffix, o.RunDir, o.RunDir)
+		with = append(with, ep.ID)
 	}
 	fmt.Printf("profile: steady-state CPU profiles of workers %s into %s\n", strings.Join(with, ","), p.dir)
 	for _, n := range p.notes {

@@ -118,7 +118,7 @@ func Breakdown(p *profile.Profile, cats []Category, across Category) (Split, err
 			}
 		}
 		ns[c] += v
-		if across.matches(stack) && (len(across.All) > 0 || len(across.Any) > 0) {
+		if (len(across.All) > 0 || len(across.Any) > 0) && across.matches(stack) {
 			acr += v
 		}
 	}

@@ -96,23 +96,14 @@ func newProfiler(o ProfileOptions, base workflows.ExperimentInput, dir string) (
 	if err := o.Validate(base); err != nil {
 		return nil, err
 	}
-	eps, err := local.WorkerPprofEndpoints(o.RunDir)
+	eps, notes, err := cpuprof.Endpoints(o.RunDir)
+	for _, n := range notes {
+		fmt.Println("  profile:", n)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("--profile: %w", err)
+		return nil, err
 	}
-	p := &profiler{opts: o, dir: filepath.Join(dir, "profiles")}
-	for _, ep := range eps {
-		if ep.Addr != "" {
-			p.endpoints = append(p.endpoints, ep)
-		} else {
-			fmt.Printf("  profile: worker %s (pid %d) not profiled: %s\n", ep.ID, ep.PID, ep.Why)
-		}
-	}
-	if len(p.endpoints) == 0 {
-		return nil, fmt.Errorf("--profile: no running worker under %s serves a pprof endpoint (%d running workers, no worker-wN%s address file); "+
-			"restart the stack with it: `koala stack down --run-dir %s` then `koala stack up --run-dir %s --worker-pprof`",
-			o.RunDir, len(eps), local.PprofFileSuffix, o.RunDir, o.RunDir)
-	}
+	p := &profiler{opts: o, dir: filepath.Join(dir, "profiles"), endpoints: eps}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
@@ -139,15 +130,13 @@ func (p *profiler) start(ctx context.Context, tc client.Client, run client.Workf
 		defer close(rp.done)
 		started, err := cpuprof.WaitProducersStarted(pre, tc, run, time.Duration(in.TotalRuntimeSeconds)*time.Second+10*time.Minute)
 		trig := started.Add(time.Duration(trigSec) * time.Second)
-		windows := []struct {
+		type window struct {
 			name string
-			from int
-		}{{experiments.WindowBefore, -1 - p.opts.Seconds}}
+			from int // seconds from the trigger
+		}
+		windows := []window{{experiments.WindowBefore, -1 - p.opts.Seconds}}
 		for _, a := range p.opts.After {
-			windows = append(windows, struct {
-				name string
-				from int
-			}{experiments.WindowAfter, a})
+			windows = append(windows, window{experiments.WindowAfter, a})
 		}
 		for _, w := range windows {
 			if err == nil {
