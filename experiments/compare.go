@@ -280,13 +280,31 @@ type SnapshotRead struct {
 	Seconds float64 `json:"seconds"`
 	// Skipped says why nothing was read (the files would not fit).
 	Skipped string `json:"skipped,omitempty"`
+	// Stores is the snapshot's stateful task stores, Compacted how many of
+	// them were compacted whole when it was taken (control.TaskSnapshot).
+	Stores    int `json:"stores,omitempty"`
+	Compacted int `json:"compacted,omitempty"`
 }
 
 func (s SnapshotRead) Text() string {
 	if s.Skipped != "" {
-		return fmt.Sprintf("The warm-up snapshot `%s` was not read into the page cache before the first run: %s.", filepath.Base(s.Dir), s.Skipped)
+		return fmt.Sprintf("The warm-up snapshot `%s` was not read into the page cache before the first run: %s.", filepath.Base(s.Dir), s.Skipped) + s.compactionText()
 	}
-	return fmt.Sprintf("Before the first run the warm-up snapshot `%s` (%s) was read into the page cache, in %.1f s, so every run starts from it there.", filepath.Base(s.Dir), BytesText(float64(s.Bytes)), s.Seconds)
+	return fmt.Sprintf("Before the first run the warm-up snapshot `%s` (%s) was read into the page cache, in %.1f s, so every run starts from it there.", filepath.Base(s.Dir), BytesText(float64(s.Bytes)), s.Seconds) + s.compactionText()
+}
+
+// compactionText says whether the snapshot's stores were compacted whole
+// when it was taken: one that was not makes the first compactions of every
+// run rewrite the warm-up's values once (statesvc.Pebble.CompactAll).
+func (s SnapshotRead) compactionText() string {
+	switch {
+	case s.Stores == 0:
+		return ""
+	case s.Compacted == s.Stores:
+		return " Its stores were compacted whole, values rewritten in key order, when it was taken."
+	default:
+		return fmt.Sprintf(" %d of its %d stores were not compacted whole when it was taken (a snapshot built before snapshots were compacted, or one whose compaction ran out of time), so the first compactions of each run rewrite the warm-up's values once; remove the snapshot to rebuild it.", s.Stores-s.Compacted, s.Stores)
+	}
 }
 
 // Violations lists "protocol: lost=N duplicated=M reordered=R" for every

@@ -26,6 +26,8 @@ type Pebble struct {
 	// written filters out reads of keys never written (pebble_keyfilter.go);
 	// nil for a store opened on existing data.
 	written *keyFilter
+	// depth is its compactions' blob reference depth (pebble_compact.go).
+	depth *blobDepth
 
 	// wmu serializes writers (MultiPut, DeleteRange, write-backs), so the
 	// dirty entries a write-back takes cannot change before it marks them
@@ -66,6 +68,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 	cache := pebble.NewCache(o.CacheBytes + memTableStopWrites*o.MemTableBytes)
 	defer cache.Unref() // the DB holds its own reference
 	var stall stallClock
+	depth := new(blobDepth)
 	opts := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                uint64(o.MemTableBytes),
@@ -110,7 +113,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 		return pebble.ValueSeparationPolicy{
 			Enabled:               o.valueSeparationMin() > 0,
 			MinimumSize:           max(o.valueSeparationMin(), 1),
-			MaxBlobReferenceDepth: blobReferenceDepth,
+			MaxBlobReferenceDepth: depth.get(),
 			RewriteMinimumAge:     30 * time.Second,
 			TargetGarbageRatio:    0.5,
 		}
@@ -129,7 +132,7 @@ func OpenPebble(o Options) (*Pebble, error) {
 	if err != nil {
 		return nil, fmt.Errorf("statesvc: open pebble in %s: %w", o.Dir, err)
 	}
-	p := &Pebble{db: db, cache: newValueCache(ValueCacheLimit(o.CacheBytes)), volatile: o.Volatile}
+	p := &Pebble{db: db, cache: newValueCache(ValueCacheLimit(o.CacheBytes)), volatile: o.Volatile, depth: depth}
 	p.cond.L = &p.mu
 	empty, err := p.isEmpty()
 	if err != nil {

@@ -108,6 +108,9 @@ func TestWarmUpSnapshotLoadAndLazyScaleOut(t *testing.T) {
 		if !ts.Settled {
 			t.Fatalf("task %s: snapshot taken before its store settled (waited %d ms)", ts.TaskID, ts.SettleMillis)
 		}
+		if !ts.Compacted {
+			t.Fatalf("task %s: snapshot taken without compacting its store whole (%d ms spent)", ts.TaskID, ts.CompactMillis)
+		}
 	}
 	if _, err := acts.SnapshotState(ctx, activities.SnapshotInput{Deployment: dep, Dir: snapDir, NumEvents: perProducer}); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("second snapshot into %s: err %v, want an 'already exists' error", snapDir, err)

@@ -76,7 +76,9 @@ type SnapshotRequest struct {
 	// SettleSeconds (save only) lets each store finish the compactions its
 	// writes left pending, for at most this long, before its checkpoint;
 	// 0 takes the checkpoint at once. A store still compacting at the end
-	// is checkpointed as it is: TaskSnapshot.Settled says which.
+	// is checkpointed as it is: TaskSnapshot.Settled says which. A settled
+	// store is then compacted whole in what is left of the time
+	// (TaskSnapshot.Compacted).
 	SettleSeconds float64 `json:"settle_seconds,omitempty"`
 }
 
@@ -112,6 +114,11 @@ type TaskSnapshot struct {
 	// how long the task waited for that.
 	Settled      bool  `json:"settled,omitempty"`
 	SettleMillis int64 `json:"settle_millis,omitempty"`
+	// Compacted is true when, after settling, the store was compacted
+	// whole with its values rewritten in key order (statesvc.Pebble.
+	// CompactAll) within the same time; CompactMillis is how long that took.
+	Compacted     bool  `json:"compacted,omitempty"`
+	CompactMillis int64 `json:"compact_millis,omitempty"`
 	// KLT holds the lookup entries and the addresses of the owners they name.
 	KLT       []KLTSegment       `json:"klt,omitempty"`
 	KLTOwners map[string]TaskRef `json:"klt_owners,omitempty"`

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"koala/activities"
 	"koala/experiments"
 )
 
@@ -25,6 +27,29 @@ import (
 // Reading the snapshot's files once before the probe starts every run of
 // a comparison, the probe first, from the same page cache, whatever ran
 // on the machine before.
+
+// snapshotCompaction counts the stores of the snapshot in dir and those
+// compacted whole when it was taken (control.TaskSnapshot.Compacted); a
+// manifest it cannot read counts none.
+func snapshotCompaction(dir string) (stores, compacted int) {
+	data, err := os.ReadFile(filepath.Join(dir, activities.SnapshotManifestFile))
+	if err != nil {
+		return 0, 0
+	}
+	var m activities.SnapshotManifest
+	if json.Unmarshal(data, &m) != nil {
+		return 0, 0
+	}
+	for _, op := range m.Operators {
+		for _, t := range op.Tasks {
+			stores++
+			if t.Compacted {
+				compacted++
+			}
+		}
+	}
+	return stores, compacted
+}
 
 // readIntoPageCache reads every regular file under dir once, unless they
 // add up to more than half the memory the kernel reports available, when
@@ -50,6 +75,7 @@ func readIntoPageCache(ctx context.Context, dir string) (experiments.SnapshotRea
 	if err != nil {
 		return r, fmt.Errorf("list the warm-up snapshot %s: %w", dir, err)
 	}
+	r.Stores, r.Compacted = snapshotCompaction(dir)
 	if avail, ok := memAvailable(); ok && uint64(total) > avail/2 {
 		r.Skipped = fmt.Sprintf("%s of files, more than half the %s of memory available", experiments.BytesText(float64(total)), experiments.BytesText(float64(avail)))
 		return r, nil

@@ -45,3 +45,42 @@ func TestReadIntoPageCache(t *testing.T) {
 		t.Fatal("a cancelled read returned no error")
 	}
 }
+
+// TestSnapshotCompactionSaid: the report says whether the snapshot's
+// stores were compacted when it was taken, from its manifest, and says
+// nothing when the manifest cannot be read.
+func TestSnapshotCompactionSaid(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		manifest string
+		want     string
+	}{
+		{"all", `{"operators":[{"tasks":[{"task_id":"a-0","compacted":true},{"task_id":"a-1","compacted":true}]}]}`, "Its stores were compacted whole"},
+		{"some", `{"operators":[{"tasks":[{"task_id":"a-0","compacted":true}]},{"tasks":[{"task_id":"b-0"}]}]}`, "1 of its 2 stores were not compacted whole"},
+		{"unreadable", `not json`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "snap")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(tc.manifest), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := readIntoPageCache(context.Background(), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := r.Text()
+			if tc.want == "" {
+				if strings.Contains(text, "compacted") {
+					t.Fatalf("unreadable manifest, yet the report speaks of compaction: %s", text)
+				}
+				return
+			}
+			if !strings.Contains(text, tc.want) {
+				t.Fatalf("report %q does not say %q", text, tc.want)
+			}
+		})
+	}
+}
