@@ -147,8 +147,7 @@ func (t *task) saveSnapshot(ctx context.Context, dir string, settle time.Duratio
 
 // compactStore runs the store's CompactAll for at most d (see
 // statesvc.Pebble.CompactAll: it hands the runs that load the snapshot a
-// tree whose values are already in key order). Running out of time is not
-// an error: the checkpoint is consistent either way, only not compacted.
+// tree whose values are already in key order).
 func (t *task) compactStore(ctx context.Context, d time.Duration) (compacted bool, took time.Duration, err error) {
 	s, ok := t.keyed.store.(interface {
 		CompactAll(context.Context) (statesvc.CompactStats, error)
@@ -156,25 +155,14 @@ func (t *task) compactStore(ctx context.Context, d time.Duration) (compacted boo
 	if d <= 0 || !ok {
 		return false, 0, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	st, err := s.CompactAll(cctx)
-	log := t.w.log.With("task", t.id, "blob_files_before", st.BlobFilesBefore, "blob_files_after", st.BlobFilesAfter,
-		"max_refs_before", st.MaxRefsBefore, "max_refs_after", st.MaxRefsAfter, "took", st.Took.Round(time.Millisecond))
-	switch {
-	case err == nil:
-		log.Info("store compacted before its snapshot")
-		return true, st.Took, nil
-	case cctx.Err() != nil && ctx.Err() == nil:
-		log.Warn("store compaction ran out of time; snapshot taken as it is", "limit", d)
-		return false, st.Took, nil
-	default:
-		return false, st.Took, fmt.Errorf("compact store before snapshot: %w", err)
-	}
+	return t.storeStep(ctx, d, "compact", "compacted", func(ctx context.Context) (time.Duration, []any, error) {
+		st, err := s.CompactAll(ctx)
+		return st.Took, []any{"blob_files_before", st.BlobFilesBefore, "blob_files_after", st.BlobFilesAfter,
+			"max_refs_before", st.MaxRefsBefore, "max_refs_after", st.MaxRefsAfter, "took", st.Took.Round(time.Millisecond)}, err
+	})
 }
 
-// settleStore runs the store's Settle for at most d. Running out of time is
-// not an error: the checkpoint is consistent either way, only not settled.
+// settleStore runs the store's Settle for at most d.
 func (t *task) settleStore(ctx context.Context, d time.Duration) (settled bool, waited time.Duration, err error) {
 	s, ok := t.keyed.store.(interface {
 		Settle(context.Context) (statesvc.SettleStats, error)
@@ -182,19 +170,29 @@ func (t *task) settleStore(ctx context.Context, d time.Duration) (settled bool, 
 	if d <= 0 || !ok {
 		return false, 0, nil
 	}
+	return t.storeStep(ctx, d, "settle", "settled", func(ctx context.Context) (time.Duration, []any, error) {
+		st, err := s.Settle(ctx)
+		return st.Waited, []any{"compactions", st.Compactions, "debt_before", st.DebtBefore, "debt_after", st.DebtAfter, "waited", st.Waited.Round(time.Millisecond)}, err
+	})
+}
+
+// storeStep runs step for at most d and logs how it ended. Running out of
+// time is not an error: the checkpoint is consistent either way, only
+// taken without the step's work (done is then false).
+func (t *task) storeStep(ctx context.Context, d time.Duration, verb, past string, step func(context.Context) (time.Duration, []any, error)) (done bool, took time.Duration, err error) {
 	sctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	st, err := s.Settle(sctx)
-	log := t.w.log.With("task", t.id, "compactions", st.Compactions, "debt_before", st.DebtBefore, "debt_after", st.DebtAfter, "waited", st.Waited.Round(time.Millisecond))
+	took, attrs, err := step(sctx)
+	log := t.w.log.With(append([]any{"task", t.id}, attrs...)...)
 	switch {
 	case err == nil:
-		log.Info("store settled before its snapshot")
-		return true, st.Waited, nil
+		log.Info("store " + past + " before its snapshot")
+		return true, took, nil
 	case sctx.Err() != nil && ctx.Err() == nil:
-		log.Warn("store still compacting when its settle time ran out; snapshot taken as it is", "settle", d)
-		return false, st.Waited, nil
+		log.Warn("store not "+past+" when its time ran out; snapshot taken as it is", "limit", d)
+		return false, took, nil
 	default:
-		return false, st.Waited, fmt.Errorf("settle store before snapshot: %w", err)
+		return false, took, fmt.Errorf("%s store before snapshot: %w", verb, err)
 	}
 }
 

@@ -880,7 +880,8 @@ func (s slogLogger) Fatalf(format string, args ...any) {
 // so at 10 nearly every compaction rewrote the values it met again: on q6*
 // over 2.2 GB, 11-13 % of the stateful worker's CPU went to those rewrites.
 // At 100 they are rarer (a store just loaded from a snapshot built by many
-// flushes still rewrites its values once: EXPERIMENTS.md, "q6* over 2.2 GB")
+// flushes still rewrites its values once: EXPERIMENTS.md, "q6* over 2.2 GB";
+// a warm-up snapshot is compacted whole first, pebble_compact.go)
 // and still bound the number of blob files (values land in new files, and
 // old files empty out) where an unbounded depth let one flush's file live
 // on per flush, past the file cache.
