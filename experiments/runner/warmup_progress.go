@@ -88,8 +88,10 @@ func (p warmUpProgress) line() string {
 }
 
 // drainingText follows the progress once every record is read: the
-// workflow waits for them to reach the sinks, then snapshots.
-const drainingText = "all read: draining, then snapshot"
+// workflow waits for them to reach the sinks, then snapshots; the
+// snapshot compacts each store first (statesvc.Pebble.CompactAll), which
+// the state size shows rising and falling while the line stays.
+const drainingText = "all read: draining, then snapshot (its stores are compacted first, up to 3 min)"
 
 // allRead says whether the sources read every record of the warm-up.
 func (p warmUpProgress) allRead() bool { return p.Total > 0 && p.Records >= p.Total }

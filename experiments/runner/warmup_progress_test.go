@@ -89,7 +89,7 @@ func TestProgressLine(t *testing.T) {
 		t.Errorf("without a rate: %q names a rate or an ETA", got)
 	}
 	p = warmUpProgress{Elapsed: 50 * time.Second, Records: 1_000_000, Total: 1_000_000, StateBytes: 2_190_000_000, Rate: 28_000, Sampled: true}
-	if got, want := p.line(), "warm-up  50s: 1000000 / 1000000 records (100.0 %), state 2.19 GB, 28000 rec/s, all read: draining, then snapshot"; got != want {
+	if got, want := p.line(), "warm-up  50s: 1000000 / 1000000 records (100.0 %), state 2.19 GB, 28000 rec/s, all read: draining, then snapshot (its stores are compacted first, up to 3 min)"; got != want {
 		t.Errorf("all read\n got %q\nwant %q", got, want)
 	}
 	if got := (warmUpProgress{Elapsed: 3 * time.Second, Total: 10}).line(); !strings.Contains(got, "no reading from the job's workers yet") {
