@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -32,12 +31,8 @@ import (
 // compacted whole when it was taken (control.TaskSnapshot.Compacted); a
 // manifest it cannot read counts none.
 func snapshotCompaction(dir string) (stores, compacted int) {
-	data, err := os.ReadFile(filepath.Join(dir, activities.SnapshotManifestFile))
+	m, err := activities.ReadSnapshotManifest(dir)
 	if err != nil {
-		return 0, 0
-	}
-	var m activities.SnapshotManifest
-	if json.Unmarshal(data, &m) != nil {
 		return 0, 0
 	}
 	for _, op := range m.Operators {
