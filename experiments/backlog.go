@@ -17,10 +17,14 @@ import (
 
 // Backlog notes.
 const (
-	BacklogNone          = "no backlog after the trigger"
-	BacklogStillGrowing  = "still growing at the end of the input"
-	BacklogNeverDrained  = "not drained by the end of the input"
-	BacklogNoData        = "no lag data after the trigger"
+	BacklogNone         = "no backlog after the trigger"
+	BacklogStillGrowing = "still growing at the end of the input"
+	BacklogNeverDrained = "not drained by the end of the input"
+	BacklogNoData       = "no lag data after the trigger"
+	// BacklogNoThreshold: with no probe, the drain threshold comes from
+	// the run's own pre-scale lag, which is no use when that lag grew all
+	// along: its smallest second already held a backlog.
+	BacklogNoThreshold   = "no drain threshold: the lag grew through the pre-scale window, so this run never showed the lag of a pipeline that keeps up (koala compare --overload probes one)"
 	backlogEndWindowSecs = 2.0 // a peak this close to the end of the input counts as still growing
 )
 
@@ -68,7 +72,7 @@ func BacklogFigures(lag []metrics.Point, start, horizon, drainLag float64) Backl
 			peak = i
 		}
 	}
-	if w[peak].Value <= drainLag {
+	if drainLag > 0 && w[peak].Value <= drainLag {
 		b.StopsGrowingSec, b.DrainedSec, b.Note = ptr(0), ptr(0), BacklogNone
 		return b
 	}
@@ -81,6 +85,10 @@ func BacklogFigures(lag []metrics.Point, start, horizon, drainLag float64) Backl
 		return b
 	}
 	b.StopsGrowingSec = ptr(max(0, w[peak].Sec-start))
+	if drainLag <= 0 {
+		b.Note = BacklogNoThreshold
+		return b
+	}
 	// From the peak: a dip before the backlog built up is not its drain.
 	sec, note := LagRecovery(lag, w[peak].Sec, drainLag, horizon)
 	if note != LagRecovered {
@@ -94,18 +102,29 @@ func BacklogFigures(lag []metrics.Point, start, horizon, drainLag float64) Backl
 // drainLagOf is the lag a pipeline that keeps up shows in this run when no
 // probe measured it: LagThreshold of the smallest pre-scale second (an
 // overloaded run's mean grows with its backlog; its smallest second is
-// from before the backlog built up).
+// from before the backlog built up). ok is false when there is no such
+// second: no points, or a lag that grew through the window by more than
+// the threshold (least-squares slope times the window), so that its
+// smallest second held a backlog already.
 func drainLagOf(lag []metrics.Point, from, to float64) (float64, bool) {
 	lo, found := 0.0, false
+	var xs, ys []float64
 	for _, p := range lag {
-		if p.Sec >= from && p.Sec+1 <= to && (!found || p.Value < lo) {
-			lo, found = p.Value, true
+		if p.Sec >= from && p.Sec+1 <= to {
+			if !found || p.Value < lo {
+				lo, found = p.Value, true
+			}
+			xs, ys = append(xs, p.Sec), append(ys, p.Value)
 		}
 	}
 	if !found {
 		return 0, false
 	}
-	return LagThreshold(lo), true
+	th := LagThreshold(lo)
+	if slope, ok := Slope(xs, ys); ok && slope*(xs[len(xs)-1]-xs[0]) > th {
+		return 0, false
+	}
+	return th, true
 }
 
 // Slope is the least-squares slope of ys over xs (units of y per unit of x);

@@ -48,32 +48,65 @@ func TestBacklogFigures(t *testing.T) {
 // pre-scale second, not its mean (an overloaded run's mean grows with the
 // backlog).
 func TestComputeRunMetricsBacklog(t *testing.T) {
-	lag := series(0, 0, 0, 400, 2000, 4000, 6000, 8000, 9000, 5000, 1000, 900, 800, 700, 700, 700)
-	sink := series(1, 1, 1, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10)
-	m := ComputeRunMetrics(RunSeries{Sink: sink, Lag: lag, Reconfigs: []Interval{{Start: 6, End: 7}}, InputEnd: 16})
+	// Kept up before the trigger at 8 s (smallest second 400, mean 680),
+	// then a backlog that peaks at 10 s and comes down through 1500.
+	lag := series(0, 0, 0, 400, 900, 600, 700, 800, 3000, 6000, 9000, 5000, 1500, 1200, 1100, 1000, 900)
+	sink := series(1, 1, 1, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10)
+	m := ComputeRunMetrics(RunSeries{Sink: sink, Lag: lag, Reconfigs: []Interval{{Start: 8, End: 9}}, InputEnd: 17})
 	if m.Backlog == nil || m.Backlog.DrainLag != LagThreshold(400) {
 		t.Fatalf("backlog %+v, want drain lag %v", m.Backlog, LagThreshold(400))
 	}
-	if m.Backlog.StopsGrowingSec == nil || *m.Backlog.StopsGrowingSec != 2 || m.Backlog.DrainedSec == nil || *m.Backlog.DrainedSec != 4 {
-		t.Errorf("backlog %+v: want stops growing +2 s, drained +4 s", *m.Backlog)
+	// Under 1400 from 13 s; by the mean's threshold (1680) it would be 12 s.
+	if m.Backlog.StopsGrowingSec == nil || *m.Backlog.StopsGrowingSec != 2 || m.Backlog.DrainedSec == nil || *m.Backlog.DrainedSec != 5 {
+		t.Errorf("backlog %+v: want stops growing +2 s, drained +5 s", *m.Backlog)
 	}
-	m = ComputeRunMetrics(RunSeries{Sink: sink, Lag: lag, Reconfigs: []Interval{{Start: 6, End: 7}}, InputEnd: 16, DrainLag: 750})
-	if m.Backlog.DrainLag != 750 || m.Backlog.DrainedSec == nil || *m.Backlog.DrainedSec != 7 {
-		t.Errorf("probe's drain lag 750: backlog %+v, want drained +7 s", *m.Backlog)
+	m = ComputeRunMetrics(RunSeries{Sink: sink, Lag: lag, Reconfigs: []Interval{{Start: 8, End: 9}}, InputEnd: 17, DrainLag: 1600})
+	if m.Backlog.DrainLag != 1600 || m.Backlog.DrainedSec == nil || *m.Backlog.DrainedSec != 4 {
+		t.Errorf("probe's drain lag 1600: backlog %+v, want drained +4 s", *m.Backlog)
 	}
-	c := Comparison{Experiment: "x", Load: &OfferedLoad{Rate: 13_000, Share: 1.3, Sustainable: 10_000, Limit: "lag grew at 11500 ev/s", ProbeWorkflow: "p", DrainLag: 750, StateBytes: 400e6},
+	c := Comparison{Experiment: "x", Load: &OfferedLoad{Rate: 13_000, Share: 1.3, Sustainable: 10_000, Limit: "lag grew at 11500 ev/s", ProbeWorkflow: "p", DrainLag: 1600, StateBytes: 400e6},
 		Rows: []CompareRow{{Protocol: "lazy", Status: StatusOK, RunMetrics: m}}}
 	var b strings.Builder
 	if err := c.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"offered 13000 ev/s = 1.30 × the 10000 ev/s", "400.0 MB of warm-up state", "+2 s", "+7 s"} {
+	for _, want := range []string{"offered 13000 ev/s = 1.30 × the 10000 ev/s", "400.0 MB of warm-up state", "+2 s", "+4 s"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
-	if md := c.Markdown(); !strings.Contains(md, "## Backlog") || !strings.Contains(md, "| lazy | n/a | 6000 | ") {
+	if md := c.Markdown(); !strings.Contains(md, "## Backlog") || !strings.Contains(md, "| lazy | n/a | 3000 | ") {
 		t.Errorf("markdown lacks the backlog table:\n%s", md)
+	}
+}
+
+// A run overloaded from its start, with no probe, has no second that
+// shows the lag of a pipeline keeping up: its smallest pre-scale second
+// already held a backlog, and a threshold from it would call a drain at
+// a lag far above what the pipeline keeps. borg at a fixed 120 770 ev/s
+// (2026-12-07) had 169 K of lag at its first counted second and was
+// reported drained at a lag of 202 K.
+func TestComputeRunMetricsBacklogNoThreshold(t *testing.T) {
+	lag := series(0, 28858, 111484, 168846, 196442, 235033, 280934, 301312, 329323, 342473, 388720,
+		814292, 864297, 779678, 697951, 603808, 400000, 200000, 150000, 100000, 1208, 1300)
+	sink := series(1, 1, 1, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10)
+	m := ComputeRunMetrics(RunSeries{Sink: sink, Lag: lag, Reconfigs: []Interval{{Start: 11, End: 12}}, InputEnd: 22})
+	bl := m.Backlog
+	if bl == nil || bl.DrainLag != 0 || bl.DrainedSec != nil || bl.Note != BacklogNoThreshold {
+		t.Fatalf("backlog %+v: want no drain threshold and no drain", bl)
+	}
+	if bl.StopsGrowingSec == nil || *bl.StopsGrowingSec != 1 || bl.LeftAtEnd == nil || *bl.LeftAtEnd != 1300 {
+		t.Errorf("backlog %+v: want stops growing +1 s, 1300 left", *bl)
+	}
+	c := Comparison{Experiment: "x", Rows: []CompareRow{{Protocol: "lazy", Status: StatusOK, RunMetrics: m}}}
+	md := c.Markdown()
+	if !strings.Contains(md, "| lazy | n/a | 814292 | 864297 | +1 s | no threshold | 1300 | n/a |") {
+		t.Errorf("markdown lacks the row without a threshold:\n%s", md)
+	}
+	// A probe's threshold still applies to such a run.
+	m = ComputeRunMetrics(RunSeries{Sink: sink, Lag: lag, Reconfigs: []Interval{{Start: 11, End: 12}}, InputEnd: 22, DrainLag: 17959})
+	if m.Backlog.DrainedSec == nil || *m.Backlog.DrainedSec != 9 {
+		t.Errorf("probe's drain lag: backlog %+v, want drained +9 s", *m.Backlog)
 	}
 }
 

@@ -57,12 +57,18 @@ func (r CompareRow) backlogCells() []string {
 		drained = "no"
 	case BacklogNone:
 		grow, drained = "no backlog", "no backlog"
+	case BacklogNoThreshold:
+		drained = "no threshold"
+	}
+	drainAt := "n/a"
+	if b.DrainLag > 0 {
+		drainAt = fmt.Sprintf("%.0f", b.DrainLag)
 	}
 	produced := "n/a"
 	if r.InputSec > 0 {
 		produced = fmt.Sprintf("%.0f", float64(r.Produced)/r.InputSec)
 	}
-	return []string{r.Protocol, produced, numOrNA(b.AtTrigger, "%.0f"), numOrNA(r.PeakLag, "%.0f"), grow, drained, numOrNA(b.LeftAtEnd, "%.0f"), fmt.Sprintf("%.0f", b.DrainLag), r.HostCPU.text()}
+	return []string{r.Protocol, produced, numOrNA(b.AtTrigger, "%.0f"), numOrNA(r.PeakLag, "%.0f"), grow, drained, numOrNA(b.LeftAtEnd, "%.0f"), drainAt, r.HostCPU.text()}
 }
 
 // backlogText is the backlog section of the text table ("" when no row
@@ -114,7 +120,7 @@ func (c Comparison) backlogMarkdown() string {
 		head += c.Load.text() + ".\n\n"
 	}
 	head += "*produced ev/s*: what the producers managed over the input (below the offered rate when they could not keep up). Source Kafka lag (records read ahead but not processed included), seconds after the first reconfiguration's start, up to the end of the input: *stops growing* when the lag peaked, *drained* when it was back at or under *drain at ≤* (the lag of the pipeline keeping up: from the rate probe's last sustained step, else " +
-		fmt.Sprintf("max(%.1f × the run's smallest pre-scale second, it + %d)", LagFactor, LagSlackRecords) + ") and stayed there " + fmt.Sprintf("%.0f s", LagStaySec) + ". " +
+		fmt.Sprintf("max(%.1f × the run's smallest pre-scale second, it + %d), n/a when the run's lag grew through the pre-scale window by more than that", LagFactor, LagSlackRecords) + ") and stayed there " + fmt.Sprintf("%.0f s", LagStaySec) + ". " +
 		fmt.Sprintf("*CPU busy before / after*: this machine's busy cores (/proc/stat: busy CPU seconds per second, every process on it: the pipeline, its producers, Kafka, ClickHouse, Temporal), mean over the pre-scale seconds and over the %.0f s from the trigger; a backlog drains after a scale-out only with cores left over.\n\n", TriggerWindowSec)
 	head += "| " + strings.Join(backlogHeader, " | ") + " |\n|" + strings.Repeat("---|", len(backlogHeader)) + "\n"
 	return head + b.String()

@@ -122,6 +122,8 @@ func drainedCell(r *CompareRow) string {
 		return "not measured"
 	case r.Backlog.DrainedSec != nil:
 		return fmt.Sprintf("+%.0f s", *r.Backlog.DrainedSec)
+	case r.Backlog.Note == BacklogNoThreshold:
+		return "no threshold"
 	}
 	return "no"
 }
@@ -135,6 +137,8 @@ func drainSpeedupCell(lazy, sar *CompareRow) string {
 	}
 	ld, sd := lazy.Backlog.DrainedSec, sar.Backlog.DrainedSec
 	switch {
+	case lazy.Backlog.Note == BacklogNoThreshold || sar.Backlog.Note == BacklogNoThreshold:
+		return "no drain threshold: not measured"
 	case ld == nil:
 		return "lazy not drained: missed"
 	case *ld <= 0:

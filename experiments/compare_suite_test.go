@@ -127,6 +127,13 @@ func TestCompareSuiteTable(t *testing.T) {
 			row(VariantRemote, 0.8, 70, 0, nil),
 		}},
 		{Experiment: "q-failed", Rows: []CompareRow{{Protocol: VariantLazy, Status: StatusFailed}}},
+		{Experiment: "q-nothreshold", Rows: []CompareRow{
+			row(VariantLazy, 0.9, 40, 0, nil), row(VariantStopAndRestart, 0, 50, 3, nil),
+		}},
+	}
+	// Overloaded from the start with no probe: no drain threshold.
+	for i := range cmps[3].Rows {
+		cmps[3].Rows[i].Backlog.DrainLag, cmps[3].Rows[i].Backlog.Note = 0, BacklogNoThreshold
 	}
 	cmps[0].Rows[0].HostCPU = &HostCPUFigures{CPUs: 2, Pre: f(1.5), After: f(1.96)}
 	got := CompareSuiteTable(cmps)
@@ -134,4 +141,6 @@ func TestCompareSuiteTable(t *testing.T) {
 	require.Contains(t, lines[2], "| q-met | 2.30 GB | 13000 ev/s (10000) | 50000 | 0.95 (0.70) met | 0/31 met | 40.0 / 70.0 ms met | +10 s / no / +45 s / no | > 6.0× (S&R not drained by +60 s) met | 11.0 / 0.6 / 1.4 | 1.50 / 1.96 of 2 |")
 	require.Contains(t, lines[3], "| q-missed | — | config's rate | 50000 | 0.50 (0.70) missed | 2/31 missed | 80.0 / 70.0 ms missed | +30 s / +45 s / — / no | 1.5× not shown | 2.2 / 1.4 / — | not measured |")
 	require.Contains(t, lines[4], "| q-failed | — | config's rate | no lazy run |")
+	require.Contains(t, lines[5], "| q-nothreshold | — | config's rate | 50000 | 0.90 (0.70) met | 0/31 met | 40.0 ms / no remote run |")
+	require.Contains(t, lines[5], "| no threshold / no threshold / — / — | no drain threshold: not measured |")
 }
