@@ -152,8 +152,8 @@ func (t *task) awaitHandoffSends(ctx context.Context) error {
 }
 
 // sendHandoff streams the lookup entries of buckets to the new owner, then
-// the hot state of a lazy move (handoff_hot.go), then the buckets' timers,
-// then the KLT end, then the records forwarded meanwhile.
+// the buckets' timers, then the KLT end, then the records forwarded
+// meanwhile.
 func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets []int, me control.TaskRef, remote []Record, local handoffKeys, timers *handoffTimers, reconfigID string, eager, bulk, push bool, order handoffOrder, q *handoffQueue) {
 	err := func() error {
 		var entries []Record
@@ -175,12 +175,6 @@ func (t *task) sendHandoff(ctx context.Context, target control.TaskRef, buckets 
 			chunk := entries[start:end]
 			f := &wire.Frame{Kind: wire.FrameKLT, JobID: t.jobID, FromTask: t.id, ToTask: target.ID, BarrierID: reconfigID, Records: chunk}
 			if err := t.w.deliver(ctx, target, f); err != nil {
-				return err
-			}
-		}
-		// After the entries it drops, before the end (handoff_hot.go).
-		if t.keyed != nil && !push {
-			if _, _, err := t.pushHot(ctx, target, buckets, me, reconfigID); err != nil {
 				return err
 			}
 		}
@@ -422,12 +416,6 @@ func (t *task) installKLT(f *wire.Frame) error {
 			}
 			continue
 		}
-		if r.Offset == kltHotOffset {
-			if err := ks.applyHot(r, ref.ID); err != nil {
-				return fmt.Errorf("task %s: %w", t.id, err)
-			}
-			continue
-		}
 		if r.Offset == kltHashesOffset {
 			if len(r.Value) == 0 {
 				return fmt.Errorf("task %s: KLT hashes record from %s names no owner", t.id, f.FromTask)
@@ -444,7 +432,7 @@ func (t *task) installKLT(f *wire.Frame) error {
 			i = j - 1
 			continue
 		}
-		return fmt.Errorf("task %s: KLT record from %s with offset %d: want lookup hashes (%d), pushed state (%d), hot state (%d) or a timer (%d)", t.id, f.FromTask, r.Offset, kltHashesOffset, kltStateOffset, kltHotOffset, kltTimerOffset)
+		return fmt.Errorf("task %s: KLT record from %s with offset %d: want lookup hashes (%d), pushed state (%d) or a timer (%d)", t.id, f.FromTask, r.Offset, kltHashesOffset, kltStateOffset, kltTimerOffset)
 	}
 	return nil
 }

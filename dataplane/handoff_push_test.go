@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"koala/dataplane/control"
-	"koala/dataplane/wire"
 	"koala/statesvc"
 )
 
@@ -46,29 +45,17 @@ func pushHalf(tb testing.TB, owner, gainer *task) {
 	for b := pushBuckets / 2; b < pushBuckets; b++ {
 		moved = append(moved, b)
 	}
+	ctx := context.Background()
 	me := control.TaskRef{ID: owner.id, WorkerID: "w1"}
 	target := control.TaskRef{ID: gainer.id, WorkerID: "w1"}
-	sendAndApply(tb, gainer, func() error {
-		_, err := owner.pushBuckets(context.Background(), target, moved, me, "r1")
-		return err
-	})
-}
-
-// sendAndApply runs send and applies every KLT frame it leaves in gainer's
-// inbox as gainer's task goroutine would, concurrently.
-func sendAndApply(tb testing.TB, gainer *task, send func() error) {
-	tb.Helper()
 	applied := make(chan error, 1)
 	done := make(chan struct{})
-	apply := func(f *wire.Frame) error {
-		gainer.taken(f) // as nextFrame does: the frame leaves the inbox
-		return gainer.installKLT(f)
-	}
 	go func() {
 		for {
 			select {
 			case f := <-gainer.inbox:
-				if err := apply(f); err != nil {
+				gainer.taken(f) // as nextFrame does: the frame leaves the inbox
+				if err := gainer.installKLT(f); err != nil {
 					applied <- err
 					return
 				}
@@ -76,7 +63,8 @@ func sendAndApply(tb testing.TB, gainer *task, send func() error) {
 				for {
 					select {
 					case f := <-gainer.inbox:
-						if err := apply(f); err != nil {
+						gainer.taken(f) // as nextFrame does: the frame leaves the inbox
+						if err := gainer.installKLT(f); err != nil {
 							applied <- err
 							return
 						}
@@ -88,7 +76,7 @@ func sendAndApply(tb testing.TB, gainer *task, send func() error) {
 			}
 		}
 	}()
-	err := send()
+	_, err := owner.pushBuckets(ctx, target, moved, me, "r1")
 	close(done)
 	if err != nil {
 		tb.Fatal(err)

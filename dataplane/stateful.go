@@ -47,9 +47,6 @@ type keyedState struct {
 	// instead of one pull per batch or idle tick.
 	bulk       bool
 	chunkBytes int
-	// hotBytes bounds the state a lazy handoff sends ahead of its end
-	// (LazyHandoffHotBytes, handoff_hot.go).
-	hotBytes int
 	// pending is the reconfiguration whose keys are being migrated: whose
 	// "migrated" report this task still owes (nil or "": none). Status
 	// reads it off the task's goroutine, hence atomic: the table can be
@@ -157,10 +154,6 @@ func newKeyedState(op StatefulOperator, job control.JobSpec, opName, dir string,
 		ks.gradual = n
 	}
 	if ks.chunkBytes, err = control.StateMigrationChunkSize(job); err != nil {
-		store.Close()
-		return nil, err
-	}
-	if ks.hotBytes, err = control.HandoffHotBytes(job); err != nil {
 		store.Close()
 		return nil, err
 	}

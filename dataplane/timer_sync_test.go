@@ -128,10 +128,8 @@ func newTimerFixture(t *testing.T, name string, untimed bool) *timerFixture {
 		t.Fatal(err)
 	}
 	w := &Worker{opts: Options{ID: "w1", DataDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), tasks: map[string]*task{}, producers: map[string]*produce.Producer{}}
-	// Every moved key stays remote (no hot state sent at the handoff), so
-	// that the tests see which of them each watermark fetches.
 	job := control.JobSpec{JobID: name, Operators: ops, NumBuckets: kltCkptBuckets, BatchSize: 100, StateBackend: "pebble",
-		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand, control.ParamHandoffHotBytes: "0"}}
+		Params: map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand}}
 	dep := control.Deployment{Job: job, Epoch: 1}
 	for _, op := range ops {
 		for i := range max(1, op.Parallelism) {
@@ -253,47 +251,6 @@ func (fx *timerFixture) handOver(t *testing.T, buckets []int) {
 func TestWindowTimersMoveWithKeys(t *testing.T) {
 	for _, untimed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("untimed=%v", untimed), func(t *testing.T) { runWindowTimersMove(t, untimed) })
-	}
-}
-
-// TestWindowHotStateAtHandoff: with the old owner's hot state sent at the
-// handoff (handoff_hot.go) — here every key, the state being small — the
-// new owner has no key left to fetch, its timers came with the keys, and
-// every window fires once, at its watermark, with its full count.
-func TestWindowHotStateAtHandoff(t *testing.T) {
-	fx := newTimerFixture(t, "timer-hot", false)
-	fx.win[0].keyed.hotBytes = control.DefaultHandoffHotBytes
-	sec := int64(time.Second)
-	t0 := int64(1_700_000_000) * sec
-	moved := []int{1, 3, 5, 7, 9, 11, 13, 15}
-	want := map[string]uint64{}
-	var recs []Record
-	for _, b := range moved {
-		for _, k := range slices.Concat(keysInBucket(b, 4), keysInBucket(b-1, 2)) {
-			for i := range 3 {
-				ts := t0 + int64(100+300*i)*int64(time.Millisecond)
-				want[string(WindowResultKey([]byte(k), (ts/sec+1)*sec))]++
-				recs = append(recs, Record{Key: []byte(k), EventTime: ts})
-			}
-		}
-	}
-	fx.records(t, 0, recs)
-	fx.watermark(t, t0-1)
-	fx.handOver(t, moved)
-	w1 := fx.win[1].keyed
-	if n := w1.klt.Len(); n != 0 {
-		t.Fatalf("win-1's table lists %d keys after a handoff that sent them all", n)
-	}
-	fetched := w1.keysFetched.Load()
-	fx.watermark(t, MaxWatermark)
-	if got := w1.keysFetched.Load(); got != fetched {
-		t.Fatalf("win-1 fetched %d keys at the watermark, want none", got-fetched)
-	}
-	if len(fx.dups) > 0 {
-		t.Fatalf("windows fired twice: %v", fx.dups)
-	}
-	if !maps.Equal(fx.out, want) {
-		t.Fatalf("fired %d windows, want %d:\n%v\nwant\n%v", len(fx.out), len(want), fx.out, want)
 	}
 }
 

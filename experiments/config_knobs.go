@@ -106,8 +106,6 @@ var artifactKnobs = map[string]knob{
 
 	// The lazy protocol's background migration budget per task (dataplane/migrator.go).
 	control.ParamMigrationRate: {kind: knobInt, min: control.MinMigrationRate, max: control.MaxMigrationRate},
-	// What a lazy handoff sends along with its lookup entries (dataplane/handoff_hot.go).
-	control.ParamHandoffHotBytes: {kind: knobInt, min: 0, max: control.MaxHandoffHotBytes},
 
 	control.ParamReconfigHoldBytes: {kind: knobInt, min: control.MinReconfigHoldBytes, max: control.MaxReconfigHoldBytes}, // records held during a reconfiguration before senders wait (dataplane/route_hold.go)
 }

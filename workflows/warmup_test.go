@@ -27,9 +27,7 @@ func warmJob(t *testing.T, ctx context.Context, c *dptest.Cluster, jobID string,
 // warmJobOn is warmJob with another state backend and more job params.
 func warmJobOn(t *testing.T, ctx context.Context, c *dptest.Cluster, jobID string, parallelism, buckets int, backend string, params map[string]string) (*activities.Activities, []control.WorkerInfo, control.Deployment) {
 	t.Helper()
-	// Every moved key stays lazy unless params say otherwise: the tests
-	// count the keys a scale-out leaves remote.
-	p := map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand, control.ParamHandoffHotBytes: "0"}
+	p := map[string]string{control.ParamMigrationMode: control.ModeFetchOnDemand}
 	maps.Copy(p, params)
 	acts := &activities.Activities{NC: c.NC, RequestTimeout: 30 * time.Second}
 	workers, err := acts.DiscoverWorkers(ctx, activities.DiscoverInput{Min: len(c.Workers), Timeout: 10})
